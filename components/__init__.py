@@ -1,0 +1,1 @@
+"""UI and server pieces of the reference app (app.py)."""

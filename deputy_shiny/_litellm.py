@@ -1,0 +1,129 @@
+"""Lazy, offline-safe access to litellm, and the registry of our custom providers.
+
+litellm takes seconds to import and, unless told otherwise, fetches a price list over
+the network at import. So nothing imports it at module level: :func:`get_litellm`
+imports it once (thread-safe), with the local cost map and debug output off, and
+installs the custom providers (test models, the demo model) registered before then.
+Apps call :func:`warm_up` in a worker thread at start so no user pays the import on
+the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+_lock = threading.RLock()
+_module: ModuleType | None = None
+
+# provider name -> factory(litellm module) -> CustomLLM instance. Factories rather than
+# instances, because a CustomLLM subclass can only be defined once litellm is imported.
+_pending: dict[str, Callable[[ModuleType], Any]] = {}
+_installed: dict[str, Any] = {}
+# Marks the custom_provider_map entries we own, so foreign entries are left alone.
+_MARK = "deputy_shiny"
+
+
+def get_litellm() -> ModuleType:
+    """Return the litellm module, importing and configuring it on first use."""
+    global _module
+    if _module is not None:
+        return _module
+    with _lock:
+        if _module is None:
+            # Must be set before import: otherwise litellm downloads its cost map.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault("LITELLM_LOG", "ERROR")
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            # We own fallbacks and retries; litellm must not silently retry or drop params.
+            litellm.num_retries = 0
+            _module = litellm
+            for name, factory in list(_pending.items()):
+                _install(name, factory)
+            _pending.clear()
+    return _module
+
+
+def is_loaded() -> bool:
+    """True once litellm has been imported through :func:`get_litellm`."""
+    return _module is not None
+
+
+def warm_up() -> None:
+    """Import litellm now (call it in a worker thread when an app starts)."""
+    get_litellm()
+
+
+def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:
+    """Register a litellm ``CustomLLM`` provider under ``name`` (model strings ``name/...``).
+
+    ``factory(litellm)`` builds the handler; it runs when litellm is (or already was)
+    imported. Registering a name again replaces its handler.
+    """
+    with _lock:
+        if _module is None:
+            _pending[name] = factory
+        else:
+            _install(name, factory)
+
+
+def unregister_provider(name: str) -> None:
+    """Remove a provider registered with :func:`register_provider` (no error if absent)."""
+    with _lock:
+        _pending.pop(name, None)
+        if _installed.pop(name, None) is None or _module is None:
+            return
+        _sync_provider_map()
+
+
+def is_registered(name: str) -> bool:
+    """True if a custom provider of that name is registered (installed or pending)."""
+    with _lock:
+        return name in _installed or name in _pending
+
+
+def _install(name: str, factory: Callable[[ModuleType], Any]) -> None:
+    assert _module is not None
+    _installed[name] = factory(_module)
+    _sync_provider_map()
+    # litellm also calls this on each request; calling it now makes the provider known
+    # to get_llm_provider() before the first request (and warns if a built-in provider
+    # of the same name would shadow ours).
+    from litellm.utils import custom_llm_setup
+
+    custom_llm_setup()
+
+
+def _sync_provider_map() -> None:
+    """Make litellm's provider tables list exactly our installed providers (plus foreign ones).
+
+    ``custom_provider_map`` is rebuilt from ``_installed`` and rebound rather than edited
+    in place, so a request iterating the old list in another thread never sees it change
+    under it. Rebuilding from ``_installed`` also heals a stale entry left behind when a
+    test model's finalizer unregisters it in the middle of another rebuild (garbage
+    collection can run a finalizer at any allocation, and the lock is reentrant).
+    """
+    assert _module is not None
+    litellm: Any = _module
+    current = list(litellm.custom_provider_map)
+    ours_before = {entry.get("provider") for entry in current if entry.get(_MARK)}
+    foreign = [
+        entry
+        for entry in current
+        if not entry.get(_MARK) and entry.get("provider") not in _installed
+    ]
+    litellm.custom_provider_map = foreign + [
+        {"provider": name, "custom_handler": handler, _MARK: True}
+        for name, handler in _installed.items()
+    ]
+    for name in ours_before - set(_installed):
+        if name in litellm._custom_providers:
+            litellm._custom_providers.remove(name)
+        if name in litellm.provider_list:
+            litellm.provider_list.remove(name)

@@ -1,0 +1,870 @@
+"""Agent: a model, tools and limits, run as one governed loop.
+
+The Agent is a thin façade: every run method (``run``, ``run_async``, ``run_sync``,
+``chat*``, ``stream*``) adapts the one engine in :mod:`deputy_shiny._engine`, so limits,
+tool handling and events behave the same whichever you call.
+
+Example:
+    >>> from deputy_shiny import Agent
+    >>> from deputy_shiny.testing import ScriptedModel
+    >>> agent = Agent(ScriptedModel(["Paris."]), system_prompt="Answer briefly.")
+    >>> agent.chat("What is the capital of France?")
+    'Paris.'
+    >>> agent.usage().requests
+    1
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, overload
+
+from pydantic import BaseModel, ConfigDict
+
+from . import _sync
+from ._engine import Engine, RunOptions, ToolMode, Validator
+from ._run_context import merge_run_context, validate_run_context
+from .errors import (
+    AgentBusyError,
+    AgentRunError,
+    ConfigurationError,
+    InvalidLimitError,
+    InvalidToolError,
+    ProviderError,
+    StructuredOutputError,
+    ToolNameConflictError,
+)
+from .events import AgentEvent, AgentResult, AgentUsage
+from .limits import UsageLimits
+from .messages import (
+    ContentImage,
+    ContentText,
+    ContentToolRequest,
+    ContentToolResult,
+    Turn,
+    UserContent,
+    drop_thinking,
+    user_turn,
+)
+from .models import ChatModel, ModelLike, resolve_model
+from .tools import Tool
+
+TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
+StreamContent = ContentText | ContentToolRequest | ContentToolResult
+
+_TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
+
+
+class ConversationCost(BaseModel):
+    """Tokens and cost of a whole conversation (see :meth:`Agent.cost`).
+
+    ``total`` is None unless every request's cost was known (``complete``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+    total: float | None
+    complete: bool
+    missing: int
+
+
+class Agent:
+    """An LLM agent that runs tasks with tools, under usage limits, reporting events.
+
+    Args:
+        model: A litellm model string (``"openai/gpt-4.1-mini"``), a
+            :class:`~deputy_shiny.models.ChatModel`, or a test model from
+            :mod:`deputy_shiny.testing`. Only the string's shape is checked here;
+            provider problems surface at the first request as typed errors.
+        tools: Tools made with :func:`~deputy_shiny.tools.tool`.
+        system_prompt: Instructions sent before the conversation.
+        usage_limits: Limits applied to each run separately (default: 25 requests).
+        working_dir: The directory file tools work in; must exist (default: cwd).
+        session_id / agent_id: Generated when not given; read-only afterwards.
+        agent_name: Optional human-readable name.
+        run_context: JSON-compatible values attached to every event and result
+            (credential-like keys are rejected).
+        fallback_models: Models to try, in order, when a request fails transiently
+            (connection error, 408, 429, 500, 502, 503, 504) before the run received
+            any response or ran any tool. Once used, a fallback stays in use.
+
+    Example:
+        >>> from deputy_shiny import Agent, tool, tool_annotations
+        >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+        >>> def add(a: int, b: int) -> int:
+        ...     "Add two numbers."
+        ...     return a + b
+        >>> model = ScriptedModel([
+        ...     ScriptedReply(tool_calls=[ScriptedToolCall("add", {"a": 2, "b": 3})]),
+        ...     "2 + 3 = 5",
+        ... ])
+        >>> agent = Agent(model, tools=[tool(add, annotations=tool_annotations(
+        ...     read_only_hint=True, open_world_hint=False))])
+        >>> agent.run_sync("Add 2 and 3").response
+        '2 + 3 = 5'
+    """
+
+    def __init__(
+        self,
+        model: ModelLike,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        usage_limits: UsageLimits | None = None,
+        working_dir: str | os.PathLike[str] | None = None,
+        session_id: str | None = None,
+        run_context: dict[str, Any] | None = None,
+        agent_id: str | None = None,
+        agent_name: str | None = None,
+        fallback_models: Sequence[ModelLike] = (),
+    ) -> None:
+        self._model: ChatModel = resolve_model(model)
+        self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
+        if usage_limits is None:
+            usage_limits = UsageLimits(max_requests=25)
+        if not isinstance(usage_limits, UsageLimits):
+            raise InvalidLimitError(
+                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
+            )
+        self._usage_limits = usage_limits
+        self._working_dir = _existing_dir(working_dir)
+        self._session_id = _identifier(session_id, "session_id", "session")
+        self._agent_id = _identifier(agent_id, "agent_id", "agent")
+        if agent_name is not None and not isinstance(agent_name, str):
+            raise ConfigurationError("agent_name must be a string")
+        self._agent_name = agent_name
+        self._run_context = validate_run_context(run_context or {})
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise ConfigurationError("system_prompt must be a string or None")
+        self._system_prompt = system_prompt
+        self._turns: list[Turn] = []
+        self._tools: dict[str, Tool] = {}
+        self._tool_schema_cache: list[dict[str, Any]] | None = None
+        self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
+        self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
+        self._usage = AgentUsage()
+        self._running = False
+        self._engine = Engine(self)
+        self.register_tools(tools)
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's ID (read-only)."""
+        return self._agent_id
+
+    @property
+    def agent_name(self) -> str | None:
+        """The agent's name, or None (read-only)."""
+        return self._agent_name
+
+    @property
+    def session_id(self) -> str:
+        """The conversation's session ID (read-only)."""
+        return self._session_id
+
+    @property
+    def run_context(self) -> dict[str, Any]:
+        """A copy of the run_context attached to every run."""
+        return dict(self._run_context)
+
+    @property
+    def usage_limits(self) -> UsageLimits:
+        """The limits applied to each run (read-only)."""
+        return self._usage_limits
+
+    @property
+    def working_dir(self) -> Path:
+        """The directory file tools work in (read-only)."""
+        return self._working_dir
+
+    @property
+    def model(self) -> ChatModel:
+        """The model requests go to now (a fallback, once one was used)."""
+        return self._model
+
+    @property
+    def running(self) -> bool:
+        """True while a run is in progress."""
+        return self._running
+
+    def __repr__(self) -> str:
+        usage = self._usage
+        return (
+            f"<Agent {self._agent_name or self._agent_id} model={self._model.model} "
+            f"turns={len(self._turns)} tools={len(self._tools)} requests={usage.requests}>"
+        )
+
+    # ------------------------------------------------------------ runs
+
+    def run(
+        self,
+        task: TaskInput,
+        *,
+        usage_limits: UsageLimits | None = None,
+        include_partial_messages: bool = True,
+        run_context: dict[str, Any] | None = None,
+        type: Any = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+        tool_mode: ToolMode = "concurrent",
+    ) -> AsyncIterator[AgentEvent]:
+        """Run a task, yielding :data:`~deputy_shiny.events.AgentEvent` objects as it goes.
+
+        The ``stop`` event ends every run and :meth:`last_run` then holds the result.
+        Arguments are checked at once; the run starts when you iterate.
+
+        Args:
+            task: The user's message: text, content objects, or a user Turn.
+            usage_limits: Limits for this run; None fields use the agent's, and a looser
+                value is clamped to the agent's.
+            include_partial_messages: Yield a ``text`` event per streamed chunk (the
+                result records them either way).
+            run_context: Merged into the agent's; it cannot change ID fields (keys
+                ending in ``id``) the agent sets.
+            type: A type (pydantic model, dataclass, ``list[int]``...) to extract from
+                the conversation after the task into ``result.structured_output``.
+            validate: Checks the extracted value: True accepts, False or a message
+                rejects (the message is the model's feedback). Anything else, or an
+                exception, ends the run with an error.
+            max_corrections: How often a rejected value may be corrected.
+            tool_mode: ``"concurrent"`` runs one response's tool calls in parallel.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hi there"]))
+            >>> async def main():
+            ...     return [e.type async for e in agent.run("Hello")]
+            >>> asyncio.run(main())[:2]
+            ['start', 'request_start']
+        """
+        options = self._run_options(
+            task,
+            usage_limits=usage_limits,
+            include_partial_messages=include_partial_messages,
+            run_context=run_context,
+            output_type=type,
+            validate=validate,
+            max_corrections=max_corrections,
+            tool_mode=tool_mode,
+        )
+        return self._engine.run(options)
+
+    async def run_async(
+        self,
+        task: TaskInput,
+        *,
+        usage_limits: UsageLimits | None = None,
+        run_context: dict[str, Any] | None = None,
+        type: Any = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+        tool_mode: ToolMode = "concurrent",
+    ) -> AgentResult:
+        """Run a task to the end and return its :class:`~deputy_shiny.events.AgentResult`.
+
+        Raises:
+            ProviderError: the model request failed (after any fallbacks).
+            UsageLimitExceeded: a limit with ``on_exceed="error"`` was reached.
+            StructuredOutputError: structured output was still rejected.
+            AgentRunError: the run failed otherwise. Each carries ``result``.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> asyncio.run(Agent(ScriptedModel(["Done."])).run_async("Go")).stop_reason
+            'complete'
+        """
+        events = self.run(
+            task,
+            usage_limits=usage_limits,
+            run_context=run_context,
+            type=type,
+            validate=validate,
+            max_corrections=max_corrections,
+            tool_mode=tool_mode,
+        )
+        async for _ in events:
+            pass
+        return self._finished_result()
+
+    def run_sync(
+        self,
+        task: TaskInput,
+        *,
+        usage_limits: UsageLimits | None = None,
+        run_context: dict[str, Any] | None = None,
+        type: Any = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+        tool_mode: ToolMode = "concurrent",
+    ) -> AgentResult:
+        """Blocking :meth:`run_async` for scripts (an error inside a running event loop).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel(["Done."])).run_sync("Go").response
+            'Done.'
+        """
+        return _sync.run_sync(
+            self.run_async(
+                task,
+                usage_limits=usage_limits,
+                run_context=run_context,
+                type=type,
+                validate=validate,
+                max_corrections=max_corrections,
+                tool_mode=tool_mode,
+            ),
+            "run_sync",
+        )
+
+    def last_run(self) -> AgentResult | None:
+        """The result of the most recent run, or None before the first one ends."""
+        return self._engine.last_result
+
+    def interrupt(self, reason: str = "interrupted") -> bool:
+        """Stop the current run at the next safe point; safe to call from any thread.
+
+        Stops mid-stream, while a tool runs (a sync tool's thread finishes in the
+        background; its result is discarded), or before the next request. The
+        conversation stays consistent: partial text is kept, open tool requests get
+        a "not run" result. Returns True if a run was active.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).interrupt()
+            False
+        """
+        return self._engine.interrupter.request(reason)
+
+    # ------------------------------------------------------------ ellmer-style adapters
+
+    async def chat_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = "concurrent",
+        run_context: dict[str, Any] | None = None,
+    ) -> str:
+        """Send a message and return the reply text; :meth:`last_run` has the full result.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> asyncio.run(Agent(ScriptedModel(["Hello!"])).chat_async("Hi"))
+            'Hello!'
+        """
+        result = await self.run_async(
+            _content_task(content), tool_mode=tool_mode, run_context=run_context
+        )
+        return result.response
+
+    def chat(self, *content: UserContent, run_context: dict[str, Any] | None = None) -> str:
+        """Blocking :meth:`chat_async`.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel(["Hello!"])).chat("Hi")
+            'Hello!'
+        """
+        return _sync.run_sync(self.chat_async(*content, run_context=run_context), "chat")
+
+    async def chat_structured_async(
+        self,
+        *content: UserContent,
+        type: Any,
+        run_context: dict[str, Any] | None = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+    ) -> Any:
+        """Extract data of ``type`` (a pydantic model, dataclass, ``list[int]``...) from a reply.
+
+        Every attempt counts toward the usage limits.
+
+        Raises:
+            StructuredOutputError: the value was still rejected after ``max_corrections``.
+
+        Example:
+            >>> import asyncio
+            >>> from pydantic import BaseModel
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> class City(BaseModel):
+            ...     name: str
+            >>> agent = Agent(ScriptedModel(["Paris", '{"name": "Paris"}']))
+            >>> asyncio.run(agent.chat_structured_async("Capital of France?", type=City))
+            City(name='Paris')
+        """
+        if type is None:
+            raise ConfigurationError("chat_structured needs a type")
+        result = await self.run_async(
+            _content_task(content),
+            type=type,
+            run_context=run_context,
+            validate=validate,
+            max_corrections=max_corrections,
+        )
+        return result.structured_output
+
+    def chat_structured(
+        self,
+        *content: UserContent,
+        type: Any,
+        run_context: dict[str, Any] | None = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+    ) -> Any:
+        """Blocking :meth:`chat_structured_async`.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel(["", "[1, 2]"])).chat_structured("Two numbers", type=list[int])
+            [1, 2]
+        """
+        return _sync.run_sync(
+            self.chat_structured_async(
+                *content,
+                type=type,
+                run_context=run_context,
+                validate=validate,
+                max_corrections=max_corrections,
+            ),
+            "chat_structured",
+        )
+
+    @overload
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = ...,
+        stream: Literal["text"] = ...,
+        run_context: dict[str, Any] | None = ...,
+    ) -> AsyncIterator[str]: ...
+
+    @overload
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = ...,
+        stream: Literal["content"],
+        run_context: dict[str, Any] | None = ...,
+    ) -> AsyncIterator[StreamContent]: ...
+
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = "concurrent",
+        stream: Literal["text", "content"] = "text",
+        run_context: dict[str, Any] | None = None,
+    ) -> AsyncIterator[str] | AsyncIterator[StreamContent]:
+        """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
+
+        ``"content"`` yields :class:`ContentText` chunks, :class:`ContentToolRequest`
+        as a call starts and :class:`ContentToolResult` as it ends. Errors raise
+        after the stream, as in :meth:`run_async`.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hello there"]))
+            >>> async def main():
+            ...     return "".join([c async for c in agent.stream_async("Hi")])
+            >>> asyncio.run(main())
+            'Hello there'
+        """
+        if stream not in ("text", "content"):
+            raise ConfigurationError('stream must be "text" or "content"')
+        events = self.run(_content_task(content), tool_mode=tool_mode, run_context=run_context)
+        if stream == "text":
+            return self._stream_text(events)
+        return self._stream_content(events)
+
+    def stream(
+        self,
+        *content: UserContent,
+        stream: Literal["text", "content"] = "text",
+        run_context: dict[str, Any] | None = None,
+    ) -> Iterator[str | StreamContent]:
+        """Blocking :meth:`stream_async`, for scripts.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> "".join(Agent(ScriptedModel(["Hi!"])).stream("Hello"))
+            'Hi!'
+        """
+        _sync.ensure_no_running_loop("stream")
+        chunks: AsyncIterator[Any] = self.stream_async(
+            *content, stream=stream, run_context=run_context
+        )
+        return _sync.iterate_sync(chunks, "stream")
+
+    async def _stream_text(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[str]:
+        async for event in events:
+            if event.type == "text":
+                yield event.text
+        self._finished_result()
+
+    async def _stream_content(
+        self, events: AsyncIterator[AgentEvent]
+    ) -> AsyncIterator[StreamContent]:
+        requests: dict[str, ContentToolRequest] = {}
+        async for event in events:
+            if event.type == "text":
+                yield ContentText(text=event.text)
+            elif event.type == "tool_start":
+                request = ContentToolRequest(
+                    id=event.call_id, name=event.tool_name, arguments=event.arguments
+                )
+                requests[event.call_id] = request
+                yield request
+            elif event.type == "tool_end":
+                yield ContentToolResult(
+                    call_id=event.call_id,
+                    name=event.tool_name,
+                    output=event.output,
+                    is_error=event.is_error,
+                )
+        self._finished_result()
+
+    def _finished_result(self) -> AgentResult:
+        """The last result, raising the error that ended the run, if any."""
+        result = self._engine.last_result
+        if result is None:  # pragma: no cover - the engine always records one
+            raise AgentRunError("The run ended without a result")
+        error = self._engine.last_error
+        if error is None:
+            return result
+        if isinstance(error, ProviderError | StructuredOutputError | AgentRunError):
+            error.result = result
+            raise error
+        raise AgentRunError(f"The run failed: {error}", result=result, cause=error) from error
+
+    def _run_options(
+        self,
+        task: TaskInput,
+        *,
+        usage_limits: UsageLimits | None,
+        include_partial_messages: bool,
+        run_context: dict[str, Any] | None,
+        output_type: Any,
+        validate: Validator | None,
+        max_corrections: int,
+        tool_mode: ToolMode,
+    ) -> RunOptions:
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise InvalidLimitError(
+                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
+            )
+        limits = (
+            self._usage_limits
+            if usage_limits is None
+            else usage_limits.clamp_to(self._usage_limits)
+        )
+        if isinstance(max_corrections, bool) or not isinstance(max_corrections, int):
+            raise ConfigurationError("max_corrections must be a whole number")
+        if max_corrections < 0:
+            raise ConfigurationError("max_corrections must be 0 or more")
+        if validate is not None and not callable(validate):
+            raise ConfigurationError("validate must be a function")
+        if tool_mode not in ("concurrent", "sequential"):
+            raise ConfigurationError('tool_mode must be "concurrent" or "sequential"')
+        return RunOptions(
+            prompt=_task_turn(task),
+            limits=limits,
+            run_context=merge_run_context(self._run_context, run_context or {}),
+            include_partial_messages=include_partial_messages,
+            output_type=output_type,
+            validate=validate,
+            max_corrections=max_corrections,
+            tool_mode=tool_mode,
+        )
+
+    def _begin_run(self) -> None:
+        if self._running:
+            raise AgentBusyError(
+                "This agent is already running a task; wait for it to finish or interrupt() it."
+            )
+        self._running = True
+
+    def _end_run(self, usage: AgentUsage) -> None:
+        self._running = False
+        self._usage = self._usage + usage
+
+    def _ensure_idle(self, action: str) -> None:
+        if self._running:
+            raise AgentBusyError(f"Cannot {action} while the agent is running a task.")
+
+    # ------------------------------------------------------------ conversation
+
+    def get_turns(self, include_system_prompt: bool = False) -> list[Turn]:
+        """The whole conversation (optionally with the system prompt as the first turn).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hi!"]))
+            >>> _ = agent.chat("Hello")
+            >>> [t.role for t in agent.get_turns()]
+            ['user', 'assistant']
+        """
+        turns = list(self._turns)
+        if include_system_prompt and self._system_prompt:
+            turns.insert(0, Turn(role="system", contents=[ContentText(text=self._system_prompt)]))
+        return turns
+
+    def turns(self) -> list[Turn]:
+        """The whole conversation; the same as :meth:`get_turns`."""
+        return self.get_turns()
+
+    def get_context_turns(self, include_system_prompt: bool = False) -> list[Turn]:
+        """The turns the model sees now (the whole conversation until compaction exists)."""
+        return self.get_turns(include_system_prompt)
+
+    def set_turns(self, turns: Iterable[Turn]) -> Agent:
+        """Replace the conversation (not during a run).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).set_turns([]).get_turns()
+            []
+        """
+        self._ensure_idle("replace the conversation")
+        new_turns = list(turns)
+        for turn in new_turns:
+            if not isinstance(turn, Turn):
+                raise ConfigurationError(f"set_turns takes Turn objects, not {type(turn).__name__}")
+        self._turns = new_turns
+        return self
+
+    def add_turn(self, user: Turn | UserContent, assistant: Turn | str) -> Agent:
+        """Append a user turn and an assistant turn, as ellmer's ``add_turn`` does.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([])).add_turn("2+2?", "4")
+            >>> agent.last_turn().text
+            '4'
+        """
+        self._ensure_idle("add turns")
+        user_t = user if isinstance(user, Turn) else user_turn(user)
+        assistant_t = (
+            assistant
+            if isinstance(assistant, Turn)
+            else Turn(role="assistant", contents=[ContentText(text=assistant)])
+        )
+        if user_t.role != "user" or assistant_t.role != "assistant":
+            raise ConfigurationError("add_turn takes a user turn, then an assistant turn")
+        self._turns.extend([user_t, assistant_t])
+        return self
+
+    def last_turn(self, role: Literal["assistant", "user", "system"] = "assistant") -> Turn | None:
+        """The last turn with ``role``, or None (``"system"``: the system prompt as a turn)."""
+        if role == "system":
+            if not self._system_prompt:
+                return None
+            return Turn(role="system", contents=[ContentText(text=self._system_prompt)])
+        return next((t for t in reversed(self._turns) if t.role == role), None)
+
+    def get_system_prompt(self) -> str | None:
+        """The system prompt, or None."""
+        return self._system_prompt
+
+    def set_system_prompt(self, value: str | None) -> Agent:
+        """Replace the system prompt (None removes it)."""
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError("system_prompt must be a string or None")
+        self._system_prompt = value
+        return self
+
+    def usage(self) -> AgentUsage:
+        """Usage of the whole conversation, over all runs.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).usage().requests
+            0
+        """
+        return self._usage
+
+    def cost(self) -> ConversationCost:
+        """Tokens and cost of the whole conversation; ``total`` is None if any cost is unknown."""
+        usage = self._usage
+        return ConversationCost(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total=usage.cost,
+            complete=usage.cost_missing == 0,
+            missing=usage.cost_missing,
+        )
+
+    def provider(self) -> dict[str, str]:
+        """The provider and model names: ``{"name": "openai", "model": "gpt-4.1-mini"}``."""
+        return {"name": self._model.provider, "model": self._model.name}
+
+    def get_model(self) -> str:
+        """The litellm model string requests go to."""
+        return self._model.model
+
+    def set_model(self, model: ModelLike) -> Agent:
+        """Send later requests to another model (any model string or model object).
+
+        The conversation, system prompt and tools carry over. Switching provider drops
+        thinking content from the history, since each provider accepts only its own.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).set_model("anthropic/claude-sonnet-4-5").get_model()
+            'anthropic/claude-sonnet-4-5'
+        """
+        self._ensure_idle("change the model")
+        new_model = resolve_model(model)
+        if new_model.provider != self._model.provider:
+            self._turns = drop_thinking(self._turns)
+        self._model = new_model
+        return self
+
+    def _next_fallback(self) -> ChatModel | None:
+        """Move to the next fallback model for good; None when there is none left."""
+        if not self._fallbacks:
+            return None
+        self._model = self._fallbacks.pop(0)
+        return self._model
+
+    # ------------------------------------------------------------ tools
+
+    def register_tool(self, tool: Tool, replace: bool = False) -> Agent:
+        """Add a tool; a name clash is an error unless ``replace=True``.
+
+        Example:
+            >>> from deputy_shiny import tool
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> def now() -> str:
+            ...     "The current time."
+            ...     return "noon"
+            >>> sorted(Agent(ScriptedModel([])).register_tool(tool(now)).get_tools())
+            ['now']
+        """
+        return self.register_tools([tool], replace=replace)
+
+    def register_tools(self, tools: Iterable[Tool], replace: bool = False) -> Agent:
+        """Add several tools; all are checked before any is added.
+
+        Two tools with one name in the batch are always an error; a clash with a
+        registered tool is an error unless ``replace=True``.
+        """
+        batch = self._check_batch(tools)
+        if not replace:
+            clashes = sorted(name for name in batch if name in self._tools)
+            if clashes:
+                raise ToolNameConflictError(
+                    f"Tools already registered: {', '.join(clashes)}. Pass replace=True to "
+                    "replace them."
+                )
+        self._tools.update(batch)
+        self._tool_schema_cache = None
+        return self
+
+    def set_tools(self, tools: Iterable[Tool]) -> Agent:
+        """Replace all registered tools (the batch is checked first)."""
+        batch = self._check_batch(tools)
+        self._tools = batch
+        self._tool_schema_cache = None
+        return self
+
+    def get_tools(self) -> dict[str, Tool]:
+        """The registered tools by name."""
+        return dict(self._tools)
+
+    def _check_batch(self, tools: Iterable[Tool]) -> dict[str, Tool]:
+        if isinstance(tools, Tool):
+            tools = [tools]
+        try:
+            items = list(tools)
+        except TypeError:
+            raise InvalidToolError(
+                f"tools must be a list of tools, not {type(tools).__name__}. {_TOOL_NAME_HINT}"
+            ) from None
+        batch: dict[str, Tool] = {}
+        for item in items:
+            if not isinstance(item, Tool):
+                raise InvalidToolError(
+                    f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
+                )
+            if item.name in batch:
+                raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
+            batch[item.name] = item
+        return batch
+
+    def _tool_schemas(self) -> list[dict[str, Any]]:
+        if self._tool_schema_cache is None:
+            self._tool_schema_cache = [t.openai_schema() for t in self._tools.values()]
+        return self._tool_schema_cache
+
+    def on_tool_request(
+        self, callback: Callable[[ContentToolRequest], object]
+    ) -> Callable[[], None]:
+        """Call ``callback(request)`` when the model requests a tool; returns a remover.
+
+        Raise :class:`~deputy_shiny.errors.ToolRejectedError` (``tool_reject()``) in
+        the callback to refuse the call; any other exception also refuses it.
+        """
+        return _add_callback(self._on_tool_request, callback)
+
+    def on_tool_result(self, callback: Callable[[ContentToolResult], object]) -> Callable[[], None]:
+        """Call ``callback(result)`` when a tool call has a result; returns a remover."""
+        return _add_callback(self._on_tool_result, callback)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _add_callback(registry: list[Any], callback: Callable[..., object]) -> Callable[[], None]:
+    if not callable(callback):
+        raise ConfigurationError("callback must be callable")
+    registry.append(callback)
+
+    def remove() -> None:
+        if callback in registry:
+            registry.remove(callback)
+
+    return remove
+
+
+def _existing_dir(path: str | os.PathLike[str] | None) -> Path:
+    resolved = Path(os.getcwd() if path is None else path).expanduser()
+    if not resolved.is_dir():
+        raise ConfigurationError(
+            f"working_dir {str(resolved)!r} does not exist or is not a directory"
+        )
+    return resolved.resolve()
+
+
+def _identifier(value: str | None, name: str, prefix: str) -> str:
+    if value is None:
+        return f"{prefix}_{uuid.uuid4().hex}"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{name} must be a non-empty string")
+    return value
+
+
+def _task_turn(task: TaskInput) -> Turn:
+    if isinstance(task, Turn):
+        if task.role != "user":
+            raise ConfigurationError("A task turn must have role 'user'")
+        return task
+    if isinstance(task, str | ContentText | ContentImage):
+        return user_turn(task)
+    if isinstance(task, Sequence):
+        return user_turn(*task)
+    raise ConfigurationError(f"Cannot use a {type(task).__name__} as a task")
+
+
+def _content_task(content: Sequence[UserContent]) -> Turn:
+    if not content:
+        raise ConfigurationError("Send at least one piece of content")
+    return user_turn(*content)

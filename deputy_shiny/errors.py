@@ -1,0 +1,159 @@
+"""The one exception hierarchy of deputy_shiny.
+
+Every error the library raises on purpose is a :class:`DeputyError`, so an app
+can catch them all in one place. Each class says when it is raised and its
+message says what to do next.
+
+Example:
+    >>> from deputy_shiny.errors import DeputyError, InvalidModelError
+    >>> issubclass(InvalidModelError, DeputyError)
+    True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .events import AgentResult
+
+
+class DeputyError(Exception):
+    """Base class of every error deputy_shiny raises on purpose."""
+
+
+class ConfigurationError(DeputyError, ValueError):
+    """A value given to a constructor or method is malformed (raised at once, before any
+    request)."""
+
+
+class InvalidModelError(ConfigurationError):
+    """A model string or model object cannot be used (wrong shape or type).
+
+    Provider problems (unknown model at the provider, missing key) are found only at
+    the first request and raise :class:`ProviderError` subclasses instead.
+    """
+
+
+class InvalidLimitError(ConfigurationError):
+    """A usage limit is negative, not a number, or otherwise unusable."""
+
+
+class InvalidToolError(ConfigurationError):
+    """A tool cannot be defined or registered: not callable, a signature that cannot be
+    described as JSON schema, a malformed name, or malformed annotations."""
+
+
+class ToolNameConflictError(InvalidToolError):
+    """Two tools share a name: within one batch, or with a registered tool (without
+    ``replace=True``)."""
+
+
+class RunContextError(ConfigurationError):
+    """``run_context`` holds a credential-like key, a non-JSON value, or tries to change an
+    ID field."""
+
+
+class AgentBusyError(DeputyError, RuntimeError):
+    """A run (or a conversation change) was started while the agent is already running."""
+
+
+class SyncInAsyncError(DeputyError, RuntimeError):
+    """A blocking ``*_sync`` method (or ``chat``/``stream``) was called inside a running event loop.
+
+    Use the ``async`` method (``await agent.run_async(...)``) there instead.
+    """
+
+
+class ProviderError(DeputyError):
+    """A model request failed at the provider.
+
+    Attributes:
+        transient: True for failures worth retrying on another model (connection
+            errors and HTTP 408, 429, 500, 502, 503, 504).
+        status_code: The HTTP status, when the provider gave one.
+        result: The run's partial result, when raised by ``run_async`` and friends.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False, status_code: int | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.status_code = status_code
+        self.result: AgentResult | None = None
+
+
+class MissingCredentialsError(ProviderError):
+    """The provider rejected the request for missing or invalid credentials (set its API key)."""
+
+
+class UnknownModelError(ProviderError):
+    """The provider (or litellm) does not know the model string."""
+
+
+class UsageLimitExceeded(DeputyError):
+    """A usage limit with ``on_exceed="error"`` was reached.
+
+    Attributes:
+        stop_reason: Which limit, e.g. ``"request_limit"`` or ``"cost_limit"``.
+        result: The partial :class:`~deputy_shiny.events.AgentResult` of the run.
+    """
+
+    def __init__(self, message: str, *, stop_reason: str, result: AgentResult | None = None):
+        super().__init__(message)
+        self.stop_reason = stop_reason
+        self.result = result
+
+
+class StructuredOutputError(DeputyError):
+    """Structured output could not be extracted or was still rejected after ``max_corrections``."""
+
+    def __init__(self, message: str, *, result: AgentResult | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+class AgentRunError(DeputyError):
+    """A run ended with an error; ``result`` holds what was done before it."""
+
+    def __init__(self, message: str, *, result: AgentResult | None = None, cause: Any = None):
+        super().__init__(message)
+        self.result = result
+        self.cause = cause
+
+
+class ToolInvocationError(DeputyError):
+    """Raise inside a tool to return a clean error message to the model (no traceback)."""
+
+
+class ToolRejectedError(DeputyError):
+    """Raised by an ``on_tool_request`` callback (see :func:`tool_reject`) to refuse a call.
+
+    The model sees ``Tool call rejected: <reason>`` as the call's error result.
+    """
+
+
+def tool_reject(reason: str = "The user rejected this tool call.") -> None:
+    """Refuse the current tool call from inside an ``on_tool_request`` callback.
+
+    Example:
+        >>> def no_deletes(request):
+        ...     if request.name == "delete_file":
+        ...         tool_reject("deleting files is not allowed here")
+    """
+    raise ToolRejectedError(reason)
+
+
+class ToolArgumentsError(DeputyError):
+    """The model called a tool with arguments that are malformed or fail its schema.
+
+    Raised by ``Tool.parse_arguments`` for JSON that does not parse, a value that is
+    not an object, a missing required or unknown argument, or a value of the wrong
+    type. The message is written for the model to read and fix its call.
+
+    Attributes:
+        tool_name: The tool that was called, when known.
+    """
+
+    def __init__(self, message: str, *, tool_name: str | None = None):
+        super().__init__(message)
+        self.tool_name = tool_name

@@ -1,0 +1,322 @@
+"""What a run reports: AgentEvent (a union discriminated on ``type``), AgentUsage, AgentResult.
+
+``agent.run(task)`` yields events as the agent works; the ``stop`` event ends every run
+and ``agent.last_run()`` then holds the :class:`AgentResult`.
+
+Example:
+    >>> from deputy_shiny.events import AgentUsage
+    >>> AgentUsage(requests=2, input_tokens=10, output_tokens=5).total_tokens
+    15
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from .messages import Turn
+
+StopReason = Literal[
+    "complete",
+    "request_limit",
+    "tool_call_limit",
+    "input_token_limit",
+    "output_token_limit",
+    "total_token_limit",
+    "cost_limit",
+    "cost_unavailable",
+    "tool_loop",
+    "hook_requested_stop",
+    "interrupted",
+    "provider_error",
+    "approval_pending",
+    "error",
+]
+"""Why a run ended. ``interrupt(reason)`` may record its own reason instead of ``interrupted``."""
+
+LIMIT_STOP_REASONS = frozenset(
+    {
+        "request_limit",
+        "tool_call_limit",
+        "input_token_limit",
+        "output_token_limit",
+        "total_token_limit",
+        "cost_limit",
+        "cost_unavailable",
+    }
+)
+
+
+class AgentUsage(BaseModel):
+    """Usage of a run (or of a whole conversation).
+
+    Attributes:
+        requests: Model requests made.
+        tool_calls: Tool calls the model asked for that the agent handled.
+        input_tokens / output_tokens: Summed over requests.
+        total_tokens: input plus output.
+        cost: US dollars, or None when any request's cost was unknown.
+        cost_missing: How many requests had no known cost.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = 0.0
+    cost_missing: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "total_tokens" not in data:
+            data = {
+                **data,
+                "total_tokens": data.get("input_tokens", 0) + data.get("output_tokens", 0),
+            }
+        return data
+
+    def __add__(self, other: AgentUsage) -> AgentUsage:
+        missing = self.cost_missing + other.cost_missing
+        cost = (
+            None if missing or self.cost is None or other.cost is None else self.cost + other.cost
+        )
+        return AgentUsage(
+            requests=self.requests + other.requests,
+            tool_calls=self.tool_calls + other.tool_calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=cost,
+            cost_missing=missing,
+        )
+
+
+class RequestUsage(BaseModel):
+    """Tokens of one model request (the ``usage`` of a ``request_end`` event)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str
+    session_id: str
+    run_id: str
+    run_context: dict[str, Any] = Field(default_factory=dict)
+    timestamp: float = Field(default_factory=time.time)
+
+
+class StartEvent(_EventBase):
+    """The run started on ``task`` (the user's message text)."""
+
+    type: Literal["start"] = "start"
+    task: str
+
+
+class RequestStartEvent(_EventBase):
+    """A model request is about to be sent (``request_index`` counts from 1 in the run)."""
+
+    type: Literal["request_start"] = "request_start"
+    request_index: int
+    model: str
+
+
+class TextEvent(_EventBase):
+    """One streamed chunk of the model's text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class TextCompleteEvent(_EventBase):
+    """The whole text of one model response."""
+
+    type: Literal["text_complete"] = "text_complete"
+    text: str
+
+
+class RequestEndEvent(_EventBase):
+    """A model request finished; its tokens and cost (None if unknown)."""
+
+    type: Literal["request_end"] = "request_end"
+    usage: RequestUsage
+    cost: float | None = None
+
+
+class RequestErrorEvent(_EventBase):
+    """A model request failed; ``transient`` errors may be retried on a fallback model."""
+
+    type: Literal["request_error"] = "request_error"
+    error: str
+    transient: bool = False
+
+
+class ToolStartEvent(_EventBase):
+    """The agent is handling a tool call (before permission checks and execution)."""
+
+    type: Literal["tool_start"] = "tool_start"
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+
+class ToolEndEvent(_EventBase):
+    """A tool call finished; ``output`` is exactly what the model sees."""
+
+    type: Literal["tool_end"] = "tool_end"
+    call_id: str
+    tool_name: str
+    output: str
+    is_error: bool = False
+    duration: float = 0.0
+
+
+class PermissionEvent(_EventBase):
+    """A permission decision on a tool call, with the evaluation step that made it."""
+
+    type: Literal["permission"] = "permission"
+    call_id: str
+    tool_name: str
+    decision: Literal["allow", "deny", "ask"]
+    reason: str = ""
+    step: str = ""
+
+
+class HookEvent(_EventBase):
+    """A hook ran at ``hook_event``; ``result`` summarises what it returned (or None)."""
+
+    type: Literal["hook"] = "hook"
+    hook_event: str
+    result: Any = None
+
+
+class ApprovalEvent(_EventBase):
+    """A tool call's approval changed state."""
+
+    type: Literal["approval"] = "approval"
+    call_id: str
+    request_id: str
+    status: Literal["requested", "approved", "denied", "timeout", "pending_durable"]
+    path: str | None = None
+
+
+class FallbackEvent(_EventBase):
+    """A transient failure moved the agent to its next fallback model (it stays there)."""
+
+    type: Literal["fallback"] = "fallback"
+    from_model: str
+    to_model: str
+    error: str
+
+
+class StructuredAttemptEvent(_EventBase):
+    """One attempt at structured output, accepted or not (with the feedback message)."""
+
+    type: Literal["structured_attempt"] = "structured_attempt"
+    attempt: int
+    accepted: bool
+    message: str = ""
+
+
+class UsageEvent(_EventBase):
+    """The run's usage so far (sent after each request and at the end)."""
+
+    type: Literal["usage"] = "usage"
+    usage: AgentUsage
+
+
+class RunErrorEvent(_EventBase):
+    """The run failed with an error (the ``stop`` event follows)."""
+
+    type: Literal["run_error"] = "run_error"
+    error: str
+
+
+class StopEvent(_EventBase):
+    """The run ended; always the last event."""
+
+    type: Literal["stop"] = "stop"
+    stop_reason: str
+    message: str = ""
+
+
+AgentEvent = Annotated[
+    StartEvent
+    | RequestStartEvent
+    | TextEvent
+    | TextCompleteEvent
+    | RequestEndEvent
+    | RequestErrorEvent
+    | ToolStartEvent
+    | ToolEndEvent
+    | PermissionEvent
+    | HookEvent
+    | ApprovalEvent
+    | FallbackEvent
+    | StructuredAttemptEvent
+    | UsageEvent
+    | RunErrorEvent
+    | StopEvent,
+    Field(discriminator="type"),
+]
+"""Any event of a run; dispatch on ``event.type``."""
+
+agent_event_adapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+
+
+class CostSummary(BaseModel):
+    """The cost of a run: ``total`` is None unless every request's cost was known."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: float | None = 0.0
+    complete: bool = True
+    missing: int = 0
+
+
+class AgentResult(BaseModel):
+    """The outcome of one run.
+
+    Attributes:
+        response: The final response text (of the last model response).
+        turns: The turns this run added to the conversation.
+        events: Every event of the run, text chunks included.
+        usage: The run's :class:`AgentUsage`.
+        cost: The run's :class:`CostSummary`.
+        duration: Seconds from start to stop.
+        stop_reason: Why the run ended (``"complete"`` when the model finished).
+        structured_output: The accepted value when the run asked for ``type=``.
+
+    Example:
+        >>> from deputy_shiny.testing import ScriptedModel
+        >>> from deputy_shiny import Agent
+        >>> result = Agent(ScriptedModel(["Hello!"])).run_sync("Hi")
+        >>> (result.response, result.stop_reason)
+        ('Hello!', 'complete')
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    response: str
+    turns: list[Turn]
+    events: list[AgentEvent]
+    usage: AgentUsage
+    cost: CostSummary
+    duration: float
+    stop_reason: str
+    stop_message: str = ""
+    structured_output: Any = None
+    agent_id: str
+    agent_name: str | None = None
+    session_id: str
+    run_id: str
+    run_context: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,165 @@
+"""Model configuration: every request goes through litellm, named by a model string.
+
+An Agent accepts a litellm model string (``"openai/gpt-4.1-mini"``), a frozen
+:class:`ChatModel` with credentials and request parameters, or any object with an
+``as_chat_model()`` method (the test models in :mod:`deputy_shiny.testing`).
+
+Example:
+    >>> from deputy_shiny.models import ChatModel, resolve_model
+    >>> resolve_model("openai/gpt-4.1-mini").provider
+    'openai'
+    >>> ChatModel(model="anthropic/claude-sonnet-4-5", params={"temperature": 0}).name
+    'claude-sonnet-4-5'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from .errors import InvalidModelError
+
+# Shape only: litellm knows the providers, and asking it means importing it. An optional
+# "provider/" prefix, then a model name that may itself contain slashes
+# ("openrouter/meta-llama/llama-3-70b").
+_MODEL_SHAPE = re.compile(r"^[A-Za-z0-9][\w.\-:@]*(/[\w.\-:@+]+)*$")
+
+
+class ChatModel(BaseModel):
+    """A model to send requests to, through litellm.
+
+    Attributes:
+        model: litellm model string, ``"provider/name"``.
+        api_key: Key for the provider; None reads the provider's usual environment
+            variable (``OPENAI_API_KEY`` and so on). Never logged or saved.
+        api_base: Alternative endpoint, e.g. a local OpenAI-compatible server.
+        params: Extra ``litellm.acompletion`` parameters (``temperature``, ``max_tokens``...).
+        timeout: Seconds before one request is abandoned; None for litellm's default.
+
+    Example:
+        >>> ChatModel(model="openai/gpt-4.1-mini", params={"temperature": 0.2}).provider
+        'openai'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    api_key: SecretStr | None = None
+    api_base: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    timeout: float | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _check_shape(cls, value: str) -> str:
+        check_model_string(value)
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _no_reserved_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = {"model", "messages", "tools", "stream", "stream_options", "api_key"}
+        clash = sorted(reserved & set(value))
+        if clash:
+            raise ValueError(f"params may not set {clash}: the agent sets them itself")
+        return value
+
+    @property
+    def provider(self) -> str:
+        """The provider prefix (``"openai"``), or ``"openai"`` for a bare model name."""
+        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
+
+    @property
+    def name(self) -> str:
+        """The model name without the provider prefix."""
+        return self.model.split("/", 1)[1] if "/" in self.model else self.model
+
+    def request_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments for ``litellm.acompletion`` that this config contributes."""
+        kwargs: dict[str, Any] = {"model": self.model, **self.params}
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key.get_secret_value()
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        return kwargs
+
+
+@runtime_checkable
+class SupportsChatModel(Protocol):
+    """Anything that can describe itself as a :class:`ChatModel` (e.g. ``ScriptedModel``)."""
+
+    def as_chat_model(self) -> ChatModel: ...
+
+
+ModelLike = str | ChatModel | SupportsChatModel
+
+
+def missing_credentials(model: ChatModel) -> list[str]:
+    """Environment variables the model's provider needs for a key and does not have.
+
+    Only API keys and tokens count: providers that need no key (a local Ollama) or
+    authenticate otherwise (Vertex's application credentials) are not blocked. An
+    explicit ``api_key`` or ``api_base`` skips the check. Imports litellm.
+
+    Example:
+        >>> missing_credentials(ChatModel(model="openai/gpt-4.1-mini", api_key="sk-test"))
+        []
+    """
+    from ._litellm import get_litellm, is_registered
+
+    if model.api_key is not None or model.api_base is not None or is_registered(model.provider):
+        return []
+    try:
+        report = get_litellm().validate_environment(model=model.model)
+    except Exception:  # litellm does not know the model: the request will say so
+        return []
+    missing = report.get("missing_keys") or []
+    return [str(k) for k in missing if str(k).endswith(("_API_KEY", "_TOKEN", "_KEY"))]
+
+
+def check_model_string(value: object) -> str:
+    """Raise :class:`InvalidModelError` unless ``value`` is shaped like a litellm model string."""
+    if not isinstance(value, str) or not _MODEL_SHAPE.match(value):
+        raise InvalidModelError(
+            f"{value!r} is not a model string. Use a litellm model string such as "
+            "'openai/gpt-4.1-mini' or 'anthropic/claude-sonnet-4-5', or 'deputy/demo' "
+            "for the offline demo model."
+        )
+    return value
+
+
+def resolve_model(model: object) -> ChatModel:
+    """Turn a model string, :class:`ChatModel` or test model into a :class:`ChatModel`.
+
+    Raises:
+        InvalidModelError: for anything else, or a string that is not a model string.
+    """
+    if isinstance(model, ChatModel):
+        return model
+    if isinstance(model, str):
+        if check_model_string(model).startswith(f"{DEMO_PROVIDER}/"):
+            from .demo import ensure_demo_registered
+
+            ensure_demo_registered()
+        return ChatModel(model=model)
+    if isinstance(model, SupportsChatModel):
+        resolved = model.as_chat_model()
+        if not isinstance(resolved, ChatModel):
+            raise InvalidModelError(
+                f"{type(model).__name__}.as_chat_model() returned {type(resolved).__name__}, "
+                "not a ChatModel."
+            )
+        return resolved
+    raise InvalidModelError(
+        f"Cannot use a {type(model).__name__} as a model. Pass a litellm model string "
+        "('openai/gpt-4.1-mini'), a deputy_shiny.ChatModel, or a test model from "
+        "deputy_shiny.testing."
+    )
+
+
+DEMO_PROVIDER = "deputy"
+DEMO_MODEL = "deputy/demo"

@@ -1,0 +1,33 @@
+"""Importing the package is cheap and offline: no litellm until the first request."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_does_not_load_litellm() -> None:
+    code = (
+        "import sys, deputy_shiny, deputy_shiny.testing\n"
+        "from deputy_shiny import Agent\n"
+        "from deputy_shiny.testing import ScriptedModel\n"
+        "Agent(ScriptedModel(['x']))\n"
+        "Agent('deputy/demo')\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_litellm_is_configured_for_offline_use() -> None:
+    code = (
+        "import os\n"
+        "from deputy_shiny._litellm import get_litellm\n"
+        "litellm = get_litellm()\n"
+        "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], litellm.suppress_debug_info)\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "True True"
