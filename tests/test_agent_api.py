@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
 from deputy_shiny import (
     Agent,
@@ -27,6 +26,7 @@ from deputy_shiny import (
     UsageLimits,
     tool,
 )
+from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
 from .helpers import local_tool, wait_until
 
@@ -188,9 +188,8 @@ async def test_stream_async_text_and_content() -> None:
 
 
 async def test_stream_async_raises_provider_errors_after_the_stream() -> None:
-    from deputy_shiny.testing import ProviderFailure
-
     from deputy_shiny import ProviderError
+    from deputy_shiny.testing import ProviderFailure
 
     agent = Agent(ScriptedModel([ProviderFailure(500)]))
     with pytest.raises(ProviderError):
