@@ -101,7 +101,7 @@ class RunOptions:
     limits: UsageLimits
     run_context: dict[str, Any]
     include_partial_messages: bool = True
-    output_type: Any = None
+    output_type: TypeAdapter[Any] | None = None
     validate: Validator | None = None
     max_corrections: int = 0
     tool_mode: ToolMode = "concurrent"
@@ -117,6 +117,13 @@ class _Response:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost: float | None = None
+
+    def reset(self) -> None:
+        """Forget a failed attempt (before a fallback model tries again)."""
+        self.text.clear()
+        self.thinking.clear()
+        self.calls.clear()
+        self.input_tokens = self.output_tokens = self.cost = None
 
     def turn(self, usage: TurnUsage | None) -> Turn:
         contents: list[Content] = []
@@ -221,8 +228,6 @@ class Engine:
             except _ProviderFailed as failed:
                 st.error = failed.error
                 st.stop("provider_error", str(failed.error))
-            except UsageLimitExceeded:
-                raise
             except Exception as exc:  # an engine-level failure must still end the run cleanly
                 st.error = exc
                 message = (
@@ -355,7 +360,7 @@ class Engine:
                     to_model=fallback.model,
                     error=str(error),
                 )
-                response.__init__()  # type: ignore[misc]
+                response.reset()
 
     async def _stream(
         self,
@@ -633,7 +638,8 @@ class Engine:
 
     async def _structured(self, st: _RunState) -> AsyncIterator[AgentEvent]:
         options = st.options
-        adapter: TypeAdapter[Any] = TypeAdapter(options.output_type)
+        adapter = options.output_type
+        assert adapter is not None
         schema = adapter.json_schema()
         prompt = (
             "Now give the requested data as one JSON value that matches this JSON schema. "

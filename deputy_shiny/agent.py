@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from . import _sync
 from ._engine import Engine, RunOptions, ToolMode, Validator
@@ -61,14 +61,21 @@ _TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) fi
 class ConversationCost(BaseModel):
     """Tokens and cost of a whole conversation (see :meth:`Agent.cost`).
 
-    ``total`` is None unless every request's cost was known (``complete``).
+    ``total`` is None unless every request's cost was known (``complete``);
+    ``missing`` counts the requests whose cost was unknown.
+
+    Example:
+        >>> cost = ConversationCost(
+        ...     input_tokens=10, output_tokens=5, total=None, complete=False, missing=1
+        ... )
+        >>> cost.total is None
+        True
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     input_tokens: int
     output_tokens: int
-    cached_tokens: int = 0
     total: float | None
     complete: bool
     missing: int
@@ -579,7 +586,7 @@ class Agent:
             limits=limits,
             run_context=merge_run_context(self._run_context, run_context or {}),
             include_partial_messages=include_partial_messages,
-            output_type=output_type,
+            output_type=None if output_type is None else _output_adapter(output_type),
             validate=validate,
             max_corrections=max_corrections,
             tool_mode=tool_mode,
@@ -862,6 +869,19 @@ def _task_turn(task: TaskInput) -> Turn:
     if isinstance(task, Sequence):
         return user_turn(*task)
     raise ConfigurationError(f"Cannot use a {type(task).__name__} as a task")
+
+
+def _output_adapter(output_type: Any) -> TypeAdapter[Any]:
+    """A validator and JSON schema for ``type=``, or a ConfigurationError at once."""
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        adapter.json_schema()
+    except Exception as exc:
+        raise ConfigurationError(
+            f"type={output_type!r} cannot be described as JSON schema; use a pydantic model, "
+            f"a dataclass, a TypedDict or a type such as list[int] ({exc})"
+        ) from None
+    return adapter
 
 
 def _content_task(content: Sequence[UserContent]) -> Turn:

@@ -19,9 +19,9 @@ Example:
     ...     "The sum is 3.",
     ... ])
     >>> agent = Agent(model, tools=[tool(add, description="Add two numbers.")])
-    >>> agent.chat("What is 1 + 2?")  # doctest: +SKIP
+    >>> agent.chat("What is 1 + 2?")
     'The sum is 3.'
-    >>> len(model.requests)  # doctest: +SKIP
+    >>> len(model.requests)
     2
 """
 
@@ -288,9 +288,9 @@ class ScriptedModel(_TestModel):
     Example:
         >>> from deputy_shiny import Agent
         >>> model = ScriptedModel(["Paris.", ProviderFailure(429)])
-        >>> Agent(model).chat("Capital of France?")  # doctest: +SKIP
+        >>> Agent(model).chat("Capital of France?")
         'Paris.'
-        >>> model.requests[0]["messages"][-1]  # doctest: +SKIP
+        >>> model.requests[0]["messages"][-1]
         {'role': 'user', 'content': 'Capital of France?'}
     """
 

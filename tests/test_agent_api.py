@@ -299,3 +299,20 @@ def test_registered_tools_reach_the_model() -> None:
 
 def test_tool_stays_callable() -> None:
     assert local_tool(shout)("hello") == "HELLO"
+
+
+def test_bad_output_type_fails_when_the_run_is_requested() -> None:
+    agent = Agent(ScriptedModel(["never used"]))
+    with pytest.raises(ConfigurationError, match="JSON schema"):
+        agent.run("go", type=object())
+    assert agent.usage().requests == 0
+
+
+def test_demo_model_is_honest_through_an_agent() -> None:
+    agent = Agent("deputy/demo")
+    first = agent.chat("Hello")
+    assert "scripted replies, not an LLM" in first
+    assert "DEPUTY_MODEL" in first
+    second = agent.chat("What is the weather in Lisbon?")
+    assert "Lisbon" in second and second != first
+    assert agent.cost().complete

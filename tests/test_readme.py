@@ -1,0 +1,24 @@
+"""The README's Python examples run, in order, offline, and their assertions hold."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_examples_run() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert len(blocks) >= 4
+    namespace: dict[str, object] = {"__name__": "readme"}
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), namespace)
+
+
+def test_readme_starts_with_the_two_commands() -> None:
+    text = README.read_text()
+    commands = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    assert commands[0].strip() == "./scripts/run-app"
+    assert commands[1].strip() == "./scripts/test"
+    assert "./scripts/test" in (README.parent / ".ci" / "run").read_text()
