@@ -10,7 +10,7 @@ Every request is recorded in ``model.requests``.
 Importing this module does not import litellm.
 
 Example:
-    >>> from deputy_shiny import Agent, tool
+    >>> from deputy_shiny import Agent, tool, tool_annotations
     >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
     >>> def add(a: int, b: int) -> int:
     ...     return a + b
@@ -18,7 +18,8 @@ Example:
     ...     ScriptedReply(tool_calls=[ScriptedToolCall("add", {"a": 1, "b": 2})]),
     ...     "The sum is 3.",
     ... ])
-    >>> agent = Agent(model, tools=[tool(add, description="Add two numbers.")])
+    >>> local = tool_annotations(read_only_hint=True, open_world_hint=False)
+    >>> agent = Agent(model, tools=[tool(add, description="Add two numbers.", annotations=local)])
     >>> agent.chat("What is 1 + 2?")
     'The sum is 3.'
     >>> len(model.requests)
