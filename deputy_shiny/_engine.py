@@ -79,7 +79,7 @@ from .messages import (
     tool_request_from_json,
 )
 from .models import ChatModel, missing_credentials
-from .tools import Tool, format_tool_output
+from .tools import Tool, format_tool_output, tool_context
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -500,7 +500,7 @@ class Engine:
         if st.options.tool_mode == "sequential":
             for request, tool, arguments in ready:
                 result, duration = await self.interrupter.guard(
-                    self._execute(request, tool, arguments)
+                    self._execute(st, request, tool, arguments)
                 )
                 yield self._finish_call(st, result, duration)
         else:
@@ -516,7 +516,7 @@ class Engine:
     async def _run_concurrently(
         self, st: _RunState, ready: list[tuple[ContentToolRequest, Tool, dict[str, Any]]]
     ) -> AsyncIterator[AgentEvent]:
-        tasks = {asyncio.ensure_future(self._execute(*item)) for item in ready}
+        tasks = {asyncio.ensure_future(self._execute(st, *item)) for item in ready}
         try:
             while tasks:
                 done, tasks = await self.interrupter.guard(
@@ -557,11 +557,12 @@ class Engine:
         return tool, arguments
 
     async def _execute(
-        self, request: ContentToolRequest, tool: Tool, arguments: dict[str, Any]
+        self, st: _RunState, request: ContentToolRequest, tool: Tool, arguments: dict[str, Any]
     ) -> tuple[ContentToolResult, float]:
         started = time.monotonic()
         try:
-            value = await tool.invoke(arguments)
+            with tool_context(self.agent._tool_context(st.run_id, st.options.run_context, request)):
+                value = await tool.invoke(arguments)
             result = ContentToolResult(
                 call_id=request.id, name=request.name, output=format_tool_output(value)
             )

@@ -50,7 +50,7 @@ from .messages import (
     user_turn,
 )
 from .models import ChatModel, ModelLike, resolve_model
-from .tools import Tool
+from .tools import Tool, ToolContext
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
@@ -806,6 +806,22 @@ class Agent:
                 raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
             batch[item.name] = item
         return batch
+
+    def _tool_context(
+        self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
+    ) -> ToolContext:
+        """What a tool call may know: directories from the permissions, and who calls."""
+        return ToolContext(
+            working_dir=self._working_dir,
+            read_roots=(self._working_dir,),
+            write_roots=(self._working_dir,),
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+            run_id=run_id,
+            call_id=request.id,
+            tool_name=request.name,
+            run_context=run_context,
+        )
 
     def _tool_schemas(self) -> list[dict[str, Any]]:
         if self._tool_schema_cache is None:

@@ -11,6 +11,7 @@ Example:
     ('add', 3)
 """
 
+from ._context import ToolContext, current_tool_context, default_tool_context, tool_context
 from ._tool import (
     EffectiveAnnotations,
     Tool,
@@ -28,11 +29,15 @@ __all__ = [
     "EffectiveAnnotations",
     "Tool",
     "ToolAnnotations",
+    "ToolContext",
     "ToolMetadata",
     "ToolSource",
+    "current_tool_context",
+    "default_tool_context",
     "effective_annotations",
     "format_tool_output",
     "tool",
     "tool_annotations",
+    "tool_context",
     "tool_metadata",
 ]

@@ -1,0 +1,118 @@
+"""Path confinement: where a file tool may read or write, decided before anything runs.
+
+One function, :func:`confine`, serves both the permission check (step 3 of the
+evaluation, a hard deny) and the file tools themselves (defence in depth). A path is
+resolved against the working directory and must land inside one of the allowed roots,
+comparing whole path components after following symlinks (dangling ones too), so:
+
+* ``..`` anywhere in the path is refused outright (rule ``traversal``), even when it
+  would resolve back inside: a model has no business walking up;
+* ``~``-paths are refused (rule ``home``): they look like the home directory;
+* absolute paths outside every root are refused (rule ``outside``);
+* a symlink, existing or dangling, that leads outside is refused (rule ``symlink``);
+* ``/data2`` is not inside ``/data`` (rule ``outside``: components, not prefixes);
+* empty paths, NUL bytes and other control characters are refused (rule ``invalid``).
+
+Backslashes count as separators, so ``..\\..\\etc`` is traversal too.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp()).resolve()
+    >>> confine("notes/a.txt", root, [root]) == root / "notes" / "a.txt"
+    True
+    >>> try:
+    ...     confine("../etc/passwd", root, [root])
+    ... except PathDenied as exc:
+    ...     print(exc.rule)
+    traversal
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from .errors import DeputyError
+
+
+class PathDenied(DeputyError):
+    """A path falls outside the directories a tool may touch.
+
+    Attributes:
+        rule: ``traversal``, ``home``, ``outside``, ``symlink`` or ``invalid``.
+        path: The path as given.
+    """
+
+    def __init__(self, message: str, *, rule: str, path: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.path = path
+
+
+def real_roots(roots: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
+    """The roots with symlinks resolved (``/tmp`` may itself be a link)."""
+    return tuple(Path(os.path.realpath(root)) for root in roots)
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def confine(
+    path: str | os.PathLike[str],
+    working_dir: str | os.PathLike[str],
+    roots: Sequence[str | os.PathLike[str]],
+    *,
+    what: str = "access",
+) -> Path:
+    """Resolve ``path`` against ``working_dir``; raise :class:`PathDenied` unless inside ``roots``.
+
+    Returns the resolved (real) path. ``what`` ("read", "write") words the message.
+    """
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise PathDenied("The path is empty.", rule="invalid", path=str(text))
+    if any(ord(ch) < 32 for ch in text):
+        raise PathDenied("The path contains control characters.", rule="invalid", path=text)
+    normalised = text.replace("\\", "/")
+    parts = PurePosixPath(normalised).parts
+    if ".." in parts:
+        raise PathDenied(
+            f"Path {text!r} uses '..' to leave its directory; give a path inside the "
+            "working directory instead.",
+            rule="traversal",
+            path=text,
+        )
+    if normalised.startswith("~"):
+        raise PathDenied(
+            f"Path {text!r} points into a home directory; only the working directory is allowed.",
+            rule="home",
+            path=text,
+        )
+    allowed = real_roots(roots)
+    if not allowed:
+        raise PathDenied(
+            f"No directory is allowed to {what} here, so {text!r} is refused.",
+            rule="outside",
+            path=text,
+        )
+    base = Path(os.path.realpath(working_dir))
+    lexical = Path(os.path.normpath(base / normalised))
+    if not _inside(lexical, allowed):
+        raise PathDenied(
+            f"Path {text!r} is outside the directories this agent may {what} "
+            f"({', '.join(str(r) for r in allowed)}).",
+            rule="outside",
+            path=text,
+        )
+    real = Path(os.path.realpath(lexical))
+    if not _inside(real, allowed):
+        raise PathDenied(
+            f"Path {text!r} goes through a symbolic link that leads outside the "
+            f"directories this agent may {what}.",
+            rule="symlink",
+            path=text,
+        )
+    return real
