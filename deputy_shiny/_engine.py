@@ -28,12 +28,14 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
 from . import _litellm
 from ._interrupt import Interrupted, Interrupter
+from ._tool_gate import CallIds, ToolGate, Verdict
 from .errors import (
     DeputyError,
     MissingCredentialsError,
@@ -66,6 +68,7 @@ from .events import (
     ToolStartEvent,
     UsageEvent,
 )
+from .hooks import HookRun
 from .limits import UsageLimits
 from .messages import (
     Content,
@@ -138,6 +141,20 @@ class _Response:
         return Turn(role="assistant", contents=contents, usage=usage)
 
 
+@dataclass
+class _Outcome:
+    """A finished tool call: its result and what the after-call hooks did."""
+
+    result: ContentToolResult
+    duration: float = 0.0
+    hook_run: HookRun | None = None
+    hook_event: str = "PostToolUse"
+    stop: str | None = None
+
+
+_Ready = tuple[ContentToolRequest, Tool, dict[str, Any], "Verdict"]
+
+
 class _ProviderFailed(Exception):
     def __init__(self, error: ProviderError) -> None:
         super().__init__(str(error))
@@ -167,6 +184,7 @@ class _RunState:
     pending_calls: list[ContentToolRequest] = field(default_factory=list)
     results: dict[str, ContentToolResult] = field(default_factory=dict)
     loop_counts: Counter[str] = field(default_factory=Counter)
+    hook_stop: str | None = None
 
     def usage(self) -> AgentUsage:
         return AgentUsage(
@@ -189,6 +207,7 @@ class Engine:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.interrupter = Interrupter()
+        self.gate = ToolGate(agent)
         self.last_result: AgentResult | None = None
         self._last_error: BaseException | None = None
 
@@ -221,6 +240,12 @@ class Engine:
             yield self._emit(st, StartEvent, task=options.prompt.text)
             self._add_turn(st, options.prompt)
             try:
+                if not agent._session_started:
+                    agent._session_started = True
+                    for event in await self._observe_hooks(st, "SessionStart"):
+                        yield event
+                for event in await self._observe_hooks(st, "UserPromptSubmit"):
+                    yield event
                 async for event in self._loop(st):
                     yield event
             except Interrupted as stop:
@@ -239,6 +264,8 @@ class Engine:
                 st.stop("error", message)
             self._make_consistent(st)
             st.stop("complete")
+            for event in await self._observe_hooks(st, "Stop"):
+                yield event
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
             finished = True
@@ -257,6 +284,18 @@ class Engine:
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _observe_hooks(self, st: _RunState, event: str) -> list[AgentEvent]:
+        """Run hooks that only observe (their failures are recorded, never fatal)."""
+        hooks = self.agent._hooks
+        if not hooks.matchers(event):
+            return []
+        run = await hooks.run(
+            event, context=self.gate.hook_context(event, st.run_id, st.options.run_context)
+        )
+        if run.failure is not None:
+            logger.warning("%s hook failed: %s", event, run.failure)
+        return self.gate.hook_events(partial(self._emit, st), event, run)
 
     async def _loop(self, st: _RunState) -> AsyncIterator[AgentEvent]:
         while True:
@@ -476,7 +515,7 @@ class Engine:
     ) -> AsyncIterator[AgentEvent]:
         st.pending_calls = list(requests)
         st.results = {}
-        ready: list[tuple[ContentToolRequest, Tool, dict[str, Any]]] = []
+        ready: list[_Ready] = []
         limit = st.options.limits.max_tool_calls
         for request in requests:
             self.interrupter.check()
@@ -494,19 +533,39 @@ class Engine:
             )
             prepared = self._prepare_call(request)
             if isinstance(prepared, ContentToolResult):
-                yield self._finish_call(st, prepared, 0.0)
-            else:
-                ready.append((request, *prepared))
-        if st.options.tool_mode == "sequential":
-            for request, tool, arguments in ready:
-                result, duration = await self.interrupter.guard(
-                    self._execute(st, request, tool, arguments)
+                yield self._finish_call(st, _Outcome(prepared))
+                continue
+            tool, arguments = prepared
+            verdict = Verdict()
+            async for event in self.gate.decide(
+                partial(self._emit, st),
+                self.interrupter.guard,
+                CallIds(st.run_id, st.options.run_context),
+                request,
+                tool,
+                arguments,
+                verdict,
+            ):
+                yield event
+            if verdict.stop_reason is not None:
+                st.hook_stop = verdict.stop_reason
+            if not verdict.allowed:
+                yield self._finish_call(
+                    st, _Outcome(_error_result(request, f"Denied: {verdict.reason}"))
                 )
-                yield self._finish_call(st, result, duration)
+                continue
+            ready.append((request, tool, verdict.arguments or arguments, verdict))
+        if st.options.tool_mode == "sequential":
+            for item in ready:
+                outcome = await self.interrupter.guard(self._execute(st, *item))
+                for event in self._finish_call_events(st, outcome):
+                    yield event
         else:
             async for event in self._run_concurrently(st, ready):
                 yield event
         self._add_results_turn(st, "the run stopped before it")
+        if st.hook_stop is not None:
+            st.stop("hook_requested_stop", st.hook_stop)
         if st.stop_reason is None and any(n >= _LOOP_REPEATS for n in st.loop_counts.values()):
             st.stop(
                 "tool_loop",
@@ -514,7 +573,7 @@ class Engine:
             )
 
     async def _run_concurrently(
-        self, st: _RunState, ready: list[tuple[ContentToolRequest, Tool, dict[str, Any]]]
+        self, st: _RunState, ready: list[_Ready]
     ) -> AsyncIterator[AgentEvent]:
         tasks = {asyncio.ensure_future(self._execute(st, *item)) for item in ready}
         try:
@@ -523,8 +582,8 @@ class Engine:
                     asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 )
                 for task in done:
-                    result, duration = task.result()
-                    yield self._finish_call(st, result, duration)
+                    for event in self._finish_call_events(st, task.result()):
+                        yield event
         finally:
             for task in tasks:
                 task.cancel()
@@ -557,9 +616,15 @@ class Engine:
         return tool, arguments
 
     async def _execute(
-        self, st: _RunState, request: ContentToolRequest, tool: Tool, arguments: dict[str, Any]
-    ) -> tuple[ContentToolResult, float]:
+        self,
+        st: _RunState,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+    ) -> _Outcome:
         started = time.monotonic()
+        failed = False
         try:
             with tool_context(self.agent._tool_context(st.run_id, st.options.run_context, request)):
                 value = await tool.invoke(arguments)
@@ -567,12 +632,34 @@ class Engine:
                 call_id=request.id, name=request.name, output=format_tool_output(value)
             )
         except ToolInvocationError as exc:
-            result = _error_result(request, str(exc))
+            failed, result = True, _error_result(request, str(exc))
         except Exception as exc:
-            result = _error_result(request, f"Error: {type(exc).__name__}: {exc}")
-        return result, time.monotonic() - started
+            failed, result = True, _error_result(request, f"Error: {type(exc).__name__}: {exc}")
+        duration = time.monotonic() - started
+        if verdict.additional_context:
+            result = result.model_copy(
+                update={"output": f"{result.output}\n\n{verdict.additional_context}"}
+            )
+        result, hook_run, stop = await self.gate.after_call(
+            CallIds(st.run_id, st.options.run_context), tool, arguments, result, failed
+        )
+        return _Outcome(
+            result, duration, hook_run, "PostToolUseFailure" if failed else "PostToolUse", stop
+        )
 
-    def _finish_call(self, st: _RunState, result: ContentToolResult, duration: float) -> AgentEvent:
+    def _finish_call_events(self, st: _RunState, outcome: _Outcome) -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        if outcome.hook_run is not None:
+            events.extend(
+                self.gate.hook_events(partial(self._emit, st), outcome.hook_event, outcome.hook_run)
+            )
+        if outcome.stop is not None:
+            st.hook_stop = outcome.stop
+        events.append(self._finish_call(st, outcome))
+        return events
+
+    def _finish_call(self, st: _RunState, outcome: _Outcome) -> AgentEvent:
+        result, duration = outcome.result, outcome.duration
         st.results[result.call_id] = result
         request = next((r for r in st.pending_calls if r.id == result.call_id), None)
         if request is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from . import _sync
 from ._engine import Engine, RunOptions, ToolMode, Validator
 from ._run_context import merge_run_context, validate_run_context
+from .approvals import ApprovalHandler
 from .errors import (
     AgentBusyError,
     AgentRunError,
@@ -38,6 +40,7 @@ from .errors import (
     ToolNameConflictError,
 )
 from .events import AgentEvent, AgentResult, AgentUsage
+from .hooks import HookMatcher, HookRegistry
 from .limits import UsageLimits
 from .messages import (
     ContentImage,
@@ -50,6 +53,8 @@ from .messages import (
     user_turn,
 )
 from .models import ChatModel, ModelLike, resolve_model
+from .permissions import Permissions, narrow_mode, permissions_standard
+from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
 from .tools import Tool, ToolContext
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
@@ -129,6 +134,9 @@ class Agent:
         agent_id: str | None = None,
         agent_name: str | None = None,
         fallback_models: Sequence[ModelLike] = (),
+        permissions: Permissions | None = None,
+        hooks: Iterable[HookMatcher] = (),
+        approval_handler: ApprovalHandler | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -154,6 +162,25 @@ class Agent:
         self._tool_schema_cache: list[dict[str, Any]] | None = None
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
+        if permissions is None:
+            permissions = permissions_standard()
+        if not isinstance(permissions, Permissions):
+            raise ConfigurationError(
+                f"permissions must be a Permissions (e.g. permissions_standard()), not "
+                f"{type(permissions).__name__}"
+            )
+        self._permissions = permissions.for_working_dir(self._working_dir)
+        self._hooks = HookRegistry()
+        for matcher in hooks:
+            self._hooks.add(matcher)
+        if approval_handler is not None and not callable(approval_handler):
+            raise ConfigurationError(
+                "approval_handler must be an async function (request) -> decision"
+            )
+        self._approval_handler = approval_handler
+        self._always_approved: set[str] = set()
+        self._skills: dict[str, Skill] = {}
+        self._session_started = False
         self._usage = AgentUsage()
         self._running = False
         self._engine = Engine(self)
@@ -190,6 +217,45 @@ class Agent:
     def working_dir(self) -> Path:
         """The directory file tools work in (read-only)."""
         return self._working_dir
+
+    @property
+    def permissions(self) -> Permissions:
+        """The policy tool calls are checked against (narrow it with set_permission_mode)."""
+        return self._permissions
+
+    @property
+    def hooks(self) -> HookRegistry:
+        """The agent's hooks (add more with :meth:`add_hook`)."""
+        return self._hooks
+
+    def get_permission_mode(self) -> str:
+        """The current permission mode, e.g. ``"standard"``."""
+        return self._permissions.mode
+
+    def set_permission_mode(self, mode: str) -> Agent:
+        """Switch to a narrower mode for later tool calls (it takes effect at the next call).
+
+        full -> any; standard -> readonly; plan -> readonly; the same mode does nothing;
+        anything else raises (create a new Agent for wider permissions).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).set_permission_mode("readonly").get_permission_mode()
+            'readonly'
+        """
+        self._permissions = narrow_mode(self._permissions, mode)
+        return self
+
+    def add_hook(self, hook: HookMatcher) -> Agent:
+        """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
+
+        Example:
+            >>> from deputy_shiny.hooks import hook_block_dangerous_bash
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([])).add_hook(hook_block_dangerous_bash())
+        """
+        self._hooks.add(hook)
+        return self
 
     @property
     def model(self) -> ChatModel:
@@ -811,10 +877,14 @@ class Agent:
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
     ) -> ToolContext:
         """What a tool call may know: directories from the permissions, and who calls."""
+        permissions = self._permissions
+        writes = permissions.mode in ("standard", "full")
         return ToolContext(
             working_dir=self._working_dir,
-            read_roots=(self._working_dir,),
-            write_roots=(self._working_dir,),
+            read_roots=permissions.sandbox_roots(self._working_dir)
+            if permissions.file_read
+            else (),
+            write_roots=permissions.write_roots(self._working_dir) if writes else (),
             agent_id=self._agent_id,
             session_id=self._session_id,
             run_id=run_id,
@@ -827,6 +897,57 @@ class Agent:
         if self._tool_schema_cache is None:
             self._tool_schema_cache = [t.openai_schema() for t in self._tools.values()]
         return self._tool_schema_cache
+
+    # ------------------------------------------------------------ skills
+
+    def load_skill(
+        self, skill: Skill | str | os.PathLike[str], allow_conflicts: bool = False
+    ) -> Agent:
+        """Load a skill: register its tools (under this agent's permissions), append its prompt.
+
+        Warns when packages the skill needs are missing or it expects another provider.
+        A tool name clash is an error unless ``allow_conflicts=True``, when the skill's
+        tools replace the registered ones (with a warning).
+
+        Example:
+            >>> from deputy_shiny.skills import skill_create
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> terse = skill_create("terse", prompt="Be terse.")
+            >>> agent = Agent(ScriptedModel([])).load_skill(terse)
+            >>> sorted(agent.skills()), "Be terse." in agent.get_system_prompt()
+            (['terse'], True)
+        """
+        self._ensure_idle("load a skill")
+        loaded = prepare_skill(skill)
+        if loaded.name in self._skills and not allow_conflicts:
+            raise ConfigurationError(f"A skill named {loaded.name!r} is already loaded.")
+        check = skill_check_requirements(loaded, provider=self._model.provider)
+        if not check.ok:
+            warnings.warn(
+                f"Skill {loaded.name!r}: " + "; ".join(check.messages), UserWarning, stacklevel=2
+            )
+        clashes = sorted(t.name for t in loaded.tools if t.name in self._tools)
+        if clashes and not allow_conflicts:
+            raise ToolNameConflictError(
+                f"Skill {loaded.name!r} brings tools already registered: {', '.join(clashes)}. "
+                "Pass allow_conflicts=True to let the skill's tools replace them."
+            )
+        if clashes:
+            warnings.warn(
+                f"Skill {loaded.name!r} replaces registered tools: {', '.join(clashes)}",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.register_tools(loaded.tools, replace=allow_conflicts)
+        section = skill_prompt_section(loaded)
+        if section:
+            self._system_prompt = (self._system_prompt or "") + section
+        self._skills[loaded.name] = loaded
+        return self
+
+    def skills(self) -> dict[str, Skill]:
+        """The loaded skills by name."""
+        return dict(self._skills)
 
     def on_tool_request(
         self, callback: Callable[[ContentToolRequest], object]

@@ -109,6 +109,7 @@ async def test_tool_call_round_trip() -> None:
         "request_end",
         "usage",
         "tool_start",
+        "permission",
         "tool_end",
         "request_start",
         "text",

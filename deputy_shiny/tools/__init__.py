@@ -24,9 +24,40 @@ from ._tool import (
     tool_annotations,
     tool_metadata,
 )
+from .bundles import PRESETS, tools_all, tools_code, tools_data, tools_file, tools_preset
+from .code import PythonSession, python_session, tool_run_bash, tool_run_python
+from .data import tool_read_csv
+from .files import (
+    tool_edit_file,
+    tool_glob_files,
+    tool_grep_files,
+    tool_list_files,
+    tool_multi_edit,
+    tool_read_file,
+    tool_read_markdown,
+    tool_write_file,
+)
+from .interactive import (
+    AskUserContext,
+    AskUserDeclined,
+    Option,
+    Question,
+    set_ask_user_callback,
+    tool_ask_user,
+    tools_interactive,
+)
+from .web import NativeWebSearch, SearchResult, tool_web_fetch, tool_web_search, tools_web
 
 __all__ = [
+    "PRESETS",
+    "AskUserContext",
+    "AskUserDeclined",
     "EffectiveAnnotations",
+    "NativeWebSearch",
+    "Option",
+    "PythonSession",
+    "Question",
+    "SearchResult",
     "Tool",
     "ToolAnnotations",
     "ToolContext",
@@ -36,8 +67,31 @@ __all__ = [
     "default_tool_context",
     "effective_annotations",
     "format_tool_output",
+    "python_session",
+    "set_ask_user_callback",
     "tool",
     "tool_annotations",
+    "tool_ask_user",
     "tool_context",
+    "tool_edit_file",
+    "tool_glob_files",
+    "tool_grep_files",
+    "tool_list_files",
     "tool_metadata",
+    "tool_multi_edit",
+    "tool_read_csv",
+    "tool_read_file",
+    "tool_read_markdown",
+    "tool_run_bash",
+    "tool_run_python",
+    "tool_web_fetch",
+    "tool_web_search",
+    "tool_write_file",
+    "tools_all",
+    "tools_code",
+    "tools_data",
+    "tools_file",
+    "tools_interactive",
+    "tools_preset",
+    "tools_web",
 ]

@@ -1,0 +1,441 @@
+"""The gate every tool call passes: permissions, hooks and human approval.
+
+:meth:`ToolGate.decide` runs the nine steps of :mod:`deputy_shiny.permissions` for
+one call, yielding ``permission``, ``hook`` and ``approval`` events as it goes and
+leaving the outcome in a :class:`Verdict`. After the tool ran,
+:meth:`ToolGate.after_call` runs the ``PostToolUse`` / ``PostToolUseFailure`` hooks.
+
+Errors are denials here: an exception or timeout in ``can_use_tool``, a
+``PermissionRequest`` or ``PreToolUse`` hook, or the approval handler denies the call,
+with a reason that says so; nothing here can crash a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._interrupt import Interrupted
+from .approvals import ApprovalDecision, ApprovalRequest
+from .errors import ToolArgumentsError
+from .events import ApprovalEvent, HookEvent, PermissionEvent
+from .hooks import HookContext, HookResultPostToolUse, HookResultPreToolUse, HookRun
+from .messages import ContentToolRequest, ContentToolResult
+from .permissions import (
+    PermissionDecision,
+    PermissionResultAllow,
+    evaluate,
+    is_soft_denial,
+    permission_context,
+)
+from .tools import Tool, tool_metadata
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+logger = logging.getLogger("deputy_shiny")
+T = TypeVar("T")
+
+Emit = Callable[..., Any]
+Guard = Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]]
+
+
+@dataclass
+class Verdict:
+    """The gate's outcome for one call."""
+
+    allowed: bool = False
+    reason: str = ""
+    arguments: dict[str, Any] | None = None
+    additional_context: str | None = None
+    stop_reason: str | None = None  # a hook asked to end the run after this call
+
+
+@dataclass(frozen=True)
+class CallIds:
+    """Who is calling: for contexts, requests and events."""
+
+    run_id: str
+    run_context: dict[str, Any]
+
+
+class ToolGate:
+    """Decides tool calls for one agent. Private: the engine owns one."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    # ------------------------------------------------------------ decide
+
+    async def decide(
+        self,
+        emit: Emit,
+        guard: Guard[Any],
+        ids: CallIds,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+    ) -> AsyncIterator[Any]:
+        """Steps 2-9 for one call whose arguments already passed step 1."""
+        agent = self.agent
+        working_dir = agent.working_dir
+        context = permission_context(
+            tool,
+            agent.permissions,
+            working_dir,
+            agent_id=agent.agent_id,
+            session_id=agent.session_id,
+            run_id=ids.run_id,
+            call_id=request.id,
+            run_context=ids.run_context,
+        )
+        decision = await evaluate(agent.permissions, tool, arguments, working_dir, context=context)
+        yield self._permission_event(emit, request, decision)
+
+        # Step 7: PermissionRequest hooks may lift a soft DENY or an ASK, never a hard DENY.
+        if (decision.decision == "ask" or is_soft_denial(decision)) and agent._hooks.matchers(
+            "PermissionRequest", request.name
+        ):
+            run = await agent._hooks.run(
+                "PermissionRequest",
+                tool_name=request.name,
+                tool_input=arguments,
+                context=self._hook_context("PermissionRequest", ids),
+            )
+            for event in self._hook_events(emit, "PermissionRequest", run):
+                yield event
+            lifted = _lifted_by(run, decision)
+            if lifted is not decision:
+                decision = lifted
+                yield self._permission_event(emit, request, decision)
+
+        if decision.decision == "deny":
+            verdict.reason = decision.reason
+            return
+        arguments = decision.arguments if decision.arguments is not None else arguments
+
+        # Step 8: PreToolUse hooks.
+        if agent._hooks.matchers("PreToolUse", request.name):
+            run = await agent._hooks.run(
+                "PreToolUse",
+                tool_name=request.name,
+                tool_input=arguments,
+                context=self._hook_context("PreToolUse", ids),
+            )
+            for event in self._hook_events(emit, "PreToolUse", run):
+                yield event
+            hook_decision, arguments, extra = await self._pre_tool_use(
+                run, decision, tool, arguments, context
+            )
+            verdict.additional_context = extra.additional_context
+            verdict.stop_reason = extra.stop_reason
+            if hook_decision is not decision:
+                decision = hook_decision
+                yield self._permission_event(emit, request, decision)
+            if decision.decision == "deny":
+                verdict.reason = decision.reason
+                return
+
+        # Step 9: ASK goes to a human.
+        if decision.decision == "ask":
+            async for event in self._ask(
+                emit, guard, ids, request, tool, arguments, decision, verdict
+            ):
+                yield event
+            return
+        verdict.allowed = True
+        verdict.arguments = arguments
+
+    async def _pre_tool_use(
+        self,
+        run: HookRun,
+        decision: PermissionDecision,
+        tool: Tool,
+        arguments: dict[str, Any],
+        context: Any,
+    ) -> tuple[PermissionDecision, dict[str, Any], HookResultPreToolUse]:
+        empty = HookResultPreToolUse()
+        failure = run.failure
+        if failure is not None:
+            return (
+                PermissionDecision(
+                    "deny",
+                    f"A PreToolUse hook failed ({failure}), so the call is denied.",
+                    "pre_tool_use_hook",
+                ),
+                arguments,
+                empty,
+            )
+        result = run.result
+        if not isinstance(result, HookResultPreToolUse):
+            return decision, arguments, empty
+        if result.permission == "deny":
+            reason = result.reason or "A PreToolUse hook denied the call."
+            return PermissionDecision("deny", reason, "pre_tool_use_hook"), arguments, result
+        if result.updated_input is not None:
+            # A hook's edit is input like any other: steps 1-4 and 6 judge it again.
+            rechecked = await evaluate(
+                self.agent.permissions,
+                tool,
+                result.updated_input,
+                self.agent.working_dir,
+                context=context,
+                callback_denies_only=decision.decision == "ask",
+            )
+            if rechecked.decision == "deny":
+                return rechecked, arguments, result
+            arguments = rechecked.arguments or arguments
+            if decision.decision == "allow" and rechecked.decision == "ask":
+                decision = rechecked
+        if result.permission == "ask" and decision.decision == "allow":
+            reason = result.reason or "A PreToolUse hook asks for approval."
+            decision = PermissionDecision("ask", reason, "pre_tool_use_hook", arguments=arguments)
+        return decision, arguments, result
+
+    async def _ask(
+        self,
+        emit: Emit,
+        guard: Guard[Any],
+        ids: CallIds,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        decision: PermissionDecision,
+        verdict: Verdict,
+    ) -> AsyncIterator[Any]:
+        agent = self.agent
+        if tool.name in agent._always_approved:
+            verdict.allowed, verdict.arguments = True, arguments
+            yield self._permission_event(
+                emit,
+                request,
+                PermissionDecision(
+                    "allow", "Approved for the rest of the conversation.", "approval"
+                ),
+            )
+            return
+        handler = agent._approval_handler
+        if handler is None:
+            verdict.reason = f"{decision.reason} No one can approve this call, so it is denied."
+            yield self._permission_event(
+                emit, request, PermissionDecision("deny", verdict.reason, "approval")
+            )
+            return
+        approval = ApprovalRequest(
+            call_id=request.id,
+            tool_name=tool.name,
+            description=tool.description,
+            annotations=dict(tool_metadata(tool)["annotations"]),
+            arguments=arguments,
+            input_schema=tool.parameters,
+            reason=decision.reason,
+            agent_id=agent.agent_id,
+            session_id=agent.session_id,
+            run_id=ids.run_id,
+        )
+        yield self._approval_event(emit, approval, "requested")
+        try:
+            answer = await guard(_call_handler(handler, approval))
+        except Interrupted:
+            raise
+        except TimeoutError:
+            verdict.reason = "Nobody approved the call in time, so it is denied."
+            yield self._approval_event(emit, approval, "timeout")
+            return
+        except Exception as exc:
+            logger.warning("approval handler failed; denying the call", exc_info=True)
+            verdict.reason = (
+                f"The approval handler failed ({type(exc).__name__}), so the call is denied."
+            )
+            yield self._approval_event(emit, approval, "denied")
+            return
+        if not answer.approved:
+            verdict.reason = "Denied by the user" + (
+                f": {answer.message}" if answer.message else "."
+            )
+            yield self._approval_event(emit, approval, "denied")
+            return
+        if answer.updated_input is not None:
+            rechecked = await self._recheck_edited(tool, answer.updated_input, ids, request)
+            if rechecked.decision == "deny":
+                verdict.reason = f"The edited input was refused: {rechecked.reason}"
+                yield self._approval_event(emit, approval, "denied")
+                yield self._permission_event(emit, request, rechecked)
+                return
+            arguments = rechecked.arguments or arguments
+        if answer.always:
+            agent._always_approved.add(tool.name)
+        verdict.allowed, verdict.arguments = True, arguments
+        yield self._approval_event(emit, approval, "approved")
+
+    async def _recheck_edited(
+        self, tool: Tool, updated: dict[str, Any], ids: CallIds, request: ContentToolRequest
+    ) -> PermissionDecision:
+        """Edited input passes steps 1-4, 6 (deny only) and 8 (deny only) again."""
+        agent = self.agent
+        try:
+            tool.parse_arguments(updated)
+        except ToolArgumentsError as exc:
+            return PermissionDecision("deny", str(exc), "arguments", hard=True)
+        context = permission_context(
+            tool,
+            agent.permissions,
+            agent.working_dir,
+            agent_id=agent.agent_id,
+            session_id=agent.session_id,
+            run_id=ids.run_id,
+            call_id=request.id,
+            run_context=ids.run_context,
+        )
+        decision = await evaluate(
+            agent.permissions,
+            tool,
+            updated,
+            agent.working_dir,
+            context=context,
+            callback_denies_only=True,
+        )
+        if decision.decision == "deny":
+            return decision
+        arguments = decision.arguments or updated
+        if agent._hooks.matchers("PreToolUse", tool.name):
+            run = await agent._hooks.run(
+                "PreToolUse",
+                tool_name=tool.name,
+                tool_input=arguments,
+                context=self._hook_context("PreToolUse", ids),
+            )
+            if run.failure is not None:
+                return PermissionDecision(
+                    "deny", f"A PreToolUse hook failed ({run.failure}).", "pre_tool_use_hook"
+                )
+            result = run.result
+            if isinstance(result, HookResultPreToolUse) and result.permission == "deny":
+                return PermissionDecision(
+                    "deny",
+                    result.reason or "A PreToolUse hook denied the call.",
+                    "pre_tool_use_hook",
+                )
+        # An ASK at this point counts as approved: a person just approved this input.
+        return PermissionDecision(
+            "allow", "Approved with edited input.", "approval", arguments=arguments
+        )
+
+    # ------------------------------------------------------------ after the call
+
+    async def after_call(
+        self,
+        ids: CallIds,
+        tool: Tool,
+        arguments: dict[str, Any],
+        result: ContentToolResult,
+        failed: bool,
+    ) -> tuple[ContentToolResult, HookRun | None, str | None]:
+        """PostToolUse (or PostToolUseFailure) hooks: maybe a new output, maybe a stop."""
+        agent = self.agent
+        event = "PostToolUseFailure" if failed else "PostToolUse"
+        if not agent._hooks.matchers(event, tool.name):
+            return result, None, None
+        run = await agent._hooks.run(
+            event,
+            tool_name=tool.name,
+            tool_input=arguments,
+            tool_output=result.output,
+            context=self._hook_context(event, ids),
+        )
+        hook_result = run.result
+        if not isinstance(hook_result, HookResultPostToolUse):
+            return result, run, None
+        output = result.output
+        if hook_result.updated_tool_output is not None:
+            output = str(hook_result.updated_tool_output)
+        if hook_result.suppress_output:
+            output = "[The tool's output was withheld by a hook.]"
+        stop = None
+        if not hook_result.continue_:
+            stop = hook_result.stop_reason or f"A {event} hook asked to stop the run."
+        if output != result.output:
+            result = result.model_copy(update={"output": output})
+        return result, run, stop
+
+    # ------------------------------------------------------------ events
+
+    def _hook_context(self, event: str, ids: CallIds) -> HookContext:
+        return self.hook_context(event, ids.run_id, ids.run_context)
+
+    def hook_context(self, event: str, run_id: str, run_context: dict[str, Any]) -> HookContext:
+        """The context hooks receive at ``event`` in run ``run_id``."""
+        agent = self.agent
+        return HookContext(
+            event=event,
+            agent_id=agent.agent_id,
+            session_id=agent.session_id,
+            run_id=run_id,
+            run_context=run_context,
+        )
+
+    def hook_events(self, emit: Emit, event: str, run: HookRun) -> list[Any]:
+        """One ``hook`` event per callback that ran."""
+        return self._hook_events(emit, event, run)
+
+    @staticmethod
+    def _hook_events(emit: Emit, event: str, run: HookRun) -> list[Any]:
+        return [
+            emit(HookEvent, hook_event=event, result=record.summary()) for record in run.records
+        ]
+
+    @staticmethod
+    def _permission_event(
+        emit: Emit, request: ContentToolRequest, decision: PermissionDecision
+    ) -> Any:
+        return emit(
+            PermissionEvent,
+            call_id=request.id,
+            tool_name=request.name,
+            decision=decision.decision,
+            reason=decision.reason,
+            step=decision.step,
+        )
+
+    @staticmethod
+    def _approval_event(emit: Emit, approval: ApprovalRequest, status: str) -> Any:
+        return emit(
+            ApprovalEvent,
+            call_id=approval.call_id,
+            request_id=approval.request_id,
+            status=status,
+        )
+
+
+def _lifted_by(run: HookRun, decision: PermissionDecision) -> PermissionDecision:
+    """A PermissionRequest hook's answer: an allow lifts; an error denies an ASK."""
+    if run.failure is not None:
+        return PermissionDecision(
+            "deny",
+            f"A PermissionRequest hook failed ({run.failure}), so the call is denied.",
+            "permission_request_hook",
+        )
+    if isinstance(run.result, PermissionResultAllow):
+        return PermissionDecision(
+            "allow",
+            "A PermissionRequest hook allowed the call.",
+            "permission_request_hook",
+            arguments=decision.arguments,
+        )
+    return decision
+
+
+async def _call_handler(handler: Any, approval: ApprovalRequest) -> ApprovalDecision:
+    answer = handler(approval)
+    if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
+        answer = await answer
+    if not isinstance(answer, ApprovalDecision):
+        raise TypeError(f"approval_handler returned {type(answer).__name__}, not ApprovalDecision")
+    return answer
+
+
+__all__ = ["CallIds", "ToolGate", "Verdict"]

@@ -1,0 +1,104 @@
+"""Human approval of tool calls: what a UI is asked, and what it answers.
+
+When the permission evaluation ends in ASK, the agent awaits its
+``approval_handler(request) -> ApprovalDecision``. The request carries an unguessable
+``request_id`` (the routing key a UI answers with; never the model's call id, which
+a model or a prompt injection could predict), the tool's description, annotations,
+arguments and input schema, so a UI can show the call and let a person edit typed
+values.
+
+Example:
+    >>> from deputy_shiny.approvals import ApprovalDecision
+    >>> ApprovalDecision.approve(updated_input={"path": "notes.txt"}).updated_input
+    {'path': 'notes.txt'}
+    >>> ApprovalDecision.deny("not today").message
+    'not today'
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_request_id() -> str:
+    """An unguessable id for one approval request (URL-safe, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+class ApprovalRequest(BaseModel):
+    """A tool call waiting for a human.
+
+    Attributes:
+        request_id: Unguessable routing key; answer with it, never with ``call_id``.
+        call_id: The model's id for the call (for display only).
+        tool_name / description: What would run.
+        annotations: The tool's annotations as supplied (missing ones absent).
+        arguments: The validated arguments the call would run with.
+        input_schema: The tool's JSON schema, so a UI can edit typed values.
+        reason: Why approval is needed (an approval rule, the callback, a hook).
+        agent_id / session_id / run_id: Whose call it is.
+
+    Example:
+        >>> r = ApprovalRequest(call_id="c1", tool_name="write_file", description="Write",
+        ...                     arguments={"path": "a.txt"}, input_schema={}, reason="writes")
+        >>> len(r.request_id) > 30
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str = Field(default_factory=new_request_id)
+    call_id: str
+    tool_name: str
+    description: str = ""
+    annotations: dict[str, bool] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    agent_id: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+
+
+class ApprovalDecision(BaseModel):
+    """A human's answer to an :class:`ApprovalRequest`.
+
+    Build one with :meth:`approve`, :meth:`deny` or :meth:`approve_always`.
+    Edited input (``updated_input``) is checked again by the whole permission policy.
+
+    Example:
+        >>> ApprovalDecision.approve_always().always
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approved: bool
+    updated_input: dict[str, Any] | None = None
+    message: str | None = None
+    always: bool = False
+
+    @classmethod
+    def approve(cls, updated_input: dict[str, Any] | None = None) -> ApprovalDecision:
+        """Run the call (with ``updated_input`` instead of the model's, if given)."""
+        return cls(approved=True, updated_input=updated_input)
+
+    @classmethod
+    def deny(cls, message: str | None = None) -> ApprovalDecision:
+        """Refuse the call; ``message`` is told to the model."""
+        return cls(approved=False, message=message)
+
+    @classmethod
+    def approve_always(cls) -> ApprovalDecision:
+        """Run the call, and approve this tool for the rest of the conversation."""
+        return cls(approved=True, always=True)
+
+
+ApprovalStatus = Literal["requested", "approved", "denied", "timeout", "pending_durable"]
+
+ApprovalHandler = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+"""``async (ApprovalRequest) -> ApprovalDecision``; raising TimeoutError means timeout."""

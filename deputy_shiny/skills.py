@@ -1,0 +1,803 @@
+"""Skills: reusable bundles of instructions, tools and declared requirements.
+
+A :class:`Skill` is a frozen value: a name, a version, a description, a prompt (text
+appended to an agent's system prompt), tools, and :class:`SkillRequirements` (Python
+distributions and litellm providers it expects). Build one in code with
+:func:`skill_create` (or ``Skill(...)``), or read one from a directory with
+:func:`skill_load`. :func:`skill_check_requirements` says what is missing without
+importing or installing anything, and ``agent.load_skill(skill_or_path)`` adds a skill
+to an agent.
+
+Only :func:`skill_load` executes code, and only the tool files the skill declares.
+Building a Skill, revising it, checking its requirements, or passing it to an agent
+never runs anything. Tools are shared, never copied: a Skill holds the very Tool
+objects it was given, with their closures, clients and state.
+
+Example:
+    >>> concise = skill_create("concise", prompt="Answer in one short paragraph.",
+    ...                        requires={"packages": ["pydantic>=2"]})
+    >>> skill_check_requirements(concise).ok
+    True
+    >>> shorter = concise.model_copy(update={"prompt": "Answer in one sentence."})
+    >>> shorter.prompt, concise.prompt
+    ('Answer in one sentence.', 'Answer in one short paragraph.')
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import itertools
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from ._config import FrozenConfig
+from .errors import ConfigurationError, InvalidToolError
+from .tools._tool import Tool, tool
+
+# packaging and yaml are imported where they are used, keeping `import deputy_shiny` lean.
+
+__all__ = [
+    "SKILL_MD",
+    "SKILL_YAML",
+    "Skill",
+    "SkillCheck",
+    "SkillError",
+    "SkillLoadError",
+    "SkillRequirements",
+    "prepare_skill",
+    "skill_check_requirements",
+    "skill_create",
+    "skill_load",
+    "skill_prompt_section",
+]
+
+SKILL_MD = "SKILL.md"
+SKILL_YAML = "SKILL.yaml"
+
+SKILL_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class SkillError(ConfigurationError):
+    """A Skill, its requirements, or an argument of a skill function is malformed."""
+
+
+class SkillLoadError(SkillError):
+    """:func:`skill_load` cannot load a skill directory; the message names the file and field."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+class _SkillValue(FrozenConfig):
+    """A frozen value whose ``model_copy(update=...)`` is validated like the constructor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    _config_error: ClassVar[type[ConfigurationError]] = SkillError
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)  # FrozenConfig: a direct call raises SkillError
+
+    # Marked as pydantic's own __init__, so that validating a nested value (a dict given
+    # for ``requires``) or ``model_validate`` skips it: the outer error then names the
+    # full location, e.g. ``requires.packages.0``, instead of nesting two messages.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A revised copy; ``update`` is validated like the constructor's arguments.
+
+        Every field is immutable and tools are shared by design, so ``deep`` changes
+        nothing: Tool objects are never copied.
+
+        Example:
+            >>> SkillRequirements(providers=["openai"]).model_copy(
+            ...     update={"packages": ["pydantic"]}).packages
+            ('pydantic',)
+        """
+        data = dict(self)
+        if update:
+            data.update(update)
+        return type(self)(**data)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        return self  # immutable; copying would copy the (shared, stateful) tools
+
+
+def _one_or_many(value: Any) -> Any:
+    return (value,) if isinstance(value, str) else value
+
+
+def _check_requirement(value: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = value.strip()
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else "cannot be parsed"
+        raise ValueError(
+            f"{value!r} is not a package requirement such as 'pandas' or 'pandas>=2' ({reason})"
+        ) from None
+    return text
+
+
+def _check_provider(value: str) -> str:
+    text = value.strip().lower()
+    if not _PROVIDER_PATTERN.match(text):
+        raise ValueError(
+            f"{value!r} is not a provider name such as 'openai' or 'anthropic' "
+            "(a litellm provider prefix)"
+        )
+    return text
+
+
+_Packages = Annotated[
+    tuple[Annotated[StrictStr, AfterValidator(_check_requirement)], ...],
+    BeforeValidator(_one_or_many),
+]
+_Providers = Annotated[
+    tuple[Annotated[StrictStr, AfterValidator(_check_provider)], ...],
+    BeforeValidator(_one_or_many),
+]
+
+
+class SkillRequirements(_SkillValue):
+    """What a skill expects: installed Python distributions and litellm providers.
+
+    ``packages`` are requirement strings (``"pandas"``, ``"pandas>=2"``,
+    ``"pywin32; sys_platform == 'win32'"``); ``providers`` are litellm provider
+    prefixes (``"openai"``, ``"anthropic"``), stored lower-case. A single string is
+    taken as a one-item list. Declaring requirements never installs anything.
+
+    Example:
+        >>> SkillRequirements(packages="pandas>=2", providers=["OpenAI"]).providers
+        ('openai',)
+    """
+
+    packages: _Packages = ()
+    providers: _Providers = ()
+
+
+def _check_tool(value: Any) -> Tool:
+    if isinstance(value, Tool):
+        return value
+    hint = "; wrap functions with tool()" if callable(value) else ""
+    raise ValueError(f"expected a Tool (made with tool()), got {type(value).__name__}{hint}")
+
+
+class Skill(_SkillValue):
+    """A reusable bundle: instructions, tools and declared requirements (frozen).
+
+    Fields: ``name`` (1-64 characters of lowercase letters, digits, ``_`` and ``-``,
+    starting with a letter or digit), ``version`` (a PEP 440 version, default
+    ``"0.0.0"``), ``description``, ``prompt`` (appended to the agent's system prompt),
+    ``tools`` (a tuple of :class:`~deputy_shiny.tools.Tool`; names must differ) and
+    ``requires`` (:class:`SkillRequirements` or a dict of its fields). Bad values raise
+    :class:`SkillError` naming the field. The tools are kept as the very same objects,
+    also by ``model_copy(update=...)``, which validates the update.
+
+    Example:
+        >>> s = Skill(name="concise", prompt="Be brief.")
+        >>> s.version, s.tools, s.requires.packages
+        ('0.0.0', (), ())
+        >>> s.model_copy(update={"version": "1.1"}).version
+        '1.1'
+    """
+
+    name: StrictStr
+    version: StrictStr = "0.0.0"
+    description: StrictStr = ""
+    prompt: StrictStr = ""
+    tools: tuple[Annotated[Tool, PlainValidator(_check_tool)], ...] = ()
+    requires: SkillRequirements = Field(default_factory=SkillRequirements)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not SKILL_NAME_PATTERN.match(value):
+            problem = "it is empty" if not value else f"{value!r} is not allowed"
+            raise ValueError(
+                f"{problem}: a skill name has 1 to 64 characters, lowercase letters, digits, "
+                "'_' and '-', and starts with a letter or digit (e.g. 'data-analysis')"
+            )
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _valid_version(cls, value: str) -> str:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise ValueError(
+                f"{value!r} is not a version string such as '1.0.0' (PEP 440)"
+            ) from None
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_tool_names(cls, value: tuple[Tool, ...]) -> tuple[Tool, ...]:
+        first: dict[str, int] = {}
+        for index, t in enumerate(value):
+            if t.name in first:
+                raise ValueError(
+                    f"tools {first[t.name]} and {index} are both named {t.name!r}; "
+                    "tool names in a skill must differ"
+                )
+            first[t.name] = index
+        return value
+
+
+def skill_create(
+    name: str,
+    *,
+    prompt: str = "",
+    description: str = "",
+    tools: Sequence[Tool] = (),
+    requires: SkillRequirements | Mapping[str, Any] | None = None,
+    version: str = "1.0.0",
+) -> Skill:
+    """Create a skill in code; like ``Skill(...)`` but the version defaults to ``"1.0.0"``.
+
+    Example:
+        >>> from deputy_shiny.tools import tool
+        >>> def word_count(text: str) -> int:
+        ...     '''Count the words in a text.'''
+        ...     return len(text.split())
+        >>> s = skill_create("counting", prompt="Count words with word_count.",
+        ...                  tools=[tool(word_count)])
+        >>> s.version, [t.name for t in s.tools]
+        ('1.0.0', ['word_count'])
+    """
+    return Skill(
+        name=name,
+        version=version,
+        description=description,
+        prompt=prompt,
+        tools=tools,
+        requires=SkillRequirements() if requires is None else requires,
+    )
+
+
+# --------------------------------------------------------------------------- requirements
+
+
+class SkillCheck(_SkillValue):
+    """What :func:`skill_check_requirements` found.
+
+    Attributes:
+        ok: True when nothing is missing and the provider fits.
+        missing_packages: Requirement strings not installed, or installed at a version
+            that does not satisfy them (as declared).
+        provider_mismatch: True when the skill names providers and the given one is
+            not among them.
+        messages: One readable sentence per problem (empty when ``ok``).
+
+    Example:
+        >>> SkillCheck(ok=True).missing_packages
+        ()
+    """
+
+    ok: bool
+    missing_packages: tuple[str, ...] = ()
+    provider_mismatch: bool = False
+    messages: tuple[str, ...] = ()
+
+
+def _provider_prefix(provider: str) -> str:
+    return provider.strip().lower().split("/", 1)[0]
+
+
+def skill_check_requirements(skill: Skill, provider: str | None = None) -> SkillCheck:
+    """Check a skill's declared packages (and, given one, the provider) without running anything.
+
+    Packages are looked up with :mod:`importlib.metadata`: never imported, never
+    installed. A requirement whose environment marker does not apply here is skipped;
+    extras are not checked. ``provider`` is a litellm provider prefix such as
+    ``"openai"``, or a model string such as ``"openai/gpt-4o"`` (its prefix is used);
+    with None, or when the skill names no providers, there is no provider check.
+
+    Example:
+        >>> s = skill_create("demo", requires={"packages": ["pydantic", "surely-absent-pkg"],
+        ...                                    "providers": ["anthropic"]})
+        >>> check = skill_check_requirements(s, provider="openai")
+        >>> check.ok, check.missing_packages, check.provider_mismatch
+        (False, ('surely-absent-pkg',), True)
+    """
+    if not isinstance(skill, Skill):
+        raise SkillError(f"skill_check_requirements() needs a Skill, got {type(skill).__name__}.")
+    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+        raise SkillError(
+            f"provider= must be a provider name such as 'openai', or None; got {provider!r:.60}."
+        )
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion
+
+    missing: list[str] = []
+    messages: list[str] = []
+    for spec in skill.requires.packages:
+        req = Requirement(spec)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            installed = importlib.metadata.version(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(spec)
+            messages.append(f"Skill {skill.name!r} needs package {spec!r}, which is not installed.")
+            continue
+        if not req.specifier:
+            continue
+        try:
+            satisfied = req.specifier.contains(installed, prereleases=True)
+        except InvalidVersion:
+            satisfied = False
+        if not satisfied:
+            missing.append(spec)
+            messages.append(
+                f"Skill {skill.name!r} needs package {spec!r}, but {req.name} {installed} "
+                "is installed."
+            )
+    mismatch = False
+    wanted = skill.requires.providers
+    if provider is not None and wanted and _provider_prefix(provider) not in wanted:
+        mismatch = True
+        messages.append(
+            f"Skill {skill.name!r} is meant for provider {' or '.join(wanted)}, but the "
+            f"agent uses {_provider_prefix(provider)!r}; it may not work as intended."
+        )
+    return SkillCheck(
+        ok=not missing and not mismatch,
+        missing_packages=tuple(missing),
+        provider_mismatch=mismatch,
+        messages=tuple(messages),
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+_YAML_KEYS = ("name", "version", "description", "prompt", "requires", "tools")
+_MD_KEYS = ("name", "version", "description", "requires", "tools")
+_TOOL_KEYS = ("name", "file", "function", "description", "annotations")
+_module_counter = itertools.count(1)
+
+
+def skill_load(path: str | os.PathLike[str]) -> Skill:
+    """Load a skill from a directory holding ``SKILL.md`` and/or ``SKILL.yaml``.
+
+    ``SKILL.md`` follows the Agent Skills format: YAML front matter between ``---``
+    lines with ``name`` and ``description`` (also read: ``version``, ``requires``,
+    ``tools``; other keys, such as ``license`` or ``allowed-tools``, are ignored), then
+    a markdown body, which becomes the prompt.
+
+    ``SKILL.yaml`` holds ``name``, ``version``, ``description``, ``prompt``,
+    ``requires: {packages: [...], providers: [...]}`` and
+    ``tools: [{name, file, function, description, annotations}]``; any other key is an
+    error (this file is deputy_shiny's own, so a typo should not pass silently).
+
+    With both files, SKILL.yaml's fields win and SKILL.md's front matter (optional
+    then) fills in the rest; the prompt is SKILL.md's body, and giving a non-empty
+    ``prompt`` in SKILL.yaml as well is an error.
+
+    Each tool entry names a Python ``file`` inside the skill directory (``..`` or
+    symlinks leading out, absolute paths and non-``.py`` files are refused) and a
+    ``function``: an attribute of that file that is a Tool (used as is; ``name``,
+    ``description`` and ``annotations`` given here override its own) or a plain
+    function (wrapped with ``tool()``; ``name`` defaults to ``function`` and the
+    description to its docstring). Every entry and every other field is checked before
+    any file runs; then each declared file is executed once, as its own module (no
+    ``__pycache__`` is written, and the skill directory is not put on ``sys.path``, so
+    a tool file cannot import sibling files). This is the only place a skill's code
+    runs: load only skills you trust.
+
+    Raises :class:`SkillLoadError`, naming the file and field, for a missing
+    directory, no SKILL.md or SKILL.yaml, invalid YAML (with its line), missing or
+    malformed front matter, a missing name, and a tool file that is missing, escapes
+    the directory, fails to import (with the exception) or lacks the function.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "SKILL.md").write_text(
+        ...     "---\\nname: concise\\ndescription: Short answers.\\n---\\nBe brief.\\n")
+        >>> s = skill_load(folder)
+        >>> s.name, s.description, s.prompt
+        ('concise', 'Short answers.', 'Be brief.')
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise SkillLoadError(f"skill_load() needs the path of a skill directory, got {path!r:.60}.")
+    given = Path(path)
+    if not given.exists():
+        raise SkillLoadError(f"Skill directory {str(given)!r} does not exist.")
+    if not given.is_dir():
+        raise SkillLoadError(
+            f"{str(given)!r} is not a directory; pass the skill's folder, which holds "
+            f"{SKILL_MD} and/or {SKILL_YAML}."
+        )
+    root = given.resolve()
+    md_path, yaml_path = root / SKILL_MD, root / SKILL_YAML
+    has_md, has_yaml = md_path.is_file(), yaml_path.is_file()
+    if not has_md and not has_yaml:
+        near = sorted(
+            p.name
+            for p in root.iterdir()
+            if p.name.lower() in ("skill.md", "skill.yaml", "skill.yml")
+        )
+        hint = f" (found {', '.join(near)}; the names must be exactly these)" if near else ""
+        raise SkillLoadError(
+            f"Skill directory {str(root)!r} has neither {SKILL_MD} nor {SKILL_YAML}{hint}."
+        )
+
+    fields: dict[str, Any] = {}
+    origin: dict[str, Path] = {}
+    body = ""
+    if has_md:
+        front, body, offset = _split_front_matter(_read_text(md_path), md_path, has_yaml)
+        if front is not None:
+            meta = _parse_yaml(front, md_path, offset)
+            if not isinstance(meta, dict):
+                raise SkillLoadError(
+                    f"{md_path}: the front matter must be a YAML mapping of 'key: value' "
+                    f"lines, got {_yaml_kind(meta)}."
+                )
+            for key in _MD_KEYS:
+                if meta.get(key) is not None:
+                    fields[key], origin[key] = meta[key], md_path
+            if not has_yaml:
+                for key in ("name", "description"):
+                    value = meta.get(key)
+                    if value is None or (isinstance(value, str) and not value.strip()):
+                        raise SkillLoadError(
+                            f"{md_path}: the front matter lacks the required field {key!r}."
+                        )
+    if has_yaml:
+        meta = _parse_yaml(_read_text(yaml_path), yaml_path, 0)
+        if not isinstance(meta, dict):
+            raise SkillLoadError(
+                f"{yaml_path}: must be a YAML mapping of 'key: value' lines, got "
+                f"{_yaml_kind(meta)}."
+            )
+        unknown = [str(k) for k in meta if k not in _YAML_KEYS]
+        if unknown:
+            raise SkillLoadError(
+                f"{yaml_path}: unknown field {unknown[0]!r}; the fields are "
+                f"{', '.join(_YAML_KEYS)}."
+            )
+        for key in _YAML_KEYS:
+            if meta.get(key) is not None:
+                fields[key], origin[key] = meta[key], yaml_path
+        if "name" not in fields:
+            raise SkillLoadError(f"{yaml_path}: missing the required field 'name'.")
+    body = body.strip()
+    if body:
+        given_prompt = fields.get("prompt")
+        if isinstance(given_prompt, str) and given_prompt.strip():
+            raise SkillLoadError(
+                f"{yaml_path}: field 'prompt' is given, and {SKILL_MD} has a body too; "
+                f"keep the prompt in one place (the body of {SKILL_MD}, or 'prompt')."
+            )
+        fields["prompt"], origin["prompt"] = body, md_path
+    if "version" in fields:
+        fields["version"] = _version_text(fields["version"], origin["version"])
+
+    tool_specs = fields.pop("tools", None)
+    # Validate every field, and every tool entry, before any tool file runs.
+    skill = _validated_skill(fields, origin)
+    if tool_specs is None:
+        return skill
+    specs = _tool_specs(tool_specs, root, origin["tools"])
+    tools = _import_tools(specs, skill.name)
+    return _validated_skill({**fields, "tools": tools}, origin)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise SkillLoadError(f"{path}: not UTF-8 text ({exc.reason}).") from None
+    except OSError as exc:
+        raise SkillLoadError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+
+
+def _split_front_matter(text: str, path: Path, optional: bool) -> tuple[str | None, str, int]:
+    """(front matter or None, body, line offset of the front matter in the file)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        if optional:
+            return None, text, 0
+        raise SkillLoadError(
+            f"{path}: no YAML front matter: the file must start with a '---' line, then "
+            "'name:' and 'description:' lines, then another '---' line, then the prompt."
+        )
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() in ("---", "..."):
+            return "".join(lines[1:index]), "".join(lines[index + 1 :]), 1
+    raise SkillLoadError(f"{path}: the front matter opened on line 1 has no closing '---' line.")
+
+
+def _parse_yaml(text: str, path: Path, line_offset: int) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1 + line_offset}" if mark is not None else ""
+        problem = ": ".join(p for p in (exc.context, exc.problem) if p) or "cannot be parsed"
+        raise SkillLoadError(f"{path}: invalid YAML{where}: {problem}.") from None
+    except yaml.YAMLError as exc:
+        raise SkillLoadError(f"{path}: invalid YAML: {' '.join(str(exc).split())}.") from None
+
+
+def _yaml_kind(value: Any) -> str:
+    if value is None:
+        return "an empty document"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
+
+
+def _version_text(value: Any, path: Path) -> Any:
+    if isinstance(value, bool):
+        return value  # let validation report it
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        raise SkillLoadError(
+            f"{path}: field 'version' is the number {value!r}; quote it (version: "
+            '"1.10"), since YAML reads 1.10 as 1.1.'
+        )
+    return value
+
+
+def _validated_skill(fields: dict[str, Any], origin: dict[str, Path]) -> Skill:
+    try:
+        return Skill.model_validate(fields)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False, include_input=False):
+            loc = err["loc"]
+            where = ".".join(str(part) for part in loc) or "value"
+            source = origin.get(str(loc[0])) if loc else None
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{source or 'skill'}: field {where}: {message}")
+        raise SkillLoadError("; ".join(problems) + ".") from None
+
+
+class _ToolSpec:
+    """One checked ``tools:`` entry: what to import, before anything is imported."""
+
+    def __init__(
+        self,
+        where: str,
+        file: Path,
+        relative: str,
+        function: str,
+        name: str | None,
+        description: str | None,
+        annotations: Mapping[str, Any] | None,
+    ) -> None:
+        self.where = where
+        self.file = file
+        self.relative = relative
+        self.function = function
+        self.name = name
+        self.description = description
+        self.annotations = annotations
+
+
+def _tool_specs(raw: Any, root: Path, path: Path) -> list[_ToolSpec]:
+    if not isinstance(raw, list):
+        raise SkillLoadError(
+            f"{path}: field 'tools' must be a list of {{name, file, function}} entries, "
+            f"got {_yaml_kind(raw)}."
+        )
+    specs = []
+    for index, entry in enumerate(raw):
+        where = f"{path}: tools[{index}]"
+        if not isinstance(entry, dict):
+            raise SkillLoadError(
+                f"{where}: must be a mapping with 'file' and 'function', got {_yaml_kind(entry)}."
+            )
+        unknown = [str(k) for k in entry if k not in _TOOL_KEYS]
+        if unknown:
+            raise SkillLoadError(
+                f"{where}: unknown field {unknown[0]!r}; the fields are {', '.join(_TOOL_KEYS)}."
+            )
+        for key in ("file", "function"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise SkillLoadError(f"{where}.{key}: required, and must be a non-empty string.")
+        for key in ("name", "description"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise SkillLoadError(f"{where}.{key}: must be a string.")
+        annotations = entry.get("annotations")
+        if annotations is not None and not isinstance(annotations, dict):
+            raise SkillLoadError(
+                f"{where}.annotations: must be a mapping such as {{read_only_hint: true}}."
+            )
+        function = entry["function"].strip()
+        if not function.isidentifier():
+            raise SkillLoadError(
+                f"{where}.function: {function!r} is not a Python name (an attribute of the file)."
+            )
+        relative = entry["file"].strip()
+        specs.append(
+            _ToolSpec(
+                where=where,
+                file=_tool_file(relative, root, f"{where}.file"),
+                relative=relative,
+                function=function,
+                name=entry.get("name"),
+                description=entry.get("description"),
+                annotations=annotations,
+            )
+        )
+    return specs
+
+
+def _tool_file(relative: str, root: Path, where: str) -> Path:
+    if "\x00" in relative:
+        raise SkillLoadError(f"{where}: {relative!r} contains a NUL byte.")
+    candidate = Path(relative)
+    if candidate.is_absolute() or relative.startswith("~"):
+        raise SkillLoadError(
+            f"{where}: {relative!r} must be a path relative to the skill directory {str(root)!r}."
+        )
+    try:
+        resolved = (root / candidate).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise SkillLoadError(f"{where}: {relative!r} cannot be resolved ({exc}).") from None
+    if not resolved.is_relative_to(root):
+        raise SkillLoadError(
+            f"{where}: {relative!r} leads outside the skill directory {str(root)!r} (to "
+            f"{str(resolved)!r}); tool files must live inside it."
+        )
+    if not resolved.exists():
+        raise SkillLoadError(f"{where}: {relative!r} does not exist in {str(root)!r}.")
+    if not resolved.is_file():
+        raise SkillLoadError(f"{where}: {relative!r} is not a file.")
+    if resolved.suffix != ".py":
+        raise SkillLoadError(f"{where}: {relative!r} is not a Python file (.py).")
+    return resolved
+
+
+def _module_name(skill_name: str, file: Path) -> str:
+    stem = re.sub(r"\W", "_", file.stem)
+    return f"_deputy_skill_{skill_name.replace('-', '_')}_{next(_module_counter)}_{stem}"
+
+
+def _import_tools(specs: list[_ToolSpec], skill_name: str) -> list[Tool]:
+    modules: dict[Path, ModuleType] = {}
+    added: list[str] = []
+    try:
+        tools = []
+        for spec in specs:
+            module = modules.get(spec.file)
+            if module is None:
+                module = _exec_tool_file(spec, skill_name)
+                modules[spec.file] = module
+                added.append(module.__name__)
+            tools.append(_tool_from(module, spec))
+        return tools
+    except BaseException:
+        for name in added:
+            sys.modules.pop(name, None)
+        raise
+
+
+def _exec_tool_file(spec: _ToolSpec, skill_name: str) -> ModuleType:
+    name = _module_name(skill_name, spec.file)
+    module_spec = importlib.util.spec_from_file_location(name, spec.file)
+    if module_spec is None:
+        raise SkillLoadError(f"{spec.where}.file: {spec.relative!r} cannot be imported.")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        source = spec.file.read_bytes()
+    except OSError as exc:
+        raise SkillLoadError(
+            f"{spec.where}.file: {spec.relative!r} cannot be read ({exc.strerror or exc})."
+        ) from None
+    # Registered while it runs (dataclasses and pydantic models look their module up),
+    # executed from source so that no __pycache__ is written into the skill directory.
+    sys.modules[name] = module
+    try:
+        code = compile(source, str(spec.file), "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise SkillLoadError(
+            f"{spec.where}.file: importing {spec.relative!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return module
+
+
+def _tool_from(module: ModuleType, spec: _ToolSpec) -> Tool:
+    where = f"{spec.where}.function"
+    if spec.function not in module.__dict__:
+        raise SkillLoadError(f"{where}: {spec.relative!r} defines no {spec.function!r}.")
+    value = module.__dict__[spec.function]
+    try:
+        if isinstance(value, Tool):
+            overrides: dict[str, Any] = {}
+            if spec.name is not None and spec.name != value.name:
+                overrides["name"] = spec.name
+            if spec.description is not None:
+                overrides["description"] = spec.description
+            if spec.annotations is not None:
+                overrides["annotations"] = spec.annotations
+            return tool(value, **overrides) if overrides else value
+        if callable(value):
+            return tool(
+                value,
+                name=spec.name if spec.name is not None else spec.function,
+                description=spec.description,
+                annotations=spec.annotations,
+            )
+    except InvalidToolError as exc:
+        message = str(exc)
+        if "no description" in message:
+            message = message.rstrip(".") + ", or give 'description' in this tools entry."
+        raise SkillLoadError(f"{spec.where}: {message}") from None
+    raise SkillLoadError(
+        f"{where}: {spec.function!r} in {spec.relative!r} is a {type(value).__name__}, "
+        "not a Tool or a function."
+    )
+
+
+# --------------------------------------------------------------------------- agent helpers
+
+
+def prepare_skill(skill_or_path: Skill | str | os.PathLike[str]) -> Skill:
+    """The Skill for ``agent.load_skill()``: a Skill as is, a path loaded with :func:`skill_load`.
+
+    Example:
+        >>> s = skill_create("concise", prompt="Be brief.")
+        >>> prepare_skill(s) is s
+        True
+    """
+    if isinstance(skill_or_path, Skill):
+        return skill_or_path
+    if isinstance(skill_or_path, (str, os.PathLike)):
+        return skill_load(skill_or_path)
+    raise SkillError(
+        "load_skill() needs a Skill (see skill_create()) or the path of a skill directory, "
+        f"got {type(skill_or_path).__name__}."
+    )
+
+
+def skill_prompt_section(skill: Skill) -> str:
+    """The text appended to the system prompt for a skill; ``""`` when its prompt is blank.
+
+    Example:
+        >>> skill_prompt_section(skill_create("concise", prompt="Be brief."))
+        '\\n\\n## Skill: concise\\nBe brief.'
+        >>> skill_prompt_section(skill_create("tools-only"))
+        ''
+    """
+    if not isinstance(skill, Skill):
+        raise SkillError(f"skill_prompt_section() needs a Skill, got {type(skill).__name__}.")
+    prompt = skill.prompt.strip()
+    return f"\n\n## Skill: {skill.name}\n{prompt}" if prompt else ""

@@ -1,0 +1,695 @@
+"""Web tools: fetch a page as readable text, search the web, or use a provider's own search.
+
+``web_fetch`` downloads one http(s) URL with httpx (redirects followed hop by hop, each
+hop's scheme checked, a total deadline and a byte cap enforced while the body streams)
+and turns HTML into Markdown with ``markdownify`` (scripts, styles and other non-content
+elements dropped). ``web_search`` asks an injectable backend; the default one uses
+DuckDuckGo through the ``ddgs`` package (the ``web`` extra). :func:`tools_web` returns
+both, or, for a model whose provider searches natively, ``web_fetch`` plus a
+:class:`NativeWebSearch` marker that the agent turns into request parameters.
+
+Example:
+    >>> from deputy_shiny.tools.web import tools_web
+    >>> [t.name for t in tools_web()]
+    ['web_fetch', 'web_search']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import re
+import socket
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urljoin
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ToolInvocationError
+from ._tool import Tool, ToolAnnotations, ToolSource, _is_async_callable, tool, tool_annotations
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "NativeWebSearch",
+    "SearchBackend",
+    "SearchResult",
+    "ddgs_search",
+    "tool_web_fetch",
+    "tool_web_search",
+    "tools_web",
+]
+
+logger = logging.getLogger(__name__)
+
+_SOURCE = ToolSource(type="package", package="deputy_shiny")
+
+WEB_FETCH_ANNOTATIONS = tool_annotations(
+    read_only_hint=True, destructive_hint=False, open_world_hint=True, idempotent_hint=True
+)
+WEB_SEARCH_ANNOTATIONS = tool_annotations(
+    read_only_hint=True, destructive_hint=False, open_world_hint=True, idempotent_hint=False
+)
+
+_ALLOWED_SCHEMES = ("http", "https")
+_MAX_REDIRECTS = 10
+_USER_AGENT = "deputy_shiny-web_fetch/0.1 (+https://pypi.org/project/deputy_shiny/)"
+_ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/*;q=0.8,*/*;q=0.5"
+
+# application/* subtypes that are text (besides any "+json" / "+xml" suffix).
+_TEXT_APPLICATION_TYPES = frozenset(
+    {
+        "json",
+        "xml",
+        "javascript",
+        "ecmascript",
+        "x-javascript",
+        "x-yaml",
+        "yaml",
+        "toml",
+        "x-toml",
+        "csv",
+        "x-sh",
+        "x-python",
+        "sql",
+        "graphql",
+        "markdown",
+        "x-markdown",
+        "x-ndjson",
+        "ndjson",
+        "x-www-form-urlencoded",
+        "x-tex",
+        "x-latex",
+        "rtf",
+    }
+)
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+# Types whose body is read and sniffed: the server did not say what it is.
+_UNKNOWN_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+# Elements that carry no readable content.
+_DROP_TAGS = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "canvas",
+    "iframe",
+    "object",
+    "embed",
+    "link",
+    "meta",
+    "head",
+    "img",
+    "picture",
+    "video",
+    "audio",
+    "source",
+    "track",
+    "map",
+    "button",
+    "input",
+    "select",
+    "textarea",
+)
+
+
+# --------------------------------------------------------------------------- web_fetch
+
+
+class _Page:
+    """What was downloaded: final URL, content type, charset, body, and whether it was cut."""
+
+    def __init__(
+        self, url: str, content_type: str, charset: str | None, body: bytes, capped: bool
+    ) -> None:
+        self.url = url
+        self.content_type = content_type
+        self.charset = charset
+        self.body = body
+        self.capped = capped
+
+
+def _check_scheme(url: str, *, hop: str = "") -> None:
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in _ALLOWED_SCHEMES:
+        where = f" ({hop})" if hop else ""
+        shown = url if len(url) <= 200 else url[:200] + "..."
+        raise ToolInvocationError(
+            f"web_fetch fetches only http:// and https:// URLs{where}; got {shown!r}."
+        )
+
+
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def _kind(media_type: str) -> Literal["html", "text", "binary", "unknown"]:
+    if media_type in _HTML_TYPES:
+        return "html"
+    if media_type in _UNKNOWN_TYPES:
+        return "unknown"
+    main, _, sub = media_type.partition("/")
+    if main == "text":
+        return "text"
+    if main == "application" and (
+        sub in _TEXT_APPLICATION_TYPES or sub.endswith(("+json", "+xml", "+yaml"))
+    ):
+        return "text"
+    return "binary"
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:4096]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 4  # a character cut at the end of the sample is fine
+    return False
+
+
+def _looks_like_html(text: str) -> bool:
+    start = text.lstrip()[:512].lower()
+    return start.startswith(("<!doctype html", "<html")) or "<html" in start
+
+
+def _binary_refusal(url: str, media_type: str) -> ToolInvocationError:
+    return ToolInvocationError(
+        f"web_fetch returns text only: {url} is {media_type or 'binary data'} (a binary "
+        "type), so it was not downloaded. Fetch an HTML or text page instead."
+    )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _connect_problem(exc: BaseException, url: httpx.URL) -> str:
+    chain = list(_causes(exc))
+    root = chain[-1]
+    text = str(root) or type(root).__name__
+    lowered = " ".join(str(e) for e in chain).lower()
+    host = url.host
+    if any(isinstance(e, socket.gaierror) for e in chain) or any(
+        marker in lowered
+        for marker in (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo failed",
+            "no address associated",
+            "temporary failure in name resolution",
+            "name resolution",
+        )
+    ):
+        return f"could not resolve host {host!r} (DNS lookup failed)"
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in lowered:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        return f"connection refused by {host}:{port}"
+    return f"could not connect to {host}: {text}"
+
+
+async def _download(
+    url: str,
+    *,
+    seconds: float,
+    max_bytes: int,
+    transport: httpx.AsyncBaseTransport | None,
+    user_agent: str,
+) -> _Page:
+    """GET ``url``, following redirects by hand so every hop's scheme is checked."""
+    import httpx
+
+    headers = {"User-Agent": user_agent, "Accept": _ACCEPT}
+    async with httpx.AsyncClient(
+        transport=transport,
+        timeout=httpx.Timeout(seconds),
+        follow_redirects=False,
+        headers=headers,
+        trust_env=transport is None,
+    ) as client:
+        current = httpx.URL(url)
+        for _ in range(_MAX_REDIRECTS + 1):
+            request = client.build_request("GET", current)
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise ToolInvocationError(
+                    f"web_fetch timed out after {seconds:g} s waiting for {current}."
+                ) from None
+            except httpx.ConnectError as e:
+                raise ToolInvocationError(
+                    f"web_fetch failed: {_connect_problem(e, current)}."
+                ) from None
+            except httpx.HTTPError as e:
+                raise ToolInvocationError(
+                    f"web_fetch failed for {current}: {type(e).__name__}: {e}"
+                ) from None
+            try:
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    if not location.strip():
+                        raise ToolInvocationError(
+                            f"web_fetch: {current} answered HTTP {response.status_code} "
+                            "(a redirect) without a Location header."
+                        )
+                    target = urljoin(str(current), location.strip())
+                    _check_scheme(target, hop=f"redirected from {current}")
+                    current = httpx.URL(target)
+                    continue
+                if response.status_code >= 400:
+                    reason = response.reason_phrase or ""
+                    raise ToolInvocationError(
+                        f"web_fetch: HTTP {response.status_code} {reason}".rstrip()
+                        + f" for {current}."
+                    )
+                media_type = _media_type(response.headers.get("content-type"))
+                if _kind(media_type) == "binary":
+                    raise _binary_refusal(str(current), media_type)
+                chunks: list[bytes] = []
+                size = 0
+                capped = False
+                try:
+                    async for chunk in response.aiter_bytes():
+                        if size + len(chunk) > max_bytes:  # stop reading: the cap is reached
+                            chunks.append(chunk[: max_bytes - size])
+                            capped = True
+                            break
+                        chunks.append(chunk)
+                        size += len(chunk)
+                except httpx.TimeoutException:
+                    raise ToolInvocationError(
+                        f"web_fetch timed out after {seconds:g} s reading {current}."
+                    ) from None
+                except httpx.HTTPError as e:
+                    raise ToolInvocationError(
+                        f"web_fetch: the connection to {current.host} failed while reading "
+                        f"the page ({type(e).__name__}: {e})."
+                    ) from None
+                return _Page(
+                    url=str(current),
+                    content_type=media_type,
+                    charset=response.charset_encoding,
+                    body=b"".join(chunks),
+                    capped=capped,
+                )
+            finally:
+                await response.aclose()
+        raise ToolInvocationError(f"web_fetch: stopped after {_MAX_REDIRECTS} redirects at {url}.")
+
+
+def _html_to_markdown(html: bytes, charset: str | None, base_url: str) -> tuple[str | None, str]:
+    """(title, markdown) of an HTML document; runs in a worker thread."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser", from_encoding=charset)
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag is not None else None
+    for name in _DROP_TAGS:
+        for element in soup.find_all(name):
+            element.decompose()
+    for anchor in soup.find_all("a", href=True):
+        href = anchor.get("href")
+        if isinstance(href, str) and not href.startswith(("#", "javascript:", "data:")):
+            anchor["href"] = urljoin(base_url, href)
+    if not title:
+        heading = soup.find("h1")
+        title = heading.get_text(" ", strip=True) if heading is not None else None
+    body = soup.find("body") or soup
+    markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(body)
+    markdown = re.sub(r"[ \t]+\n", "\n", markdown)
+    markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip()
+    return title or None, markdown
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    for encoding in (charset, "utf-8"):
+        if not encoding:
+            continue
+        try:
+            return body.decode(encoding, errors="replace")
+        except LookupError:
+            continue
+    return body.decode("utf-8", errors="replace")
+
+
+def _render_page(page: _Page, max_chars: int, max_bytes: int) -> str:
+    kind = _kind(page.content_type)
+    if kind == "unknown":
+        if _looks_binary(page.body):
+            raise _binary_refusal(page.url, page.content_type or "of no declared type")
+        kind = "html" if _looks_like_html(_decode(page.body[:2048], page.charset)) else "text"
+    title: str | None
+    if kind == "html":
+        title, content = _html_to_markdown(page.body, page.charset, page.url)
+    else:
+        title, content = None, _decode(page.body, page.charset).strip()
+    lines = []
+    if title:
+        lines.append(f"Title: {title}")
+    lines.append(f"URL: {page.url}")
+    lines.append(f"Content-Type: {page.content_type or 'unknown'}")
+    notes = []
+    if page.capped:
+        notes.append(
+            f"[The response was larger than {max_bytes:,} bytes; only the first "
+            f"{max_bytes:,} were read.]"
+        )
+    if not content:
+        content = "(no text content)"
+    if len(content) > max_chars:
+        total = len(content)
+        content = content[:max_chars].rstrip()
+        notes.append(
+            f"[Content truncated: showing the first {max_chars:,} of {total:,} characters. "
+            "Call web_fetch with a larger max_chars to see more.]"
+        )
+    text = "\n".join(lines) + "\n\n" + content
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text
+
+
+def tool_web_fetch(
+    *,
+    timeout: float = 30.0,
+    max_bytes: int = 5_000_000,
+    user_agent: str = _USER_AGENT,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Tool:
+    """Create the ``web_fetch`` tool: fetch an http(s) URL and return its text as Markdown.
+
+    HTML is converted to Markdown (scripts, styles, images and forms dropped, links made
+    absolute); other text types come back as they are; binary types (images, PDFs,
+    archives) are refused. The result starts with the page title, final URL and content
+    type, and the content is cut at ``max_chars`` with a note. Redirects are followed
+    (at most 10) and every hop must stay on http or https. Failures (DNS, refused
+    connection, HTTP 4xx/5xx, timeout) are clean error results.
+
+    Args:
+        timeout: Seconds for the whole download, redirects included.
+        max_bytes: Bytes of body read at most; the download stops there (with a note).
+        user_agent: The User-Agent header sent.
+        transport: An httpx async transport (tests, proxies); None for the network.
+
+    Example:
+        >>> t = tool_web_fetch(timeout=10)
+        >>> t.name, sorted(t.parameters["properties"])
+        ('web_fetch', ['max_chars', 'url'])
+    """
+    if timeout <= 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    if max_bytes <= 0:
+        raise ValueError("max_bytes must be positive")
+
+    async def web_fetch(
+        url: str,
+        max_chars: Annotated[int, Field(ge=1, le=200_000)] = 20_000,
+    ) -> str:
+        """Fetch a web page (http or https) and return its title, URL and text as Markdown.
+
+        Args:
+            url: The absolute http:// or https:// URL to fetch.
+            max_chars: The most characters of page content to return.
+        """
+        url = url.strip()
+        _check_scheme(url)
+        try:
+            async with asyncio.timeout(timeout):
+                page = await _download(
+                    url,
+                    seconds=timeout,
+                    max_bytes=max_bytes,
+                    transport=transport,
+                    user_agent=user_agent,
+                )
+        except TimeoutError:
+            raise ToolInvocationError(
+                f"web_fetch timed out after {timeout:g} s fetching {url}."
+            ) from None
+        except ToolInvocationError:
+            raise
+        except Exception as e:  # e.g. httpx.InvalidURL for a malformed URL
+            raise ToolInvocationError(
+                f"web_fetch could not fetch {url!r}: {type(e).__name__}: {e}"
+            ) from None
+        return await asyncio.to_thread(_render_page, page, max_chars, max_bytes)
+
+    return tool(
+        web_fetch,
+        name="web_fetch",
+        annotations=WEB_FETCH_ANNOTATIONS,
+        source=_SOURCE,
+    )
+
+
+# --------------------------------------------------------------------------- web_search
+
+
+class SearchResult(BaseModel):
+    """One search hit as the backend reports it.
+
+    Example:
+        >>> SearchResult(title="Python", url="https://python.org", snippet="Home").url
+        'https://python.org'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str = ""
+    url: str
+    snippet: str = ""
+
+
+SearchBackend = Callable[
+    [str, int], Sequence[Mapping[str, Any]] | Awaitable[Sequence[Mapping[str, Any]]]
+]
+"""``backend(query, max_results) -> [{"title", "url", "snippet"}, ...]``, sync or async."""
+
+
+def ddgs_search(query: str, max_results: int) -> list[dict[str, str]]:
+    """Search DuckDuckGo with the ``ddgs`` package (``pip install 'deputy_shiny[web]'``).
+
+    The default backend of :func:`tool_web_search`. Raises
+    :class:`~deputy_shiny.errors.ToolInvocationError` when ``ddgs`` is not installed.
+
+    Example:
+        >>> callable(ddgs_search)  # calling it would search the web
+        True
+    """
+    try:  # imported by name: ddgs is optional, and mypy must not need it installed
+        ddgs: Any = importlib.import_module("ddgs")
+        ddgs_exceptions: Any = importlib.import_module("ddgs.exceptions")
+    except ImportError:
+        raise ToolInvocationError(
+            "web_search needs the 'ddgs' package, which is not installed: "
+            "pip install 'deputy_shiny[web]' (or pass tool_web_search(backend=...))."
+        ) from None
+    try:
+        hits = ddgs.DDGS(timeout=10).text(query, max_results=max_results, backend="duckduckgo")
+    except ddgs_exceptions.DDGSException as e:
+        if "no results" in str(e).lower():
+            return []
+        raise
+    return [
+        {
+            "title": str(hit.get("title") or ""),
+            "url": str(hit.get("href") or hit.get("url") or ""),
+            "snippet": str(hit.get("body") or hit.get("snippet") or ""),
+        }
+        for hit in hits
+    ]
+
+
+def _coerce_results(raw: Any) -> list[SearchResult]:
+    if raw is None:
+        return []
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Sequence):
+        raise ToolInvocationError(
+            f"web_search: the search backend returned {type(raw).__name__}, not a list of results."
+        )
+    results = []
+    for item in raw:
+        if isinstance(item, SearchResult):
+            results.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise ToolInvocationError(
+                f"web_search: the search backend returned a {type(item).__name__} result, "
+                "not a dict with title, url and snippet."
+            )
+        url = item.get("url") or item.get("href") or item.get("link")
+        if not url:
+            continue
+        results.append(
+            SearchResult(
+                title=str(item.get("title") or ""),
+                url=str(url),
+                snippet=str(item.get("snippet") or item.get("body") or ""),
+            )
+        )
+    return results
+
+
+def _format_results(query: str, results: list[SearchResult]) -> str:
+    if not results:
+        return f"No results found for {query!r}."
+    lines = [f"Search results for {query!r}:"]
+    for index, hit in enumerate(results, 1):
+        lines.append("")
+        lines.append(f"{index}. {hit.title or '(untitled)'}")
+        lines.append(f"   URL: {hit.url}")
+        if hit.snippet:
+            lines.append(f"   {' '.join(hit.snippet.split())}")
+    return "\n".join(lines)
+
+
+def tool_web_search(backend: SearchBackend | None = None) -> Tool:
+    """Create the ``web_search`` tool: search the web and list titles, URLs and snippets.
+
+    ``backend(query, max_results)`` returns a list of dicts with ``title``, ``url`` and
+    ``snippet`` (``href``/``body`` are accepted too); it may be sync (run in a worker
+    thread) or async. None uses :func:`ddgs_search` (DuckDuckGo; needs the ``web`` extra).
+
+    Args:
+        backend: The search function; None for DuckDuckGo.
+
+    Example:
+        >>> def fake(query, max_results):
+        ...     return [{"title": "Result", "url": "https://example.org", "snippet": query}]
+        >>> t = tool_web_search(backend=fake)
+        >>> import asyncio
+        >>> print(asyncio.run(t.invoke({"query": "deputy"})))
+        Search results for 'deputy':
+        <BLANKLINE>
+        1. Result
+           URL: https://example.org
+           deputy
+    """
+    search: SearchBackend = backend if backend is not None else ddgs_search
+    if not callable(search):
+        raise TypeError(f"backend must be callable, got {type(search).__name__}")
+
+    async def web_search(
+        query: str,
+        max_results: Annotated[int, Field(ge=1, le=20)] = 5,
+    ) -> str:
+        """Search the web; returns the top results' titles, URLs and snippets.
+
+        Args:
+            query: What to search for.
+            max_results: How many results to return (1-20).
+        """
+        query = query.strip()
+        if not query:
+            raise ToolInvocationError("web_search: the query is empty.")
+        try:
+            if _is_async_callable(search):
+                raw: Any = await search(query, max_results)  # type: ignore[misc]
+            else:
+                raw = await asyncio.to_thread(search, query, max_results)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+        except ToolInvocationError:
+            raise
+        except Exception as e:
+            logger.info("web_search backend failed", exc_info=True)
+            raise ToolInvocationError(
+                f"web_search failed: {type(e).__name__}: {e}".rstrip(": ")
+            ) from None
+        return _format_results(query, _coerce_results(raw)[:max_results])
+
+    return tool(
+        web_search,
+        name="web_search",
+        annotations=WEB_SEARCH_ANNOTATIONS,
+        source=_SOURCE,
+    )
+
+
+# --------------------------------------------------------------------------- native search
+
+
+class NativeWebSearch(BaseModel):
+    """A provider-native web search: the provider searches, no function runs here.
+
+    Not a :class:`~deputy_shiny.tools.Tool`. The agent authorizes it once, when it is
+    registered, and then adds :meth:`request_kwargs` to every ``litellm.acompletion``
+    call (litellm translates ``web_search_options`` for each provider). Its name is
+    ``web_search``, so permission rules written for the universal tool apply to it.
+
+    Example:
+        >>> native = NativeWebSearch(provider="openai", model="openai/gpt-4o-search-preview")
+        >>> native.name, native.request_kwargs()
+        ('web_search', {'web_search_options': {'search_context_size': 'medium'}})
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal["web_search"] = "web_search"
+    provider: str
+    model: str
+    web_search_options: dict[str, Any] = Field(
+        default_factory=lambda: {"search_context_size": "medium"}
+    )
+
+    @property
+    def annotations(self) -> ToolAnnotations:
+        """The same annotations as the universal ``web_search`` tool."""
+        return WEB_SEARCH_ANNOTATIONS
+
+    def request_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments to add to ``litellm.acompletion`` (a fresh copy)."""
+        return {"web_search_options": dict(self.web_search_options)}
+
+
+def _native_web_search(model: object) -> NativeWebSearch | None:
+    """A :class:`NativeWebSearch` when litellm says the model searches natively, else None."""
+    from .._litellm import get_litellm, is_registered
+    from ..models import resolve_model
+
+    chat_model = resolve_model(model)
+    if is_registered(chat_model.provider):  # test and demo models: nothing native
+        return None
+    try:
+        supported = bool(get_litellm().supports_web_search(model=chat_model.model))
+    except Exception:
+        logger.debug("supports_web_search failed for %s", chat_model.model, exc_info=True)
+        return None
+    if not supported:
+        return None
+    return NativeWebSearch(provider=chat_model.provider, model=chat_model.model)
+
+
+def tools_web(model: object | None = None) -> list[Tool | NativeWebSearch]:
+    """The web tools: ``[web_fetch, web_search]``, each fresh.
+
+    With ``model`` (a litellm model string, a ``ChatModel``, or anything with
+    ``as_chat_model()``) whose provider searches natively (litellm's
+    ``supports_web_search``), the universal ``web_search`` is replaced by a
+    :class:`NativeWebSearch` marker; ``web_fetch`` stays universal.
+
+    Args:
+        model: The model the tools are for; None for the universal tools.
+
+    Example:
+        >>> [t.name for t in tools_web()]
+        ['web_fetch', 'web_search']
+        >>> type(tools_web("openai/gpt-4o-search-preview")[1]).__name__
+        'NativeWebSearch'
+    """
+    tools: list[Tool | NativeWebSearch] = [tool_web_fetch()]
+    native = _native_web_search(model) if model is not None else None
+    tools.append(native if native is not None else tool_web_search())
+    return tools

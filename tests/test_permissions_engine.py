@@ -1,0 +1,560 @@
+"""Permissions, hooks and approvals inside real runs: events, files on disk, what the model sees."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deputy_shiny import Agent, tool, tool_annotations
+from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
+from deputy_shiny.hooks import HookMatcher, HookResultPostToolUse, HookResultPreToolUse
+from deputy_shiny.permissions import (
+    PermissionResultAllow,
+    PermissionResultPending,
+    Permissions,
+    permissions_full,
+    permissions_standard,
+)
+from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_read_file, tool_write_file
+
+from .helpers import assert_consistent, wait_until
+
+
+def write(path: str, content: str = "hello", id: str = "w1") -> ScriptedReply:
+    return ScriptedReply(
+        tool_calls=[ScriptedToolCall("write_file", {"path": path, "content": content}, id=id)]
+    )
+
+
+def tool_ends(agent: Agent) -> list[Any]:
+    result = agent.last_run()
+    assert result is not None
+    return [e for e in result.events if e.type == "tool_end"]
+
+
+def of_type(agent: Agent, kind: str) -> list[Any]:
+    result = agent.last_run()
+    assert result is not None
+    return [e for e in result.events if e.type == kind]
+
+
+def counter_tool() -> Any:
+    calls: list[str] = []
+
+    def bump(note: str = "") -> str:
+        """Record a call (may modify things: not declared read-only)."""
+        calls.append(note)
+        return f"bumped {len(calls)}"
+
+    t = tool(bump, annotations=tool_annotations(read_only_hint=False, open_world_hint=False))
+    return t, calls
+
+
+# ---------------------------------------------------------------- denials
+
+
+async def test_denied_write_creates_nothing_and_the_model_is_told(tmp_path: Path) -> None:
+    model = ScriptedModel([write("../escape.txt"), "ok"])
+    agent = Agent(model, tools=[tool_write_file()], working_dir=tmp_path)
+    await agent.run_async("write outside")
+    end = tool_ends(agent)[0]
+    assert end.is_error and end.output.startswith("Denied: ")
+    assert "traversal" in end.output
+    assert not (tmp_path.parent / "escape.txt").exists()
+    permission = of_type(agent, "permission")[0]
+    assert (permission.decision, permission.step) == ("deny", "path_policy")
+    assert model.requests[1]["messages"][-1]["content"].startswith("Denied: ")
+    assert_consistent(agent)
+
+
+async def test_plan_mode_write_is_denied_and_nothing_written(tmp_path: Path) -> None:
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(mode="plan"),
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+    assert of_type(agent, "permission")[0].step == "mode"
+
+
+async def test_allowed_write_happens(tmp_path: Path) -> None:
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]), tools=[tool_write_file()], working_dir=tmp_path
+    )
+    await agent.run_async("go")
+    assert (tmp_path / "a.txt").read_text() == "hello"
+    assert of_type(agent, "permission")[0].decision == "allow"
+
+
+async def test_narrowing_mode_takes_effect_at_the_next_call(tmp_path: Path) -> None:
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok", write("b.txt", id="w2"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+    )
+    await agent.run_async("one")
+    agent.set_permission_mode("readonly")
+    await agent.run_async("two")
+    assert (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+    assert agent.get_permission_mode() == "readonly"
+
+
+# ---------------------------------------------------------------- approvals
+
+
+def asking() -> Permissions:
+    return permissions_standard().model_copy(update={"approval_tools": ("write_file",)})
+
+
+async def test_approval_approve(tmp_path: Path) -> None:
+    seen: list[ApprovalRequest] = []
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        seen.append(request)
+        return ApprovalDecision.approve()
+
+    agent = Agent(
+        ScriptedModel([write("a.txt", id="call_7"), "done"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert (tmp_path / "a.txt").read_text() == "hello"
+    request = seen[0]
+    assert request.tool_name == "write_file" and request.call_id == "call_7"
+    assert request.request_id != "call_7" and len(request.request_id) >= 40
+    assert request.arguments["path"] == "a.txt"
+    assert request.annotations["destructive_hint"] is True
+    assert "content" in request.input_schema["properties"]
+    assert "approval_tools" in request.reason
+    statuses = [e.status for e in of_type(agent, "approval")]
+    assert statuses == ["requested", "approved"]
+    assert {e.request_id for e in of_type(agent, "approval")} == {request.request_id}
+
+
+async def test_approval_deny_with_message(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.deny("not that file")
+
+    model = ScriptedModel([write("a.txt"), "ok"])
+    agent = Agent(
+        model,
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+    assert tool_ends(agent)[0].output == "Denied: Denied by the user: not that file"
+    assert [e.status for e in of_type(agent, "approval")] == ["requested", "denied"]
+
+
+async def test_approval_with_edited_input_uses_the_edit(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve(updated_input={"path": "edited.txt", "content": "edited"})
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+    assert (tmp_path / "edited.txt").read_text() == "edited"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"path": "../escaped.txt", "content": "x"},
+        {"path": "/etc/deputy-escape.txt", "content": "x"},
+        {"path": "a.txt"},  # fails the schema: content missing
+        {"path": "a.txt", "content": "x", "mode": "explode"},
+    ],
+)
+async def test_edited_input_is_checked_again(tmp_path: Path, edit: dict[str, Any]) -> None:
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve(updated_input=edit)
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path.parent / "escaped.txt").exists()
+    assert tool_ends(agent)[0].output.startswith("Denied: The edited input was refused")
+
+
+async def test_edited_input_still_meets_the_callback_but_its_ask_counts_as_approved(
+    tmp_path: Path,
+) -> None:
+    def callback(name: str, args: dict, ctx: Any) -> Any:
+        if args.get("path") == "forbidden.txt":
+            from deputy_shiny.permissions import PermissionResultDeny
+
+            return PermissionResultDeny("never that one")
+        return PermissionResultPending()
+
+    answers = iter(
+        [{"path": "forbidden.txt", "content": "x"}, {"path": "fine.txt", "content": "x"}]
+    )
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve(updated_input=next(answers))
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), write("b.txt", id="w2"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(can_use_tool=callback),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "forbidden.txt").exists()
+    assert (tmp_path / "fine.txt").exists()
+
+
+async def test_approve_always_covers_the_rest_of_the_conversation(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request.arguments["path"])
+        return ApprovalDecision.approve_always()
+
+    agent = Agent(
+        ScriptedModel(
+            [write("a.txt"), write("b.txt", id="w2"), "ok", write("c.txt", id="w3"), "ok"]
+        ),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    await agent.run_async("again")
+    assert asked == ["a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+
+
+async def test_ask_without_a_handler_is_denied(tmp_path: Path) -> None:
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+    assert "No one can approve this call" in tool_ends(agent)[0].output
+
+
+@pytest.mark.parametrize(
+    ("failure", "status"), [(TimeoutError(), "timeout"), (RuntimeError("ui crashed"), "denied")]
+)
+async def test_handler_failures_deny(tmp_path: Path, failure: Exception, status: str) -> None:
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        raise failure
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    result = await agent.run_async("go")
+    assert result.stop_reason == "complete"
+    assert not (tmp_path / "a.txt").exists()
+    assert of_type(agent, "approval")[-1].status == status
+
+
+async def test_handler_returning_junk_denies(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest) -> Any:
+        return True
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+
+
+async def test_interrupt_while_waiting_for_approval(tmp_path: Path) -> None:
+    waiting = asyncio.Event()
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        waiting.set()
+        await asyncio.sleep(60)
+        return ApprovalDecision.approve()
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking(),
+        approval_handler=handler,
+    )
+    run = asyncio.create_task(agent.run_async("go"))
+    await asyncio.wait_for(waiting.wait(), 5)
+    agent.interrupt("user left")
+    result = await asyncio.wait_for(run, 5)
+    assert result.stop_reason == "user left"
+    assert not (tmp_path / "a.txt").exists()
+    assert_consistent(agent)
+
+
+# ---------------------------------------------------------------- hooks in the decision
+
+
+async def test_permission_request_hook_lifts_a_soft_deny(tmp_path: Path) -> None:
+    bump, calls = counter_tool()
+    hook = HookMatcher("PermissionRequest", lambda name, args, ctx: PermissionResultAllow())
+    agent = Agent(
+        ScriptedModel([ScriptedReply(tool_calls=[ScriptedToolCall("bump", {})]), "ok"]),
+        tools=[bump],
+        working_dir=tmp_path,
+        hooks=[hook],
+    )
+    await agent.run_async("go")
+    assert calls == [""]
+    steps = [(e.decision, e.step) for e in of_type(agent, "permission")]
+    assert steps == [("deny", "mode"), ("allow", "permission_request_hook")]
+
+
+@pytest.mark.parametrize(
+    ("permissions", "path"),
+    [
+        (permissions_full().model_copy(update={"tool_denylist": ("write_file",)}), "a.txt"),
+        (permissions_full(), "../escape.txt"),
+    ],
+)
+async def test_permission_request_hook_cannot_lift_a_hard_deny(
+    tmp_path: Path, permissions: Permissions, path: str
+) -> None:
+    lifted: list[str] = []
+
+    def lift(name: str, args: dict, ctx: Any) -> PermissionResultAllow:
+        lifted.append(name)
+        return PermissionResultAllow()
+
+    agent = Agent(
+        ScriptedModel([write(path), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=permissions,
+        hooks=[HookMatcher("PermissionRequest", lift)],
+    )
+    await agent.run_async("go")
+    assert lifted == []
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path.parent / "escape.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("callback", "hook_timeout"),
+    [
+        (
+            lambda name, args, ctx: HookResultPreToolUse(permission="deny", reason="hook says no"),
+            None,
+        ),
+        (lambda name, args, ctx: 1 / 0, None),
+        (lambda name, args, ctx: "allow", None),
+    ],
+)
+async def test_pre_tool_use_deny_error_or_junk_denies(
+    tmp_path: Path, callback: Any, hook_timeout: Any
+) -> None:
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        hooks=[HookMatcher("PreToolUse", callback, timeout=hook_timeout)],
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+    assert of_type(agent, "permission")[-1].step == "pre_tool_use_hook"
+    assert of_type(agent, "hook")
+
+
+async def test_pre_tool_use_timeout_denies(tmp_path: Path) -> None:
+    async def slow(name: str, args: dict, ctx: Any) -> None:
+        await asyncio.sleep(5)
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        hooks=[HookMatcher("PreToolUse", slow, timeout=0.05)],
+    )
+    await agent.run_async("go")
+    assert not (tmp_path / "a.txt").exists()
+
+
+async def test_pre_tool_use_ask_goes_to_the_handler(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request.reason)
+        return ApprovalDecision.approve()
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        hooks=[
+            HookMatcher(
+                "PreToolUse", lambda n, a, c: HookResultPreToolUse(permission="ask", reason="check")
+            )
+        ],
+        approval_handler=handler,
+    )
+    await agent.run_async("go")
+    assert asked == ["check"] and (tmp_path / "a.txt").exists()
+
+
+async def test_pre_tool_use_updated_input_is_used_and_rechecked(tmp_path: Path) -> None:
+    def redirect(name: str, args: dict, ctx: Any) -> HookResultPreToolUse:
+        return HookResultPreToolUse(updated_input={**args, "path": "redirected.txt"})
+
+    def escape(name: str, args: dict, ctx: Any) -> HookResultPreToolUse:
+        return HookResultPreToolUse(updated_input={**args, "path": "../escaped.txt"})
+
+    for hook, expected in ((redirect, ["redirected.txt"]), (escape, [])):
+        work = tmp_path / hook.__name__
+        work.mkdir()
+        agent = Agent(
+            ScriptedModel([write("a.txt"), "ok"]),
+            tools=[tool_write_file()],
+            working_dir=work,
+            hooks=[HookMatcher("PreToolUse", hook)],
+        )
+        await agent.run_async("go")
+        assert sorted(p.name for p in work.iterdir()) == expected
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+async def test_pre_tool_use_pattern_limits_which_tools_it_sees(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("content")
+    agent = Agent(
+        ScriptedModel(
+            [ScriptedReply(tool_calls=[ScriptedToolCall("read_file", {"path": "a.txt"})]), "ok"]
+        ),
+        tools=[tool_read_file()],
+        working_dir=tmp_path,
+        hooks=[
+            HookMatcher(
+                "PreToolUse",
+                lambda n, a, c: HookResultPreToolUse(permission="deny"),
+                pattern="^write",
+            )
+        ],
+    )
+    await agent.run_async("go")
+    assert not tool_ends(agent)[0].is_error
+
+
+# ---------------------------------------------------------------- hooks after the call
+
+
+async def test_post_tool_use_can_rewrite_suppress_or_stop(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("secret content")
+    read = ScriptedReply(tool_calls=[ScriptedToolCall("read_file", {"path": "a.txt"})])
+
+    def rewrite(name: str, args: dict, ctx: Any, output: str) -> HookResultPostToolUse:
+        return HookResultPostToolUse(updated_tool_output=output.replace("secret", "[redacted]"))
+
+    model = ScriptedModel([read, "ok"])
+    agent = Agent(
+        model,
+        tools=[tool_read_file()],
+        working_dir=tmp_path,
+        hooks=[HookMatcher("PostToolUse", rewrite)],
+    )
+    await agent.run_async("go")
+    assert "[redacted] content" in tool_ends(agent)[0].output
+    assert "secret" not in model.requests[1]["messages"][-1]["content"]
+
+    suppress = HookMatcher(
+        "PostToolUse", lambda n, a, c, o: HookResultPostToolUse(suppress_output=True)
+    )
+    agent = Agent(
+        ScriptedModel([read, "ok"]),
+        tools=[tool_read_file()],
+        working_dir=tmp_path,
+        hooks=[suppress],
+    )
+    await agent.run_async("go")
+    assert "secret" not in tool_ends(agent)[0].output
+
+    stop = HookMatcher(
+        "PostToolUse",
+        lambda n, a, c, o: HookResultPostToolUse(continue_=False, stop_reason="enough"),
+    )
+    model = ScriptedModel([read, "never"])
+    agent = Agent(model, tools=[tool_read_file()], working_dir=tmp_path, hooks=[stop])
+    result = await agent.run_async("go")
+    assert result.stop_reason == "hook_requested_stop" and result.stop_message == "enough"
+    assert len(model.requests) == 1
+    assert_consistent(agent)
+
+
+async def test_run_level_hooks_fire_and_are_recorded(tmp_path: Path) -> None:
+    fired: list[str] = []
+    hooks = [
+        HookMatcher(event, lambda ctx, event=event: fired.append(event))
+        for event in ("SessionStart", "UserPromptSubmit", "Stop")
+    ]
+    agent = Agent(ScriptedModel(["a", "b"]), working_dir=tmp_path, hooks=hooks)
+    await agent.run_async("one")
+    await agent.run_async("two")
+    assert fired == ["SessionStart", "UserPromptSubmit", "Stop", "UserPromptSubmit", "Stop"]
+    assert [e.hook_event for e in of_type(agent, "hook")] == ["UserPromptSubmit", "Stop"]
+
+
+async def test_can_use_tool_error_denies_in_a_run(tmp_path: Path) -> None:
+    def broken(name: str, args: dict, ctx: Any) -> Any:
+        raise KeyError("boom")
+
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(can_use_tool=broken),
+    )
+    result = await agent.run_async("go")
+    assert result.stop_reason == "complete"
+    assert not (tmp_path / "a.txt").exists()
+    assert "permission callback failed" in tool_ends(agent)[0].output
+
+
+async def test_parallel_calls_each_get_their_own_decision(tmp_path: Path) -> None:
+    reply = ScriptedReply(
+        tool_calls=[
+            ScriptedToolCall("write_file", {"path": "ok.txt", "content": "1"}, id="a"),
+            ScriptedToolCall("write_file", {"path": "../no.txt", "content": "2"}, id="b"),
+        ]
+    )
+    agent = Agent(ScriptedModel([reply, "ok"]), tools=[tool_write_file()], working_dir=tmp_path)
+    await agent.run_async("go")
+    ends = {e.call_id: e for e in tool_ends(agent)}
+    assert not ends["a"].is_error and ends["b"].is_error
+    assert [p.name for p in tmp_path.iterdir()] == ["ok.txt"]
+    await wait_until(lambda: True)
