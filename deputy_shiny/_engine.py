@@ -244,7 +244,9 @@ class Engine:
                     agent._session_started = True
                     for event in await self._observe_hooks(st, "SessionStart"):
                         yield event
-                for event in await self._observe_hooks(st, "UserPromptSubmit"):
+                for event in await self._observe_hooks(
+                    st, "UserPromptSubmit", prompt=options.prompt.text
+                ):
                     yield event
                 async for event in self._loop(st):
                     yield event
@@ -264,7 +266,7 @@ class Engine:
                 st.stop("error", message)
             self._make_consistent(st)
             st.stop("complete")
-            for event in await self._observe_hooks(st, "Stop"):
+            for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
                 yield event
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
@@ -285,13 +287,14 @@ class Engine:
                 result=self.last_result,
             )
 
-    async def _observe_hooks(self, st: _RunState, event: str) -> list[AgentEvent]:
+    async def _observe_hooks(self, st: _RunState, event: str, **extra: Any) -> list[AgentEvent]:
         """Run hooks that only observe (their failures are recorded, never fatal)."""
         hooks = self.agent._hooks
         if not hooks.matchers(event):
             return []
         run = await hooks.run(
-            event, context=self.gate.hook_context(event, st.run_id, st.options.run_context)
+            event,
+            context=self.gate.hook_context(event, st.run_id, st.options.run_context, **extra),
         )
         if run.failure is not None:
             logger.warning("%s hook failed: %s", event, run.failure)
@@ -415,6 +418,7 @@ class Engine:
 
         _check_credentials(model)
         kwargs = model.request_kwargs()
+        kwargs.update(self.agent._request_extras())
         kwargs.update(extra or {})
         if tools:
             kwargs["tools"] = tools

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -23,6 +24,7 @@ _module: ModuleType | None = None
 # instances, because a CustomLLM subclass can only be defined once litellm is imported.
 _pending: dict[str, Callable[[ModuleType], Any]] = {}
 _installed: dict[str, Any] = {}
+_forgotten: deque[str] = deque()
 # Marks the custom_provider_map entries we own, so foreign entries are left alone.
 _MARK = "deputy_shiny"
 
@@ -31,6 +33,9 @@ def get_litellm() -> ModuleType:
     """Return the litellm module, importing and configuring it on first use."""
     global _module
     if _module is not None:
+        if _forgotten:  # providers of garbage-collected test models
+            with _lock:
+                _drain_forgotten()
         return _module
     with _lock:
         if _module is None:
@@ -67,6 +72,7 @@ def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:
     imported. Registering a name again replaces its handler.
     """
     with _lock:
+        _drain_forgotten()
         if _module is None:
             _pending[name] = factory
         else:
@@ -76,9 +82,28 @@ def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:
 def unregister_provider(name: str) -> None:
     """Remove a provider registered with :func:`register_provider` (no error if absent)."""
     with _lock:
+        _forgotten.append(name)
+        _drain_forgotten()
+
+
+def forget_provider(name: str) -> None:
+    """Schedule a provider's removal; safe to call from a garbage-collection finalizer.
+
+    A finalizer can run at any allocation, including in the middle of this module's
+    own loops over the provider tables (same thread, reentrant lock), so it must not
+    touch them: it only queues the name (``deque.append`` is atomic), and the next
+    registration or removal drains the queue under the lock.
+    """
+    _forgotten.append(name)
+
+
+def _drain_forgotten() -> None:
+    changed = False
+    while _forgotten:
+        name = _forgotten.popleft()
         _pending.pop(name, None)
-        if _installed.pop(name, None) is None or _module is None:
-            return
+        changed = _installed.pop(name, None) is not None or changed
+    if changed and _module is not None:
         _sync_provider_map()
 
 

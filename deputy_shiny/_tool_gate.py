@@ -104,7 +104,12 @@ class ToolGate:
                 "PermissionRequest",
                 tool_name=request.name,
                 tool_input=arguments,
-                context=self._hook_context("PermissionRequest", ids),
+                context=self._hook_context(
+                    "PermissionRequest",
+                    ids,
+                    call_id=request.id,
+                    permission_reason=decision.reason,
+                ),
             )
             for event in self._hook_events(emit, "PermissionRequest", run):
                 yield event
@@ -124,7 +129,7 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=request.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", ids),
+                context=self._hook_context("PreToolUse", ids, call_id=request.id),
             )
             for event in self._hook_events(emit, "PreToolUse", run):
                 yield event
@@ -307,7 +312,7 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=tool.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", ids),
+                context=self._hook_context("PreToolUse", ids, call_id=request.id),
             )
             if run.failure is not None:
                 return PermissionDecision(
@@ -345,7 +350,9 @@ class ToolGate:
             tool_name=tool.name,
             tool_input=arguments,
             tool_output=result.output,
-            context=self._hook_context(event, ids),
+            context=self._hook_context(
+                event, ids, call_id=result.call_id, error=result.output if failed else None
+            ),
         )
         hook_result = run.result
         if not isinstance(hook_result, HookResultPostToolUse):
@@ -364,11 +371,13 @@ class ToolGate:
 
     # ------------------------------------------------------------ events
 
-    def _hook_context(self, event: str, ids: CallIds) -> HookContext:
-        return self.hook_context(event, ids.run_id, ids.run_context)
+    def _hook_context(self, event: str, ids: CallIds, **extra: Any) -> HookContext:
+        return self.hook_context(event, ids.run_id, ids.run_context, **extra)
 
-    def hook_context(self, event: str, run_id: str, run_context: dict[str, Any]) -> HookContext:
-        """The context hooks receive at ``event`` in run ``run_id``."""
+    def hook_context(
+        self, event: str, run_id: str, run_context: dict[str, Any], **extra: Any
+    ) -> HookContext:
+        """The context hooks receive at ``event`` in run ``run_id`` (extras: call_id, ...)."""
         agent = self.agent
         return HookContext(
             event=event,
@@ -376,6 +385,7 @@ class ToolGate:
             session_id=agent.session_id,
             run_id=run_id,
             run_context=run_context,
+            **extra,
         )
 
     def hook_events(self, emit: Emit, event: str, run: HookRun) -> list[Any]:

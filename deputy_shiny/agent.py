@@ -53,9 +53,15 @@ from .messages import (
     user_turn,
 )
 from .models import ChatModel, ModelLike, resolve_model
-from .permissions import Permissions, narrow_mode, permissions_standard
+from .permissions import (
+    Permissions,
+    PermissionsError,
+    narrow_mode,
+    native_web_refusal,
+    permissions_standard,
+)
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
-from .tools import Tool, ToolContext
+from .tools import NativeWebSearch, Tool, ToolContext
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
@@ -159,6 +165,7 @@ class Agent:
         self._system_prompt = system_prompt
         self._turns: list[Turn] = []
         self._tools: dict[str, Tool] = {}
+        self._native_tools: dict[str, NativeWebSearch] = {}
         self._tool_schema_cache: list[dict[str, Any]] | None = None
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
@@ -244,9 +251,13 @@ class Agent:
             'readonly'
         """
         self._permissions = narrow_mode(self._permissions, mode)
+        # Provider-native tools can't be checked per call: drop those the new mode refuses.
+        for name in list(self._native_tools):
+            if native_web_refusal(self._permissions, name) is not None:
+                del self._native_tools[name]
         return self
 
-    def add_hook(self, hook: HookMatcher) -> Agent:
+    def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
 
         Example:
@@ -796,6 +807,11 @@ class Agent:
         """
         self._ensure_idle("change the model")
         new_model = resolve_model(model)
+        if self._native_tools and new_model.provider != self._model.provider:
+            raise ConfigurationError(
+                "Provider-native tools can't move to another provider; remove them with "
+                "set_tools() first."
+            )
         if new_model.provider != self._model.provider:
             self._turns = drop_thinking(self._turns)
         self._model = new_model
@@ -824,37 +840,57 @@ class Agent:
         """
         return self.register_tools([tool], replace=replace)
 
-    def register_tools(self, tools: Iterable[Tool], replace: bool = False) -> Agent:
+    def register_tools(
+        self, tools: Iterable[Tool | NativeWebSearch], replace: bool = False
+    ) -> Agent:
         """Add several tools; all are checked before any is added.
 
         Two tools with one name in the batch are always an error; a clash with a
-        registered tool is an error unless ``replace=True``.
+        registered tool is an error unless ``replace=True``. Provider-native web search
+        (from ``tools_web(model)``) is authorized here, once: it needs web access, an
+        explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
         """
-        batch = self._check_batch(tools)
+        batch, natives = self._check_batch(tools)
         if not replace:
-            clashes = sorted(name for name in batch if name in self._tools)
+            registered = set(self._tools) | set(self._native_tools)
+            clashes = sorted(name for name in (*batch, *natives) if name in registered)
             if clashes:
                 raise ToolNameConflictError(
                     f"Tools already registered: {', '.join(clashes)}. Pass replace=True to "
                     "replace them."
                 )
+        for name in batch:
+            self._native_tools.pop(name, None)
+        for name in natives:
+            self._tools.pop(name, None)
         self._tools.update(batch)
+        self._native_tools.update(natives)
         self._tool_schema_cache = None
         return self
 
-    def set_tools(self, tools: Iterable[Tool]) -> Agent:
+    def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Agent:
         """Replace all registered tools (the batch is checked first)."""
-        batch = self._check_batch(tools)
+        batch, natives = self._check_batch(tools)
         self._tools = batch
+        self._native_tools = natives
         self._tool_schema_cache = None
         return self
 
-    def get_tools(self) -> dict[str, Tool]:
-        """The registered tools by name."""
-        return dict(self._tools)
+    def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
+        """The registered tools by name (provider-native ones included)."""
+        return {**self._tools, **self._native_tools}
 
-    def _check_batch(self, tools: Iterable[Tool]) -> dict[str, Tool]:
-        if isinstance(tools, Tool):
+    def _request_extras(self) -> dict[str, Any]:
+        """Request parameters the provider-native tools add to every request."""
+        extras: dict[str, Any] = {}
+        for native in self._native_tools.values():
+            extras.update(native.request_kwargs())
+        return extras
+
+    def _check_batch(
+        self, tools: Iterable[Tool | NativeWebSearch]
+    ) -> tuple[dict[str, Tool], dict[str, NativeWebSearch]]:
+        if isinstance(tools, Tool | NativeWebSearch):
             tools = [tools]
         try:
             items = list(tools)
@@ -863,15 +899,27 @@ class Agent:
                 f"tools must be a list of tools, not {type(tools).__name__}. {_TOOL_NAME_HINT}"
             ) from None
         batch: dict[str, Tool] = {}
+        natives: dict[str, NativeWebSearch] = {}
         for item in items:
-            if not isinstance(item, Tool):
+            if not isinstance(item, Tool | NativeWebSearch):
                 raise InvalidToolError(
                     f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
                 )
-            if item.name in batch:
+            if item.name in batch or item.name in natives:
                 raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
-            batch[item.name] = item
-        return batch
+            if isinstance(item, Tool):
+                batch[item.name] = item
+                continue
+            refusal = native_web_refusal(self._permissions, item.name)
+            if refusal is not None:
+                raise PermissionsError(refusal)
+            if item.provider != self._model.provider:
+                raise InvalidToolError(
+                    f"Provider-native {item.name} is for {item.provider}, but this agent talks "
+                    f"to {self._model.provider}."
+                )
+            natives[item.name] = item
+        return batch, natives
 
     def _tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest

@@ -697,6 +697,34 @@ def permissions_check(
     )
 
 
+def native_web_refusal(permissions: Permissions, name: str) -> str | None:
+    """Why a provider-native web tool may not be registered (None: it may).
+
+    Provider-native tools run on the provider's servers, so no call can be checked:
+    they are authorized once, at registration. The policy must grant web access (and
+    not be readonly), list the tool in ``tool_allowlist``, not deny it, and have no
+    ``can_use_tool`` callback (it could never see the calls).
+
+    Example:
+        >>> native_web_refusal(Permissions(web=True, tool_allowlist=["web_search"]), "web_search")
+        >>> native_web_refusal(Permissions(web=True), "web_search")
+        'Provider-native web_search needs an explicit tool_allowlist entry.'
+    """
+    lowered = name.lower()
+    if lowered in {n.lower() for n in permissions.tool_denylist}:
+        return f"{name} is on the tool denylist."
+    if permissions.mode == "readonly" or not permissions.web:
+        return f"Provider-native {name} needs web=True (and a mode other than readonly)."
+    if lowered not in {n.lower() for n in permissions.tool_allowlist}:
+        return f"Provider-native {name} needs an explicit tool_allowlist entry."
+    if permissions.can_use_tool is not None:
+        return (
+            f"Provider-native {name} cannot be checked by can_use_tool (the provider runs it); "
+            "use the universal web tools when a callback must see each request."
+        )
+    return None
+
+
 def is_soft_denial(decision: PermissionDecision) -> bool:
     """A DENY that a PermissionRequest hook may lift (not denylist, path or arguments)."""
     return decision.decision == "deny" and not decision.hard

@@ -252,7 +252,7 @@ class _TestModel:
         self.requests: list[dict[str, Any]] = []
         self._provider = f"deputy-scripted-{uuid.uuid4().hex[:12]}"
         _custom_provider.register_source(self._provider, self, weak=True)
-        finalizer = weakref.finalize(self, _litellm.unregister_provider, self._provider)
+        finalizer = weakref.finalize(self, _litellm.forget_provider, self._provider)
         finalizer.atexit = False
 
     def as_chat_model(self) -> ChatModel:

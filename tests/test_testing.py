@@ -600,6 +600,7 @@ async def test_garbage_collected_models_unregister(litellm: ModuleType) -> None:
     assert _registered(litellm, provider)
     del model
     gc.collect()
+    _litellm.get_litellm()  # removal is deferred to the next registry use: finalizers can't lock
     assert not _registered(litellm, provider)
 
     # The ChatModel an agent keeps holds its test model alive.
@@ -609,12 +610,14 @@ async def test_garbage_collected_models_unregister(litellm: ModuleType) -> None:
     assert response.choices[0].message.content == "still here"
     provider = chat_model.provider
     del chat_model
+    _litellm.get_litellm()
     assert not _registered(litellm, provider)  # no reference cycle: freed at once
 
     # Thousands of short-lived models leave no trace behind.
     before = len(litellm.custom_provider_map)
     for _ in range(2000):
         ScriptedModel(["x"]).as_chat_model()
+    _litellm.get_litellm()
     assert len(litellm.custom_provider_map) <= before
     assert sum(1 for p in litellm.provider_list if str(p).startswith("deputy-scripted-")) <= before
 
@@ -628,6 +631,7 @@ def test_foreign_custom_providers_are_left_alone(
     provider = model.as_chat_model().provider
     assert _registered(litellm, provider)
     del model
+    _litellm.get_litellm()
     assert not _registered(litellm, provider)
     assert foreign in litellm.custom_provider_map
 
