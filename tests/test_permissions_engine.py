@@ -558,3 +558,42 @@ async def test_parallel_calls_each_get_their_own_decision(tmp_path: Path) -> Non
     assert not ends["a"].is_error and ends["b"].is_error
     assert [p.name for p in tmp_path.iterdir()] == ["ok.txt"]
     await wait_until(lambda: True)
+
+
+async def test_hooks_receive_the_context_of_their_event(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    def record(*args: Any) -> None:
+        context = args[0] if len(args) == 1 else args[2]
+        seen[context.event] = context
+
+    events = ("UserPromptSubmit", "Stop", "PermissionRequest", "PreToolUse", "PostToolUseFailure")
+    bump, _calls = counter_tool()
+
+    def broken(note: str = "") -> str:
+        """Always fails (read-only, closed-world)."""
+        raise RuntimeError("kaput")
+
+    failing = tool(broken, annotations=tool_annotations(read_only_hint=True, open_world_hint=False))
+    reply = ScriptedReply(
+        tool_calls=[
+            ScriptedToolCall("bump", {}, id="c-bump"),
+            ScriptedToolCall("broken", {}, id="c-broken"),
+        ]
+    )
+    agent = Agent(
+        ScriptedModel([reply, "ok"]),
+        tools=[bump, failing],
+        working_dir=tmp_path,
+        hooks=[HookMatcher(event, record) for event in events],
+        run_context={"user_id": "u1"},
+    )
+    await agent.run_async("please bump")
+    assert seen["UserPromptSubmit"].prompt == "please bump"
+    assert seen["UserPromptSubmit"].run_context == {"user_id": "u1"}
+    assert seen["Stop"].reason == "complete"
+    assert seen["PermissionRequest"].call_id == "c-bump"
+    assert "tool_allowlist" in seen["PermissionRequest"].permission_reason
+    assert seen["PostToolUseFailure"].call_id == "c-broken"
+    assert "kaput" in seen["PostToolUseFailure"].error
+    assert seen["PreToolUse"].session_id == agent.session_id
