@@ -10,7 +10,12 @@ import pytest
 
 from deputy_shiny import Agent, tool, tool_annotations
 from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
-from deputy_shiny.hooks import HookMatcher, HookResultPostToolUse, HookResultPreToolUse
+from deputy_shiny.hooks import (
+    HookEventName,
+    HookMatcher,
+    HookResultPostToolUse,
+    HookResultPreToolUse,
+)
 from deputy_shiny.permissions import (
     PermissionResultAllow,
     PermissionResultPending,
@@ -567,7 +572,13 @@ async def test_hooks_receive_the_context_of_their_event(tmp_path: Path) -> None:
         context = args[0] if len(args) == 1 else args[2]
         seen[context.event] = context
 
-    events = ("UserPromptSubmit", "Stop", "PermissionRequest", "PreToolUse", "PostToolUseFailure")
+    events: tuple[HookEventName, ...] = (
+        "UserPromptSubmit",
+        "Stop",
+        "PermissionRequest",
+        "PreToolUse",
+        "PostToolUseFailure",
+    )
     bump, _calls = counter_tool()
 
     def broken(note: str = "") -> str:
