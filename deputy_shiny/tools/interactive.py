@@ -394,7 +394,10 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             ) from None
         return _format_answers(questions, _check_answers(questions, answers))
 
-    return tool(ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=_SOURCE)
+    made = tool(ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=_SOURCE)
+    # Kept so a host (the Shiny kit) can check the tool answers to *its* session.
+    made.ask_user_callback = callback  # type: ignore[attr-defined]
+    return made
 
 
 def tools_interactive(callback: AskUserCallback | None = None, context: Any = None) -> list[Tool]:

@@ -1,0 +1,27 @@
+"""The Shiny kit: one governed Agent per browser session behind a streaming chat.
+
+Importing this module imports shiny and shinychat; the runtime (``deputy_shiny``)
+never does.
+
+Example:
+    >>> from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
+    >>> agent_chat_ui("assistant").get_html_string().count("assistant-chat") > 0
+    True
+"""
+
+from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
+from ._image_guard import ImageGuard
+from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
+from ._render import render_events
+
+__all__ = [
+    "AgentChatContext",
+    "AgentChatHandle",
+    "ImageGuard",
+    "agent_chat_server",
+    "agent_chat_ui",
+    "allowed_modes",
+    "permission_mode_server",
+    "permission_mode_ui",
+    "render_events",
+]

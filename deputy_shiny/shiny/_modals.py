@@ -1,0 +1,178 @@
+"""The modals' markup: an approval card and an ask_user form (all text escaped).
+
+Everything shown comes from the model or a tool (names, descriptions, arguments,
+questions), so it is passed to htmltools as text, which escapes it; nothing here is
+raw HTML. The buttons carry ``data-deputy-action``; ``deputy_shiny.js`` collects the
+values and sends them back through the ``deputy_modal_answer`` input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from htmltools import Tag, tags
+from shiny import ui
+
+from ..approvals import ApprovalRequest
+from ..tools.interactive import Question
+
+_BADGES = {
+    "read_only_hint": ("read-only", "writes"),
+    "destructive_hint": ("destructive", None),
+    "open_world_hint": ("open-world", None),
+    "idempotent_hint": ("idempotent", None),
+}
+
+
+def _badges(annotations: dict[str, bool]) -> list[Tag]:
+    out = []
+    for key, (when_true, when_false) in _BADGES.items():
+        value = annotations.get(key)
+        label = when_true if value else when_false if value is False else None
+        if label:
+            out.append(tags.span(label, class_=f"badge deputy-badge deputy-badge-{label}"))
+    return out
+
+
+def _scalar_type(schema: dict[str, Any], name: str, value: Any) -> str | None:
+    prop = schema.get("properties", {}).get(name, {})
+    declared = prop.get("type")
+    if isinstance(value, bool) or declared == "boolean":
+        return "boolean"
+    if declared in ("integer", "number") or isinstance(value, int | float):
+        return "integer" if declared == "integer" or isinstance(value, int) else "number"
+    if isinstance(value, str) or declared == "string":
+        return "string"
+    return None
+
+
+def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
+    label = tags.label(name, class_="form-label deputy-arg-name")
+    if kind == "boolean":
+        box = tags.input(type="checkbox", class_="form-check-input", data_arg=name, data_type=kind)
+        if value:
+            box.attrs["checked"] = "checked"
+        return tags.div(box, label, class_="form-check deputy-arg")
+    if kind in ("integer", "number"):
+        step = "1" if kind == "integer" else "any"
+        field = tags.input(
+            type="number",
+            step=step,
+            value=str(value),
+            class_="form-control",
+            data_arg=name,
+            data_type=kind,
+        )
+        return tags.div(label, field, class_="mb-2 deputy-arg")
+    if kind == "string":
+        text = str(value)
+        if "\n" in text or len(text) > 80:
+            field = tags.textarea(
+                text, rows="4", class_="form-control", data_arg=name, data_type=kind
+            )
+        else:
+            field = tags.input(
+                type="text", value=text, class_="form-control", data_arg=name, data_type=kind
+            )
+        return tags.div(label, field, class_="mb-2 deputy-arg")
+    shown = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return tags.div(label, tags.pre(shown, class_="deputy-arg-json"), class_="mb-2 deputy-arg")
+
+
+def approval_modal(request: ApprovalRequest) -> Tag:
+    """The approval modal for one pending call."""
+    fields = [
+        _argument_field(name, value, _scalar_type(request.input_schema, name, value))
+        for name, value in request.arguments.items()
+    ]
+    body = tags.div(
+        tags.p(request.description, class_="deputy-tool-description"),
+        tags.div(*_badges(request.annotations), class_="deputy-badges mb-2"),
+        tags.p(tags.strong("Why: "), request.reason, class_="deputy-reason"),
+        tags.div(*fields, class_="deputy-args") if fields else tags.p("No arguments."),
+        tags.label("Message to the model if you deny (optional)", class_="form-label mt-2"),
+        tags.textarea(class_="form-control deputy-deny-message", rows="2"),
+        tags.div(
+            tags.button(
+                "Approve", type="button", class_="btn btn-primary", data_deputy_action="approve"
+            ),
+            tags.button(
+                "Deny", type="button", class_="btn btn-outline-danger", data_deputy_action="deny"
+            ),
+            tags.button(
+                "Always allow",
+                type="button",
+                class_="btn btn-outline-secondary",
+                data_deputy_action="always",
+            ),
+            class_="d-flex gap-2 mt-3 deputy-actions",
+        ),
+        class_="deputy-approval",
+        data_request_id=request.request_id,
+    )
+    return ui.modal(
+        body,
+        title=f"Allow {request.tool_name}?",
+        easy_close=False,
+        footer=None,
+        size="l",
+    )
+
+
+def questions_modal(request_id: str, questions: list[Question]) -> Tag:
+    """The ask_user form: radio buttons (or checkboxes for multi-select) plus "Other"."""
+    sets = []
+    for index, question in enumerate(questions):
+        kind = "checkbox" if question.multi_select else "radio"
+        options = [
+            tags.div(
+                tags.input(
+                    type=kind,
+                    class_="form-check-input",
+                    name=f"q{index}",
+                    id=f"{request_id[:8]}-q{index}-o{n}",
+                    value=option.label,
+                ),
+                tags.label(
+                    option.label,
+                    tags.span(option.description, class_="deputy-option-description text-muted"),
+                    class_="form-check-label",
+                    for_=f"{request_id[:8]}-q{index}-o{n}",
+                ),
+                class_="form-check",
+            )
+            for n, option in enumerate(question.options)
+        ]
+        sets.append(
+            tags.fieldset(
+                tags.legend(question.header, class_="fs-6 fw-semibold"),
+                tags.p(question.question, class_="deputy-question-text"),
+                *options,
+                tags.input(
+                    type="text",
+                    class_="form-control mt-1 deputy-other",
+                    placeholder="Other (type your own answer)",
+                ),
+                class_="deputy-question mb-3",
+                data_multi="true" if question.multi_select else "false",
+            )
+        )
+    body = tags.div(
+        *sets,
+        tags.div(
+            tags.button(
+                "Submit", type="button", class_="btn btn-primary", data_deputy_action="submit"
+            ),
+            tags.button(
+                "Cancel",
+                type="button",
+                class_="btn btn-outline-secondary",
+                data_deputy_action="cancel",
+            ),
+            class_="d-flex gap-2 deputy-actions",
+        ),
+        class_="deputy-questions",
+        data_request_id=request_id,
+    )
+    return ui.modal(body, title="The agent has a question", easy_close=False, footer=None)

@@ -1,0 +1,78 @@
+"""The permission-mode switcher: shows the agent's mode; only narrower modes are offered.
+
+Example:
+    >>> allowed_modes("full")
+    ['full', 'standard', 'plan', 'readonly']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from shiny import module, reactive, ui
+
+from ..agent import Agent
+from ..errors import ConfigurationError
+from ..permissions import NARROWER
+
+_WIDEST_FIRST = ("full", "standard", "plan", "readonly")
+_LABELS = {
+    "full": "Full (everything the flags allow)",
+    "standard": "Standard (read and write in the workspace)",
+    "plan": "Plan (look, don't touch)",
+    "readonly": "Read-only",
+}
+
+
+def allowed_modes(mode: str) -> list[str]:
+    """The current mode and the modes it may narrow to, widest first."""
+    return [m for m in _WIDEST_FIRST if m == mode or m in NARROWER.get(mode, frozenset())]
+
+
+@module.ui
+def permission_mode_ui(label: str = "Permission mode") -> ui.Tag:
+    """A select showing the agent's permission mode (filled in by the server)."""
+    return ui.input_select("mode", label, choices=[], width="100%")
+
+
+@module.server
+def permission_mode_server(
+    input: Any, output: Any, session: Any, agent: Agent | Callable[[], Agent | None]
+) -> reactive.Value[str]:
+    """Keep the select in step with the agent; switching calls ``set_permission_mode``.
+
+    ``agent`` may be the Agent or a function returning it (e.g. ``lambda: handle.agent``).
+    The new mode applies from the next tool call. Returns the current mode.
+    """
+    current = reactive.value("")
+
+    def _agent() -> Agent | None:
+        return agent if isinstance(agent, Agent) else agent()
+
+    def _show(mode: str) -> None:
+        choices = {m: _LABELS[m] for m in allowed_modes(mode)}
+        ui.update_select("mode", choices=choices, selected=mode)
+        current.set(mode)
+
+    @reactive.effect
+    def _init() -> None:
+        target = _agent()
+        if target is not None:
+            _show(target.get_permission_mode())
+        _init.destroy()
+
+    @reactive.effect
+    @reactive.event(input.mode)  # no ignore_init: it never subscribes to an unset input
+    def _switch() -> None:
+        target = _agent()
+        wanted = input.mode()
+        if target is None or not wanted or wanted == target.get_permission_mode():
+            return
+        # Only narrower modes are offered; a forged value changes nothing.
+        with contextlib.suppress(ConfigurationError):
+            target.set_permission_mode(wanted)
+        _show(target.get_permission_mode())
+
+    return current

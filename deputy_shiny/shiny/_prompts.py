@@ -1,0 +1,142 @@
+"""One queue of modal prompts per browser session: approvals and ask_user forms.
+
+Shiny shows one modal at a time (``#shiny-modal``), so every module instance of a
+session shares one :class:`SessionPrompts`. A prompt waits on an ``asyncio.Future``
+inside the agent's stream task (never inside a reactive effect: Shiny has one reactive
+lock for the whole process). The browser answers through one input,
+``deputy_modal_answer`` (set by ``deputy_shiny.js``), which an effect hands to
+:meth:`SessionPrompts.answer`. An answer counts only if its ``request_id`` is the
+prompt this session is showing: ids are unguessable (``secrets.token_urlsafe``), and
+another session's id is simply unknown here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from htmltools import Tag
+from shiny import reactive, ui
+from shiny.session import Session
+
+logger = logging.getLogger("deputy_shiny")
+
+ANSWER_INPUT = "deputy_modal_answer"
+
+
+class PromptClosed(Exception):
+    """The prompt ended without an answer (session ended, run stopped)."""
+
+
+@dataclass
+class _Prompt:
+    request_id: str
+    modal: Tag
+    future: asyncio.Future[dict[str, Any]] = field(repr=False)
+
+
+class SessionPrompts:
+    """The modal queue of one browser session.
+
+    Example:
+        >>> SessionPrompts.__name__
+        'SessionPrompts'
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._queue: deque[_Prompt] = deque()
+        self._current: _Prompt | None = None
+        self._closed = False
+        self.pending = reactive.value(0)
+        self.effects: list[Any] = []
+
+    @property
+    def showing(self) -> str | None:
+        """The request id of the modal on screen, if any."""
+        return None if self._current is None else self._current.request_id
+
+    async def ask(self, request_id: str, modal: Tag, wait_seconds: float | None) -> dict[str, Any]:
+        """Show ``modal`` (after those queued before it) and wait for its answer.
+
+        Raises:
+            TimeoutError: nobody answered within ``wait_seconds``.
+            PromptClosed: the session ended first.
+        """
+        if self._closed:
+            raise PromptClosed("the browser session has ended")
+        prompt = _Prompt(request_id, modal, asyncio.get_running_loop().create_future())
+        self._queue.append(prompt)
+        await self._changed()
+        try:
+            async with asyncio.timeout(wait_seconds):
+                return await prompt.future
+        finally:
+            # Answered, timed out, interrupted or closed: the prompt leaves the queue.
+            if prompt in self._queue:
+                self._queue.remove(prompt)
+            if self._current is prompt:
+                self._current = None
+                if not self._closed:
+                    ui.modal_remove(session=self._session)
+            await self._changed()
+
+    async def _changed(self) -> None:
+        if self._current is None and self._queue and not self._closed:
+            self._current = self._queue.popleft()
+            ui.modal_show(self._current.modal, session=self._session)
+        count = len(self._queue) + (self._current is not None)
+        # Setting a reactive value from the stream task: hold the lock only for the set.
+        async with reactive.lock():
+            self.pending.set(count)
+            await reactive.flush()
+
+    def answer(self, value: object) -> bool:
+        """Resolve the prompt on screen with the browser's answer; False if it isn't for it."""
+        if not isinstance(value, dict):
+            return False
+        current = self._current
+        if current is None or value.get("request_id") != current.request_id:
+            logger.warning("ignored an answer for a prompt that is not pending in this session")
+            return False
+        if not current.future.done():
+            current.future.set_result(value)
+        return True
+
+    def close(self) -> None:
+        """End every prompt (the session ended): waiting callers get PromptClosed."""
+        self._closed = True
+        for prompt in [*self._queue, *([self._current] if self._current else [])]:
+            if not prompt.future.done():
+                prompt.future.set_exception(PromptClosed("the browser session has ended"))
+        self._queue.clear()
+
+
+_by_session: weakref.WeakKeyDictionary[Any, SessionPrompts] = weakref.WeakKeyDictionary()
+
+
+def session_prompts(session: Session) -> SessionPrompts:
+    """The prompt queue of ``session``'s browser session (created on first use)."""
+    root = session.root_scope()
+    prompts = _by_session.get(root)
+    if prompts is None:
+        prompts = SessionPrompts(root)
+        _by_session[root] = prompts
+
+        # No ignore_init: with it, an effect on an input the browser has not set yet
+        # never subscribes to it (shiny 1.8), and answers would never arrive. The first
+        # run reads the unset input and stops quietly; every answer runs it again.
+        @reactive.effect
+        @reactive.event(root.input[ANSWER_INPUT])
+        def _route_answer() -> None:
+            prompts.answer(root.input[ANSWER_INPUT]())
+
+        # Shiny holds effects weakly: without this reference the effect is collected
+        # and answers are never routed.
+        prompts.effects.append(_route_answer)
+        root.on_ended(prompts.close)
+    return prompts

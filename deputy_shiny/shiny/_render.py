@@ -1,0 +1,146 @@
+"""Agent events to shinychat stream chunks: the one place that knows shinychat's blocks.
+
+The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
+
+* ``text`` events: plain ``str`` chunks (markdown; shinychat sanitizes it, and
+  :class:`~deputy_shiny.shiny._image_guard.ImageGuard` blocks images from origins the
+  app did not allow);
+* ``tool_start`` / ``tool_end``: a ``tool_request`` block, then the matching
+  ``tool_result`` block (shinychat pairs them into one collapsible card). The block
+  schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool
+  output is sent as ``code``: it never renders as HTML or markdown. A denied call is an
+  error card titled ``Denied: <reason>``;
+* a readable note when the run ends for any reason other than ``complete``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from shinychat.types import ChatMessage
+
+from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
+from ._image_guard import ImageGuard
+
+_STOP_NOTES = {
+    "interrupted": "Stopped.",
+    "request_limit": "Stopped: the request limit for one run was reached.",
+    "tool_call_limit": "Stopped: the tool-call limit for one run was reached.",
+    "input_token_limit": "Stopped: the input-token limit was reached.",
+    "output_token_limit": "Stopped: the output-token limit was reached.",
+    "total_token_limit": "Stopped: the token limit was reached.",
+    "cost_limit": "Stopped: the cost limit was reached.",
+    "cost_unavailable": "Stopped: the provider reports no cost, so the cost limit can't be kept.",
+    "tool_loop": "Stopped: the model kept repeating the same tool call.",
+    "hook_requested_stop": "Stopped by a hook.",
+}
+
+
+def tool_request_block(card_id: str, tool_name: str, arguments: dict[str, Any]) -> ChatMessage:
+    """A shinychat message holding a ``tool_request`` block."""
+    block = {
+        "type": "tool_request",
+        "version": 1,
+        "request_id": card_id,
+        "tool_name": tool_name,
+        "arguments": json.dumps(arguments, ensure_ascii=False, default=str),
+    }
+    return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
+
+
+def tool_result_block(
+    card_id: str, tool_name: str, output: str, *, is_error: bool, title: str | None = None
+) -> ChatMessage:
+    """A shinychat message holding the ``tool_result`` block of a card (output as code)."""
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "version": 1,
+        "request_id": card_id,
+        "tool_name": tool_name,
+        "status": "error" if is_error else "success",
+        "value": output,
+        "value_type": "code",
+    }
+    if title is not None:
+        block["title"] = title
+    return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
+
+
+def stop_note(reason: str, message: str) -> str | None:
+    """The note shown when a run ends other than ``complete`` (None when it completed)."""
+    if reason == "complete":
+        return None
+    if reason == "provider_error":
+        return f"The model request failed: {message}" if message else "The model request failed."
+    if reason == "error":
+        return f"The run failed: {message}" if message else "The run failed."
+    return _STOP_NOTES.get(reason, f"Stopped: {message or reason}.")
+
+
+def _as_note(text: str) -> str:
+    # Notes quote error messages from providers: keep them out of markdown.
+    escaped = text.replace("\\", "\\\\").replace("`", "\\`").replace("*", "\\*")
+    escaped = escaped.replace("_", "\\_").replace("<", "&lt;").replace("[", "\\[")
+    return f"\n\n> {escaped}\n"
+
+
+async def render_events(
+    events: AsyncIterator[AgentEvent],
+    *,
+    allowed_image_origins: Iterable[str] = (),
+    on_event: Callable[[AgentEvent], Any] | None = None,
+) -> AsyncIterator[str | ChatMessage]:
+    """Turn a run's events into shinychat chunks; ``on_event`` sees every event first.
+
+    Example:
+        >>> import asyncio
+        >>> from deputy_shiny import Agent
+        >>> from deputy_shiny.testing import ScriptedModel
+        >>> async def main():
+        ...     agent = Agent(ScriptedModel(["Hi there"]))
+        ...     return [c async for c in render_events(agent.run("Hello"))]
+        >>> asyncio.run(main())
+        ['Hi there']
+    """
+    guard = ImageGuard(allowed_image_origins)
+    denials: dict[str, str] = {}
+    async for event in events:
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, TextEvent):
+            safe = guard.feed(event.text)
+            if safe:
+                yield safe
+            continue
+        held = guard.flush()
+        if held:
+            yield held
+        if isinstance(event, ToolStartEvent):
+            yield tool_request_block(_card(event), event.tool_name, event.arguments)
+        elif isinstance(event, PermissionEvent) and event.decision == "deny":
+            denials[event.call_id] = event.reason
+        elif isinstance(event, PermissionEvent):
+            denials.pop(event.call_id, None)
+        elif isinstance(event, ToolEndEvent):
+            reason = denials.pop(event.call_id, None) if event.is_error else None
+            yield tool_result_block(
+                _card(event),
+                event.tool_name,
+                event.output,
+                is_error=event.is_error,
+                title=None if reason is None else f"Denied: {reason}",
+            )
+        elif isinstance(event, StopEvent):
+            note = stop_note(event.stop_reason, event.message)
+            if note:
+                yield _as_note(note)
+    held = guard.flush()
+    if held:
+        yield held
+
+
+def _card(event: Any) -> str:
+    # Model call ids can repeat across runs ("call_1"): cards are keyed per run.
+    return f"{event.run_id[-12:]}-{event.call_id}"

@@ -1,0 +1,47 @@
+// deputy_shiny: collect answers from the approval and ask_user modals and send them to
+// the server through one input. The server only accepts an answer for the request id
+// it is showing in this session.
+(function () {
+  "use strict";
+  const INPUT = "deputy_modal_answer";
+
+  function typed(el) {
+    const kind = el.dataset.type;
+    if (kind === "boolean") return el.checked;
+    if (kind === "integer") { const n = parseInt(el.value, 10); return Number.isNaN(n) ? el.value : n; }
+    if (kind === "number") { const n = parseFloat(el.value); return Number.isNaN(n) ? el.value : n; }
+    return el.value;
+  }
+
+  function approvalAnswer(root, action) {
+    const values = {};
+    root.querySelectorAll("[data-arg]").forEach((el) => { values[el.dataset.arg] = typed(el); });
+    const message = root.querySelector(".deputy-deny-message");
+    return { action: action, values: values, message: message ? message.value : "" };
+  }
+
+  function questionsAnswer(root, action) {
+    const answers = [];
+    root.querySelectorAll(".deputy-question").forEach((set) => {
+      const other = set.querySelector(".deputy-other");
+      if (other && other.value.trim() !== "") { answers.push(other.value.trim()); return; }
+      const chosen = Array.from(set.querySelectorAll("input:checked")).map((el) => el.value);
+      answers.push(chosen);
+    });
+    return { action: action, answers: answers };
+  }
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("[data-deputy-action]");
+    if (!button || !window.Shiny) return;
+    const root = button.closest("[data-request-id]");
+    if (!root) return;
+    const action = button.dataset.deputyAction;
+    const answer = root.classList.contains("deputy-approval")
+      ? approvalAnswer(root, action)
+      : questionsAnswer(root, action);
+    answer.request_id = root.dataset.requestId;
+    root.querySelectorAll("[data-deputy-action]").forEach((b) => { b.disabled = true; });
+    window.Shiny.setInputValue(INPUT, answer, { priority: "event" });
+  });
+})();

@@ -1,0 +1,127 @@
+"""The kit's pieces that need no browser: image guard, event rendering, mode choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deputy_shiny import Agent
+from deputy_shiny.permissions import Permissions
+from deputy_shiny.shiny import ImageGuard, allowed_modes, render_events
+from deputy_shiny.shiny._render import stop_note
+from deputy_shiny.testing import ProviderFailure, ScriptedModel, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_write_file
+
+
+def guarded(chunks: list[str], allowed: tuple[str, ...] = ()) -> str:
+    guard = ImageGuard(allowed)
+    return "".join(guard.feed(c) for c in chunks) + guard.flush()
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["![x](http://127.0.0.1:9/a.png)"],
+        ["![x](http://127.0.0.1:9", "/a.png)"],
+        ["!", "[x]", "(http://127.0.0.1:9/a.png)"],
+        ["<img src='http://127.0.0.1:9/a.png'>"],
+        ["<im", "g src=http://127.0.0.1:9/a.png onerror=alert(1)>"],
+        ['<IMG\nSRC="http://127.0.0.1:9/a.png">'],
+        ["<picture><source srcset='http://127.0.0.1:9/a.png 1x'></picture>"],
+        ["<img srcset='https://ok.example/a.png 1x, http://127.0.0.1:9/b.png 2x'>"],
+        ["![x][ref]\n\n[ref]: http://127.0.0.1:9/a.png"],
+        ["<img src=http://127.0.0.1:9/a.png"],  # unfinished at the end of the stream
+        ["![x](//127.0.0.1:9/a.png)"],  # scheme-relative
+        ["![x](/local/path.png)"],  # relative: same origin, but not allowed either
+    ],
+)
+def test_images_from_other_origins_never_survive(chunks: list[str]) -> None:
+    out = guarded(chunks, ("https://ok.example",))
+    assert "127.0.0.1:9" not in out or "image blocked" in out or "\\![" in out or "&lt;img" in out
+    assert "<img" not in out.lower() and "<source" not in out.lower()
+    assert "![x](" not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "![x](https://ok.example/a.png)",
+        "<img src='https://ok.example/a.png'>",
+        "![inline](data:image/png;base64,iVBORw0KGgo=)",
+        "a < b, c > d, wow! and [a link](https://x.example)",
+        "plain text with no images",
+    ],
+)
+def test_allowed_images_and_ordinary_text_pass(text: str) -> None:
+    assert guarded([text], ("https://ok.example",)) == text
+
+
+def test_guard_does_not_hold_ordinary_text_back() -> None:
+    guard = ImageGuard()
+    assert guard.feed("Hello ") == "Hello "
+    assert guard.feed("wor") == "wor"
+    assert guard.feed("ld!") == "ld"  # a trailing "!" may start an image: held
+    assert guard.flush() == "!"
+
+
+def test_bad_origins_are_refused() -> None:
+    with pytest.raises(ValueError, match="origin"):
+        ImageGuard(["ftp://x.example"])
+
+
+async def test_render_events_builds_tool_cards_and_denied_titles(tmp_path) -> None:
+    reply = ScriptedReply(
+        text="Writing.",
+        tool_calls=[
+            ScriptedToolCall("write_file", {"path": "ok.txt", "content": "x"}, id="a"),
+            ScriptedToolCall("write_file", {"path": "../no.txt", "content": "x"}, id="b"),
+        ],
+    )
+    agent = Agent(
+        ScriptedModel([reply, "Done ![p](http://evil.example/x.png)"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(),
+    )
+    seen: list[str] = []
+    chunks = [
+        c async for c in render_events(agent.run("go"), on_event=lambda e: seen.append(e.type))
+    ]
+    texts = [c for c in chunks if isinstance(c, str)]
+    blocks = [b for c in chunks if not isinstance(c, str) for b in c.blocks]
+    requests = [b for b in blocks if b["type"] == "tool_request"]
+    results = {b["request_id"].split("-")[-1]: b for b in blocks if b["type"] == "tool_result"}
+    assert [json.loads(r["arguments"])["path"] for r in requests] == ["ok.txt", "../no.txt"]
+    assert results["a"]["status"] == "success" and "title" not in results["a"]
+    assert results["b"]["status"] == "error" and results["b"]["title"].startswith("Denied: ")
+    assert all(b["value_type"] == "code" for b in results.values())
+    assert "".join(texts).startswith("Writing.")
+    assert "evil.example/x.png)" not in "".join(texts) and "image blocked" in "".join(texts)
+    assert seen[0] == "start" and seen[-1] == "stop"
+
+
+async def test_render_events_reports_failures_readably() -> None:
+    agent = Agent(ScriptedModel([ProviderFailure(503)]))
+    chunks = [c async for c in render_events(agent.run("go"))]
+    assert "The model request failed" in "".join(c for c in chunks if isinstance(c, str))
+
+
+def test_stop_notes() -> None:
+    assert stop_note("complete", "") is None
+    assert stop_note("interrupted", "") == "Stopped."
+    assert "cost limit" in (stop_note("cost_limit", "") or "")
+    assert stop_note("something new", "why") == "Stopped: why."
+
+
+@pytest.mark.parametrize(
+    ("mode", "choices"),
+    [
+        ("full", ["full", "standard", "plan", "readonly"]),
+        ("standard", ["standard", "readonly"]),
+        ("plan", ["plan", "readonly"]),
+        ("readonly", ["readonly"]),
+    ],
+)
+def test_only_narrower_modes_are_offered(mode: str, choices: list[str]) -> None:
+    assert allowed_modes(mode) == choices
