@@ -1,56 +1,159 @@
 """The reference deputy_shiny chat app (deployable to Posit Connect as is).
 
 Run it with ``./scripts/run-app``. The model comes from ``DEPUTY_MODEL`` (any litellm
-model string, with the provider's usual API key variable); without it the app runs on
-the offline demo model ``deputy/demo`` and says so in a banner.
+model string, with the provider's usual API key variable); without it, or without
+that key, the app runs on the offline demo model ``deputy/demo`` and says so in a
+banner.
+
+Each browser session gets its own Agent and its own workspace folder (seeded with
+``welcome.md``). The agent reads and lists files freely; writes and shell commands
+ask the user first (a dialog), a hook blocks dangerous shell commands, and the user
+can narrow the permission mode from the sidebar, which also shows the workspace's
+files and the conversation's usage.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-from shiny import App, Inputs, Outputs, Session, ui
-from shinychat import Chat, chat_ui
+from shiny import App, Inputs, Outputs, Session, render, ui
+from starlette.requests import Request
 
-from components.model_choice import chosen_model
-from deputy_shiny import DEMO_MODEL, Agent, warm_up
+from components.model_choice import (
+    ModelCheck,
+    ModelChoice,
+    chosen_model,
+    demo_banner,
+    track_model_choice,
+)
+from components.sidebar import app_sidebar, model_section_server
+from components.usage_meter import usage_meter_server
+from components.workspace import seed_workspace, workspace_server
+from deputy_shiny import (
+    Agent,
+    Permissions,
+    hook_block_dangerous_bash,
+    tool_run_bash,
+    tools_interactive,
+    tools_preset,
+)
+from deputy_shiny.shiny import (
+    AgentChatContext,
+    agent_chat_server,
+    agent_chat_ui,
+    permission_mode_server,
+)
 
-MODEL = chosen_model()
-SYSTEM_PROMPT = "You are a helpful assistant in a Shiny app. Answer clearly and briefly."
+WWW = Path(__file__).parent / "www"
 
-# litellm takes seconds to import: pay it once, in a worker thread, at app start,
-# so no session pays it on the event loop.
-threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
+SYSTEM_PROMPT = """\
+You are the assistant of a Shiny chat app. You work in a private workspace folder that
+belongs to this browser session (it starts with welcome.md).
+
+Tools: read, list, search, write and edit files in the workspace; run bash commands
+there; ask the user multiple-choice questions with ask_user when a choice is theirs.
+Writes and shell commands need the user's approval in a dialog, and the user may
+narrow the permission mode at any time. A call that comes back "Denied: <reason>" did
+not run: respect it, do not retry it unchanged, and say what you would need instead.
+Dangerous shell commands are blocked.
+
+Answer clearly and briefly, in markdown."""
+
+# One check per process: litellm is imported (seconds) in a worker thread at start, then
+# the provider's API key is checked; no session ever waits for it on the event loop.
+MODEL_CHECK = ModelCheck(chosen_model()).start()
 
 
-def _banner() -> ui.Tag | None:
-    if MODEL != DEMO_MODEL:
-        return None
-    return ui.div(
-        ui.strong("Offline demo model. "),
-        "Replies are scripted, not from an LLM. Set DEPUTY_MODEL (and the provider's API "
-        "key) to chat with a real model.",
-        class_="alert alert-info deputy-banner",
-        role="status",
+def build_agent(ctx: AgentChatContext, model: str) -> Agent:
+    """This session's agent: standard file tools, bash, ask_user; writes need approval."""
+    seed_workspace(ctx.working_dir)
+    return Agent(
+        model,
+        tools=[
+            *tools_preset("standard"),
+            tool_run_bash(),
+            *tools_interactive(callback=ctx.ask_user),
+        ],
+        working_dir=ctx.working_dir,
+        approval_handler=ctx.approval_handler,
+        permissions=Permissions(run_bash=True, approval_effects=("write",)),
+        hooks=[hook_block_dangerous_bash()],
+        system_prompt=SYSTEM_PROMPT,
+        session_id=ctx.session_id,
     )
 
 
-app_ui = ui.page_fillable(
-    ui.head_content(ui.include_css(Path(__file__).parent / "www" / "app.css")),
-    _banner(),
-    chat_ui("chat", enable_cancel=True, placeholder="Ask the agent something"),
-    title="deputy_shiny",
-)
+def _greeting(choice: ModelChoice) -> str:
+    if choice.is_demo:
+        return (
+            "This is the **offline demo model**: scripted replies, not an LLM. Say *hi* "
+            "for a tour, or try *list files*, *read welcome.md*, *write a note*, *ask me "
+            "something* or *run a dangerous command*."
+        )
+    # Not naming the model: an unchecked one may still turn out to lack its API key.
+    return (
+        "Ask the agent to work with the files in your workspace: reading is free, writes "
+        "and shell commands ask you first."
+    )
+
+
+def app_ui(request: Request) -> ui.Tag:
+    """The page, built per request so it shows the model check's latest result."""
+    choice = MODEL_CHECK.current()
+    banner = ui.output_ui("banner")
+    banner.children.append(demo_banner(choice))
+    return ui.page_sidebar(
+        app_sidebar(choice),
+        banner,
+        agent_chat_ui(
+            "chat",
+            placeholder="Message the agent",
+            greeting=_greeting(choice),
+        ),
+        ui.head_content(
+            ui.tags.link(rel="stylesheet", href="app.css"),
+            ui.tags.link(rel="icon", href="favicon.svg", type="image/svg+xml"),
+            ui.tags.meta(name="color-scheme", content="light"),
+        ),
+        title=ui.tags.span(
+            ui.tags.img(src="favicon.svg", alt="", class_="deputy-logo"),
+            "deputy_shiny",
+            ui.tags.small("agent chat", class_="deputy-subtitle"),
+            class_="deputy-title",
+        ),
+        window_title="deputy_shiny",
+        fillable=True,
+        fillable_mobile=True,
+        class_="deputy-app",
+    )
 
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
-    agent = Agent(MODEL, system_prompt=SYSTEM_PROMPT)
-    chat = Chat("chat", history=False)
+    handle = agent_chat_server("chat", lambda ctx: build_agent(ctx, MODEL_CHECK.current().model))
 
-    @chat.on_user_submit
-    async def _(user_input: str) -> None:
-        await chat.append_message_stream(agent.stream_async(user_input))
+    def apply(choice: ModelChoice) -> bool:
+        # The check finished after this session started: move the agent to the model
+        # it settled on (the demo, when the key is missing), between runs only.
+        agent = handle.agent
+        if agent is None or agent.get_model() == choice.model:
+            return True
+        if agent.running:
+            return False
+        agent.set_model(choice.model)
+        return True
+
+    choice = track_model_choice(MODEL_CHECK, apply)
+
+    # Not suspended while hidden: the banner's empty container is display:none (css).
+    @output(suspend_when_hidden=False)
+    @render.ui
+    def banner() -> ui.Tag | None:
+        return demo_banner(choice())
+
+    model_section_server("model", choice)
+    permission_mode_server("mode", lambda: handle.agent)
+    workspace_server("workspace", handle.working_dir, handle.tool_events)
+    usage_meter_server("usage", handle.usage, handle.running, handle.pending_approvals)
 
 
-app = App(app_ui, server, static_assets=Path(__file__).parent / "www")
+app = App(app_ui, server, static_assets=WWW)

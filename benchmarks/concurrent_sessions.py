@@ -128,7 +128,8 @@ async def main(sessions: int, rounds: int) -> None:
         server.terminate()
         server.wait(timeout=10)
     print(
-        f"streaming sessions: {sessions}, rounds: {rounds}, chunks measured: {len(base)} / {len(loaded)}"
+        f"streaming sessions: {sessions}, rounds: {rounds}, "
+        f"chunks measured: {len(base)} / {len(loaded)}"
     )
     for label, gaps in (
         ("baseline (streaming only)", base),

@@ -1,36 +1,113 @@
-"""The offline demo model, ``deputy/demo``: scripted replies, not an LLM.
+"""The offline demo model, ``deputy/demo``: a scripted walkthrough, not an LLM.
 
-It lets the app and the examples run with no API key and no network. It says so
-plainly: its first reply introduces it as a scripted demo and explains how to use a
-real model; later replies are canned text that quotes the user's message back.
+It lets the app and the examples run with no API key and no network, and shows a new
+user what an agent here can do. It says so plainly: its first reply introduces it as
+a scripted demo, explains how to use a real model and offers a short menu. After that
+it looks for a few keywords in the user's message and calls one tool for each:
+
+=====================  ==============  ==============================================
+the message has        tool called     what the follow-up reply does with the result
+=====================  ==============  ==============================================
+"list", "files"        ``list_files``  counts and names the entries
+"read <file>"          ``read_file``   quotes the first lines (default ``welcome.md``)
+"write", "note"        ``write_file``  says whether the write happened or was denied
+"ask", "question"      ``ask_user``    reflects the answers, or the decline
+"dangerous", "rm"      ``run_bash``    ``rm -rf /``: explains the denial it gets back
+=====================  ==============  ==============================================
+
+When several keywords appear, the earliest wins. The demo only calls tools the request
+offers; otherwise it says which tool is missing. Other messages get canned replies
+that quote the message back. Replies stream in small chunks with a tiny delay, so
+streaming is visible, and cost nothing (cost 0.0).
 
 Example:
     >>> from deputy_shiny.demo import demo_reply
     >>> reply = demo_reply([{"role": "user", "content": "Hello"}], [])
     >>> "scripted replies, not an LLM" in reply.text
     True
+    >>> tools = [{"type": "function", "function": {"name": "list_files"}}]
+    >>> history = [
+    ...     {"role": "user", "content": "Hello"},
+    ...     {"role": "assistant", "content": reply.text},
+    ...     {"role": "user", "content": "list files"},
+    ... ]
+    >>> [(c.name, c.arguments) for c in demo_reply(history, tools).tool_calls]
+    [('list_files', {'path': '.'})]
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from . import _custom_provider, _litellm
 from .models import DEMO_PROVIDER
-from .testing import ScriptedReply
+from .testing import ScriptedReply, ScriptedToolCall
 
-__all__ = ["demo_reply", "ensure_demo_registered"]
+__all__ = [
+    "CHUNK_DELAY",
+    "CHUNK_SIZE",
+    "INTRO",
+    "MENU",
+    "NOTE_PATH",
+    "demo_reply",
+    "ensure_demo_registered",
+]
+
+Step = Literal["list", "read", "write", "ask", "dangerous"]
+
+CHUNK_SIZE: Final = 12
+"""Characters per streamed chunk."""
+CHUNK_DELAY: float = 0.012
+"""Seconds between chunks: enough to see the text stream in, little enough not to wait.
+Tests that drive many demo replies may set it to 0."""
+
+NOTE_PATH: Final = "notes/demo-note.md"
+DANGEROUS_COMMAND: Final = "rm -rf /"
+DEFAULT_READ: Final = "welcome.md"
 
 INTRO: Final = (
     "Hi! I'm the offline demo model — scripted replies, not an LLM. I don't understand "
-    "what you write; I answer with canned text so you can try this app without an API "
-    "key or network access. To use a real model, set DEPUTY_MODEL to a litellm model "
-    "string (for example openai/gpt-4.1-mini or anthropic/claude-sonnet-4-5) and set "
-    "that provider's API key (for example OPENAI_API_KEY or ANTHROPIC_API_KEY), then "
-    "restart the app."
+    "what you write: I look for a few keywords and answer with canned text and tool "
+    "calls, so you can try this app without an API key or network access. To use a real "
+    "model, set DEPUTY_MODEL to a litellm model string (for example openai/gpt-4.1-mini "
+    "or anthropic/claude-sonnet-4-5) and set that provider's API key (for example "
+    "OPENAI_API_KEY or ANTHROPIC_API_KEY), then restart the app."
 )
+
+MENU: Final = (
+    "Things to try (type one):\n\n"
+    "- **list files**: I call `list_files` on your workspace.\n"
+    "- **read welcome.md**: I call `read_file` and quote the first lines.\n"
+    "- **write a note**: I call `write_file`; writes need your approval first.\n"
+    "- **ask me something**: I call `ask_user` and you answer in a form.\n"
+    "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook "
+    "blocks it."
+)
+
+_PATTERNS: Final[tuple[tuple[Step, re.Pattern[str]], ...]] = (
+    ("list", re.compile(r"\b(?:list|ls|files)\b", re.IGNORECASE)),
+    ("read", re.compile(r"\b(?:read|open)\b", re.IGNORECASE)),
+    ("write", re.compile(r"\b(?:write|writing|note|notes)\b", re.IGNORECASE)),
+    ("ask", re.compile(r"\b(?:ask|question|questions|quiz)\b", re.IGNORECASE)),
+    ("dangerous", re.compile(r"\b(?:dangerous|danger|rm)\b", re.IGNORECASE)),
+)
+_TOOL_FOR: Final[dict[Step, str]] = {
+    "list": "list_files",
+    "read": "read_file",
+    "write": "write_file",
+    "ask": "ask_user",
+    "dangerous": "run_bash",
+}
+_MENU_WORDS: Final = re.compile(r"\b(?:help|menu|tour|start|features)\b", re.IGNORECASE)
+_READ_TARGET: Final = re.compile(
+    r"\b(?:read|open)\s+(?:(?:me|the|file|contents of)\s+)*[`'\"]?([^\s`'\"]+)",
+    re.IGNORECASE,
+)
+_NUMBERED_LINE: Final = re.compile(r"^\s*\d+\t(.*)$")
 
 _LATER: Final = (
     'You wrote "{quote}". I can only echo that back: I\'m the scripted demo model, '
@@ -50,7 +127,55 @@ _EMPTY: Final = (
     "I didn't find any text in your message. (I'm the scripted demo model, not an LLM; "
     "set DEPUTY_MODEL and an API key to use a real one.)"
 )
+_HINT: Final = (
+    "\n\nTo see a feature, type one of: *list files*, *read welcome.md*, *write a note*, "
+    "*ask me something*, *run a dangerous command* (or *help* for the menu)."
+)
+_NEXT: Final[dict[Step, str]] = {
+    "list": "Next, try **list files**.",
+    "read": "Next, try **read welcome.md**.",
+    "write": "Next, try **write a note**: it needs your approval.",
+    "ask": "Next, try **ask me something**.",
+    "dangerous": "Next, try **run a dangerous command**.",
+}
+TOUR_DONE: Final = (
+    "That's the tour. Everything I said was scripted; set DEPUTY_MODEL and the "
+    "provider's API key to let a real model use these tools."
+)
 _QUOTE_LIMIT: Final = 60
+_LINE_LIMIT: Final = 100
+_QUOTED_LINES: Final = 5
+_LISTED_ENTRIES: Final = 12
+_REASON_LIMIT: Final = 240
+
+_NOTE_CONTENT: Final = (
+    "# A note from the demo\n\n"
+    "The scripted demo model (deputy/demo) wrote this file with the write_file tool.\n"
+    "The app asked you first, because writes need a human's approval here.\n"
+)
+
+_QUESTIONS: Final[list[dict[str, Any]]] = [
+    {
+        "header": "Experience",
+        "question": "How much have you used LLM agents before?",
+        "options": [
+            {"label": "Never", "description": "This is my first one."},
+            {"label": "A little", "description": "I have tried a few."},
+            {"label": "A lot", "description": "I build or use them often."},
+        ],
+        "multi_select": False,
+    },
+    {
+        "header": "Interests",
+        "question": "Which features do you care about most?",
+        "options": [
+            {"label": "Approvals", "description": "A human confirms risky tool calls."},
+            {"label": "Hooks", "description": "Code that checks each tool call."},
+            {"label": "Usage limits", "description": "Caps on requests, tokens and cost."},
+        ],
+        "multi_select": True,
+    },
+]
 
 _lock = threading.Lock()
 
@@ -58,9 +183,12 @@ _lock = threading.Lock()
 def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ScriptedReply:
     """The demo model's answer to a conversation (OpenAI chat format), free of charge.
 
-    The first answer (no assistant message yet) is the :data:`INTRO`; later ones rotate
-    through canned replies that quote the last user message (shortened, so a long or
-    repetitive message never streams as 100 identical chunks).
+    ``tools`` are the tool definitions the request offers (OpenAI format). When the
+    conversation ends with tool results, the reply reads them; when it ends with a
+    user message, the reply is the :data:`INTRO` and :data:`MENU` (first reply), a
+    tool call for the earliest keyword, the menu again ("help"), or a canned reply
+    that quotes the message (shortened, so a long or repetitive message never streams
+    as 100 identical chunks).
 
     Example:
         >>> history = [
@@ -71,18 +199,30 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
         >>> "What is 2 + 2?" in demo_reply(history, []).text
         True
     """
+    available = _tool_names(tools)
+    results = _trailing_tool_results(messages)
+    if results:
+        text = "\n\n".join(_follow_up(result) for result in results)
+        return _reply(f"{text} {_next_hint(messages, available)}".rstrip())
     turn = sum(1 for message in messages if message.get("role") == "assistant")
     user_text = _last_user_text(messages)
+    step = _step_for(user_text)
     if turn == 0:
-        return ScriptedReply(text=INTRO, cost=0.0)
+        if step is None:
+            return _reply(f"{INTRO}\n\n{MENU}")
+        return _tool_step(step, user_text, available, prefix=f"{INTRO}\n\n{MENU}\n\n")
     if not user_text:
-        return ScriptedReply(text=_EMPTY, cost=0.0)
+        return _reply(_EMPTY)
+    if step is not None:
+        return _tool_step(step, user_text, available)
+    if _MENU_WORDS.search(user_text):
+        return _reply(f"Here is the menu again (I'm the scripted demo model).\n\n{MENU}")
     quote = _shorten(user_text)
     count = len(user_text.split())
     words = f"{count} word{'s' if count != 1 else ''}"
     asked = user_text.rstrip().endswith("?")
     template = _QUESTION if asked else _LATER[(turn - 1) % len(_LATER)]
-    return ScriptedReply(text=template.format(quote=quote, turn=turn + 1, words=words), cost=0.0)
+    return _reply(template.format(quote=quote, turn=turn + 1, words=words) + _HINT)
 
 
 def ensure_demo_registered() -> None:
@@ -107,26 +247,318 @@ class _DemoSource:
         return demo_reply(request["messages"], request["tools"])
 
 
+# --------------------------------------------------------------------------- requests
+
+
+def _reply(text: str, tool_calls: list[ScriptedToolCall] | None = None) -> ScriptedReply:
+    return ScriptedReply(
+        text=text, tool_calls=tool_calls, cost=0.0, chunk_size=CHUNK_SIZE, delay=CHUNK_DELAY
+    )
+
+
+def _step_for(text: str) -> Step | None:
+    """The walkthrough step of the earliest keyword in ``text``, if any."""
+    found = [(m.start(), step) for step, pattern in _PATTERNS if (m := pattern.search(text))]
+    return min(found)[1] if found else None
+
+
+def _tool_step(step: Step, user_text: str, available: list[str], prefix: str = "") -> ScriptedReply:
+    name = _TOOL_FOR[step]
+    if name not in available:
+        offered = ", ".join(f"`{n}`" for n in available) if available else "no tools at all"
+        return _reply(
+            f"{prefix}For that I would call the `{name}` tool, but this agent wasn't given "
+            f"it (it has {offered}). I'm the scripted demo model, so I won't improvise "
+            f"another way. An app adds the tool with `Agent(..., tools=[...])`."
+        )
+    if step == "list":
+        text = "Scripted step: you mentioned listing files, so I call `list_files` on `.`."
+        call = ScriptedToolCall("list_files", {"path": "."})
+    elif step == "read":
+        path = _read_target(user_text)
+        text = f"Scripted step: you asked to read a file, so I call `read_file` on `{path}`."
+        call = ScriptedToolCall("read_file", {"path": path})
+    elif step == "write":
+        text = (
+            f"Scripted step: I call `write_file` to create `{NOTE_PATH}`. In this app a "
+            "write needs your approval first (a dialog: approve or deny) unless the "
+            "permission mode refuses it outright. I'll report what happened."
+        )
+        call = ScriptedToolCall("write_file", {"path": NOTE_PATH, "content": _NOTE_CONTENT})
+    elif step == "ask":
+        text = (
+            "Scripted step: I call `ask_user` with two questions. Answer them in the form "
+            "(or decline) and I'll reflect your answers."
+        )
+        call = ScriptedToolCall("ask_user", {"questions": _QUESTIONS})
+    else:
+        text = (
+            f"Scripted step: I ask `run_bash` to run `{DANGEROUS_COMMAND}`, which would "
+            "try to delete everything. Watch the safety hook stop it before it runs."
+        )
+        call = ScriptedToolCall("run_bash", {"command": DANGEROUS_COMMAND})
+    return _reply(prefix + text, [call])
+
+
+def _read_target(text: str) -> str:
+    """The file named after "read" (a word with a dot or a slash), else welcome.md."""
+    match = _READ_TARGET.search(text)
+    if match:
+        candidate = match.group(1).rstrip(".,;:!?)]")
+        if candidate and ("." in candidate or "/" in candidate):
+            return candidate
+    return DEFAULT_READ
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    names = []
+    for spec in tools or ():
+        function = spec.get("function") if isinstance(spec, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+# --------------------------------------------------------------------------- tool results
+
+
+@dataclass(frozen=True)
+class _ToolResult:
+    tool_name: str | None
+    arguments: dict[str, Any]
+    content: str
+
+
+def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[_ToolResult]:
+    """The tool results after the last assistant message, matched to their calls."""
+    tail: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        tail.append(message)
+    if not tail:
+        return []
+    calls = _calls_by_id(messages)
+    results = []
+    for message in reversed(tail):
+        name, arguments = calls.get(str(message.get("tool_call_id")), (None, {}))
+        results.append(_ToolResult(name, arguments, _text_of(message.get("content"))))
+    return results
+
+
+def _calls_by_id(messages: list[dict[str, Any]]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    """Every tool call in the conversation: id -> (tool name, arguments)."""
+    calls: dict[str, tuple[str | None, dict[str, Any]]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                continue
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                arguments = {}
+            calls[str(call.get("id"))] = (
+                function.get("name"),
+                arguments if isinstance(arguments, dict) else {},
+            )
+    return calls
+
+
+def _next_hint(messages: list[dict[str, Any]], available: list[str]) -> str:
+    """Suggest the first walkthrough step not done yet whose tool is offered.
+
+    Once every step is done, the end of the tour is announced once, then nothing.
+    """
+
+    def undone(calls: dict[str, tuple[str | None, dict[str, Any]]]) -> list[Step]:
+        done = {name for name, _ in calls.values()}
+        return [s for s, name in _TOOL_FOR.items() if name in available and name not in done]
+
+    left = undone(_calls_by_id(messages))
+    if left:
+        return _NEXT[left[0]]
+    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    last_call = assistants[-1] if assistants else 0
+    return TOUR_DONE if undone(_calls_by_id(messages[:last_call])) else ""
+
+
+def _follow_up(result: _ToolResult) -> str:
+    content = result.content.strip()
+    name = result.tool_name
+    if content.startswith("Denied:"):
+        return _denied(result, content)
+    if name == "list_files":
+        return _after_list(content)
+    if name == "read_file":
+        return _after_read(result, content)
+    if name == "write_file":
+        if not content.startswith(("Wrote ", "Appended ")):
+            return (
+                f"The write did not happen: `write_file` answered "
+                f"*{_clip(content, _REASON_LIMIT)}* (Scripted demo reply.)"
+            )
+        return (
+            f"The write happened. `write_file` answered: {_clip(content, _REASON_LIMIT)} "
+            "The note is in the agent's working directory now (the app's workspace panel "
+            f"lists it); try **read {NOTE_PATH}** to see it. (Scripted demo reply; the "
+            "tool was real.)"
+        )
+    if name == "ask_user":
+        return _after_ask(content)
+    if name == "run_bash":
+        return (
+            "The command was **not** blocked: this agent has no hook that stops dangerous "
+            "commands, so `run_bash` ran it (rm refuses to delete `/` by itself). Its "
+            f"output:\n\n{_fenced(_first_lines(content, _QUOTED_LINES))}\n\nAdd "
+            "`hook_block_dangerous_bash()` to the agent's hooks to stop such commands. "
+            "(Scripted demo reply.)"
+        )
+    return (
+        f"The scripted demo got a result from `{name or 'a tool'}` that it has no script "
+        f"for. It begins:\n\n{_fenced(_first_lines(content, _QUOTED_LINES))}"
+    )
+
+
+def _denied(result: _ToolResult, content: str) -> str:
+    reason = _clip(content.removeprefix("Denied:").strip(), _REASON_LIMIT)
+    name = result.tool_name or "the tool"
+    if name == "run_bash" and reason.startswith("Blocked a dangerous command"):
+        return (
+            f"Blocked, as it should be. The call to `run_bash` came back denied: *{reason}* "
+            "Nothing ran: the agent checks every tool call before running it, and the "
+            "`hook_block_dangerous_bash()` hook read the command first. The run goes on; "
+            "the model just reads the denial. (Scripted demo reply.)"
+        )
+    if name == "write_file":
+        return (
+            f"The write did not happen: the call to `write_file` was denied: *{reason}* "
+            f"Nothing was written, and the conversation carries on; denied calls reach the "
+            "model as a result like any other. (Scripted demo reply.)"
+        )
+    return (
+        f"The call to `{name}` was denied before it ran: *{reason}* The agent checks every "
+        "tool call against its permissions (the app's permission mode, for one); the model "
+        "only reads the denial. (Scripted demo reply.)"
+    )
+
+
+def _after_list(content: str) -> str:
+    lines = [line for line in content.splitlines() if line.strip()]
+    entries = [line for line in lines[1:] if not line.startswith("[")]
+    if not entries:
+        summary = f"`list_files` answered: {_clip(lines[0] if lines else content, 200)}"
+    else:
+        shown = ", ".join(f"`{_clip(e, _QUOTE_LIMIT)}`" for e in entries[:_LISTED_ENTRIES])
+        more = len(entries) - _LISTED_ENTRIES
+        extra = f" and {more} more" if more > 0 else ""
+        folders = sum(1 for e in entries if e.endswith("/"))
+        kinds = _count(len(entries) - folders, "file")
+        if folders:
+            kinds += " and " + _count(folders, "folder")
+        summary = f"`list_files` found {kinds} in the workspace: {shown}{extra}."
+    return f"{summary} (Scripted summary: I count the lines of the result.)"
+
+
+def _after_read(result: _ToolResult, content: str) -> str:
+    path = str(result.arguments.get("path") or "the file")
+    lines = content.splitlines()
+    numbered = [m.group(1) for line in lines if (m := _NUMBERED_LINE.match(line))]
+    if not numbered:
+        return (
+            f"`read_file` could not read `{_clip(path, _QUOTE_LIMIT)}`. It answered: "
+            f"*{_clip(content, _REASON_LIMIT)}* (Scripted demo reply.) Try **list files** "
+            "to see what is there."
+        )
+    quoted = [_clip(line, _LINE_LIMIT) for line in numbered[:_QUOTED_LINES]]
+    rest = len(numbered) - len(quoted)
+    more = f"({rest} more line{'s' if rest != 1 else ''} not quoted.) " if rest > 0 else ""
+    return (
+        f"Here are the first lines of `{_clip(path, _QUOTE_LIMIT)}`, as `read_file` returned "
+        f"them:\n\n{_fenced(chr(10).join(quoted))}\n\n{more}I only quote the result: a "
+        "scripted demo can't summarise it."
+    )
+
+
+def _after_ask(content: str) -> str:
+    if content.startswith("The user declined"):
+        return (
+            "You declined to answer, and that's fine: `ask_user` told me so and the run went "
+            "on. (Scripted demo reply.)"
+        )
+    answers = _parse_answers(content)
+    if not answers:
+        return (
+            f"`ask_user` did not bring answers back. It said: *{_clip(content, _REASON_LIMIT)}* "
+            "(Scripted demo reply.)"
+        )
+    said = "; ".join(f"{header}: **{_clip(answer, _QUOTE_LIMIT)}**" for header, answer in answers)
+    return (
+        f"Thanks! You answered {said}. I'm scripted, so I just repeat your answers; a real "
+        "model would use them to decide what to do next."
+    )
+
+
+def _parse_answers(content: str) -> list[tuple[str, str]]:
+    answers: list[tuple[str, str]] = []
+    header: str | None = None
+    for line in content.splitlines():
+        heading = re.match(r"^\[(.+?)\] ", line)
+        if heading:
+            header = heading.group(1)
+            continue
+        answer = re.match(r"^Answer(?: \(free text\))?: (.*)$", line)
+        if answer and header is not None:
+            answers.append((header, answer.group(1)))
+            header = None
+    return answers
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        return " ".join(parts)
+    return ""
+
+
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content.strip()
-        if isinstance(content, list):
-            parts = [
-                part["text"]
-                for part in content
-                if isinstance(part, dict) and isinstance(part.get("text"), str)
-            ]
-            return " ".join(parts).strip()
-        return ""
+        if message.get("role") == "user":
+            return _text_of(message.get("content")).strip()
     return ""
 
 
 def _shorten(text: str) -> str:
-    flat = re.sub(r"\s+", " ", text).strip()
-    if len(flat) <= _QUOTE_LIMIT:
+    return _clip(re.sub(r"\s+", " ", text).strip(), _QUOTE_LIMIT)
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = text.strip()
+    if len(flat) <= limit:
         return flat
-    return flat[: _QUOTE_LIMIT - 1].rstrip() + "…"
+    return flat[: limit - 1].rstrip() + "…"
+
+
+def _first_lines(text: str, count: int) -> str:
+    return "\n".join(_clip(line, _LINE_LIMIT) for line in text.splitlines()[:count])
+
+
+def _fenced(text: str) -> str:
+    """``text`` in a code fence longer than any backtick run inside it (renders as code)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"

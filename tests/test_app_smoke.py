@@ -1,4 +1,5 @@
-"""The reference app starts with `shiny run` and serves its page on the demo model."""
+"""The reference app starts with `shiny run` and serves its page: the chat, the sidebar
+pieces, the static files, and the demo banner whenever the demo model runs."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+KEY_VARIABLES = ("DEPUTY_MODEL", "OPENAI_API_KEY")
 
 
 def _free_port() -> int:
@@ -22,42 +24,89 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
+
+
 @pytest.fixture
-def app_url() -> Iterator[str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DEPUTY_MODEL"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "shiny", "run", "app.py", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+def start_app() -> Iterator[Callable[..., str]]:
+    """Start app.py with `shiny run` and these environment overrides; return its URL."""
+    servers: list[subprocess.Popen[bytes]] = []
+
+    def start(**overrides: str) -> str:
+        port = _free_port()
+        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+        env.update(overrides)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "shiny", "run", "app.py", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        servers.append(server)
+        url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while True:
             try:
                 urllib.request.urlopen(url, timeout=1).close()
-                break
+                return url
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
                     raise AssertionError(
                         "app did not start: "
                         + (server.stderr.read() if server.stderr else b"").decode()
                     ) from None
                 time.sleep(0.2)
-        yield url
-    finally:
+
+    yield start
+    for server in servers:
         server.terminate()
         server.wait(timeout=10)
 
 
-def test_app_serves_the_chat_with_the_demo_banner(app_url: str) -> None:
-    with urllib.request.urlopen(app_url, timeout=5) as response:
-        page = response.read().decode()
+def _wait_for_page(url: str, *needles: str, within: float = 30.0) -> str:
+    """The page once it contains every needle (the model check runs in the background)."""
+    deadline = time.monotonic() + within
+    while True:
+        page = _get(url)
+        if all(n in page for n in needles) or time.monotonic() > deadline:
+            return page
+        time.sleep(0.25)
+
+
+def test_app_serves_the_chat_sidebar_and_demo_banner(start_app: Callable[..., str]) -> None:
+    url = start_app()
+    page = _get(url)
+    # The banner is in the page itself, before any JavaScript runs.
     assert "Offline demo model." in page
     assert "not from an LLM" in page
-    assert 'id="chat"' in page
-    with urllib.request.urlopen(f"{app_url}/app.css", timeout=5) as response:
-        assert response.status == 200
+    # The chat (the kit's module "chat"), with its stop button enabled.
+    assert 'id="chat-chat"' in page
+    # The sidebar: model in use, permission mode, workspace, usage meter.
+    assert 'id="sidebar"' in page
+    assert 'id="model-info"' in page and '<code class="deputy-model-name">deputy/demo' in page
+    assert 'id="mode-mode"' in page and "Permission mode" in page
+    assert 'id="workspace-files"' in page and ">Workspace<" in page
+    assert 'id="usage-meter"' in page and ">Usage<" in page
+    for asset in ("app.css", "favicon.svg"):
+        with urllib.request.urlopen(f"{url}/{asset}", timeout=5) as response:
+            assert response.status == 200
+
+
+def test_a_model_without_its_api_key_falls_back_to_the_demo(
+    start_app: Callable[..., str],
+) -> None:
+    url = start_app(DEPUTY_MODEL="openai/gpt-4.1-mini")
+    page = _wait_for_page(url, "Offline demo model.")
+    assert "DEPUTY_MODEL is openai/gpt-4.1-mini, but OPENAI_API_KEY is not set" in page
+    assert '<code class="deputy-model-name">deputy/demo' in page
+
+
+def test_a_model_with_its_api_key_is_used(start_app: Callable[..., str]) -> None:
+    url = start_app(DEPUTY_MODEL="openai/gpt-4.1-mini", OPENAI_API_KEY="sk-test-not-real")
+    page = _wait_for_page(url, "Through litellm")
+    assert '<code class="deputy-model-name">openai/gpt-4.1-mini' in page
+    assert "Offline demo model." not in page
