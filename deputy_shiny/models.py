@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
@@ -117,8 +118,12 @@ def missing_credentials(model: ChatModel) -> list[str]:
         report = get_litellm().validate_environment(model=model.model)
     except Exception:  # litellm does not know the model: the request will say so
         return []
-    missing = report.get("missing_keys") or []
-    return [str(k) for k in missing if str(k).endswith(("_API_KEY", "_TOKEN", "_KEY"))]
+    missing = [str(k) for k in report.get("missing_keys") or []]
+    # litellm counts a variable set to "" as present; a request would still fail.
+    conventional = f"{model.provider.upper().replace('-', '_')}_API_KEY"
+    if conventional in os.environ and not os.environ[conventional].strip():
+        missing.append(conventional)
+    return sorted({k for k in missing if k.endswith(("_API_KEY", "_TOKEN", "_KEY"))})
 
 
 def check_model_string(value: object) -> str:

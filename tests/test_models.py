@@ -58,3 +58,8 @@ def test_redact_masks_keys_in_error_text() -> None:
     cleaned = redact(text)
     assert "abcdefghijklmnop" not in cleaned
     assert "xyz123" not in cleaned and "secret" not in cleaned
+
+
+def test_an_empty_key_counts_as_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")
+    assert missing_credentials(ChatModel(model="openai/gpt-4.1-mini")) == ["OPENAI_API_KEY"]

@@ -125,3 +125,13 @@ def test_stop_notes() -> None:
 )
 def test_only_narrower_modes_are_offered(mode: str, choices: list[str]) -> None:
     assert allowed_modes(mode) == choices
+
+
+def test_answers_from_the_browser_become_json_types() -> None:
+    from deputy_shiny.shiny._prompts import _plain
+
+    raw = {"answers": (("A little",), ("Hooks", "Skills"), "free text"), "values": {"tags": ("a",)}}
+    assert _plain(raw) == {
+        "answers": [["A little"], ["Hooks", "Skills"], "free text"],
+        "values": {"tags": ["a"]},
+    }

@@ -18,12 +18,7 @@ from ..errors import ConfigurationError
 from ..permissions import NARROWER
 
 _WIDEST_FIRST = ("full", "standard", "plan", "readonly")
-_LABELS = {
-    "full": "Full (everything the flags allow)",
-    "standard": "Standard (read and write in the workspace)",
-    "plan": "Plan (look, don't touch)",
-    "readonly": "Read-only",
-}
+_LABELS = {"full": "Full", "standard": "Standard", "plan": "Plan", "readonly": "Read-only"}
 
 
 def allowed_modes(mode: str) -> list[str]:

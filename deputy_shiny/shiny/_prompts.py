@@ -104,7 +104,7 @@ class SessionPrompts:
             logger.warning("ignored an answer for a prompt that is not pending in this session")
             return False
         if not current.future.done():
-            current.future.set_result(value)
+            current.future.set_result(_plain(value))
         return True
 
     def close(self) -> None:
@@ -114,6 +114,15 @@ class SessionPrompts:
             if not prompt.future.done():
                 prompt.future.set_exception(PromptClosed("the browser session has ended"))
         self._queue.clear()
+
+
+def _plain(value: Any) -> Any:
+    """The answer as JSON types: Shiny delivers JSON arrays from the browser as tuples."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 _by_session: weakref.WeakKeyDictionary[Any, SessionPrompts] = weakref.WeakKeyDictionary()
