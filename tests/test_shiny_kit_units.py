@@ -95,6 +95,10 @@ async def test_render_events_builds_tool_cards_and_denied_titles(tmp_path) -> No
     assert [json.loads(r["arguments"])["path"] for r in requests] == ["ok.txt", "../no.txt"]
     assert results["a"]["status"] == "success" and "title" not in results["a"]
     assert results["b"]["status"] == "error" and results["b"]["title"].startswith("Denied: ")
+    # A denied card stands alone, so its title is what the user sees.
+    assert results["b"]["grouping"] == "none" and requests[1]["grouping"] == "none"
+    assert requests[1]["title"] == results["b"]["title"]
+    assert "grouping" not in requests[0] and "grouping" not in results["a"]
     assert all(b["value_type"] == "code" for b in results.values())
     assert "".join(texts).startswith("Writing.")
     assert "evil.example/x.png)" not in "".join(texts) and "image blocked" in "".join(texts)

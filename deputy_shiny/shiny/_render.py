@@ -38,15 +38,21 @@ _STOP_NOTES = {
 }
 
 
-def tool_request_block(card_id: str, tool_name: str, arguments: dict[str, Any]) -> ChatMessage:
-    """A shinychat message holding a ``tool_request`` block."""
-    block = {
+def tool_request_block(
+    card_id: str, tool_name: str, arguments: dict[str, Any], *, title: str | None = None
+) -> ChatMessage:
+    """A shinychat message holding a ``tool_request`` block (titled cards stand alone)."""
+    block: dict[str, Any] = {
         "type": "tool_request",
         "version": 1,
         "request_id": card_id,
         "tool_name": tool_name,
         "arguments": json.dumps(arguments, ensure_ascii=False, default=str),
     }
+    if title is not None:
+        # shinychat takes a card's header from its request's title.
+        block["title"] = title
+        block["grouping"] = "none"
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
 
@@ -64,7 +70,10 @@ def tool_result_block(
         "value_type": "code",
     }
     if title is not None:
+        # A titled card (a denial) stands alone: in a group shinychat shows only the
+        # group's "Used <tool>" title.
         block["title"] = title
+        block["grouping"] = "none"
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
 
@@ -105,7 +114,10 @@ async def render_events(
         ['Hi there']
     """
     guard = ImageGuard(allowed_image_origins)
-    denials: dict[str, str] = {}
+    # A card's request is held until the call is allowed (then it shows as running) or
+    # has ended: a denied call's card is then sent whole, titled with its denial, so it
+    # stands alone. Every denial's result starts with "Denied: " (the engine's format).
+    waiting: dict[str, ToolStartEvent] = {}
     async for event in events:
         if on_event is not None:
             on_event(event)
@@ -118,19 +130,21 @@ async def render_events(
         if held:
             yield held
         if isinstance(event, ToolStartEvent):
-            yield tool_request_block(_card(event), event.tool_name, event.arguments)
-        elif isinstance(event, PermissionEvent) and event.decision == "deny":
-            denials[event.call_id] = event.reason
-        elif isinstance(event, PermissionEvent):
-            denials.pop(event.call_id, None)
+            waiting[event.call_id] = event
+        elif isinstance(event, PermissionEvent) and event.decision == "allow":
+            start = waiting.pop(event.call_id, None)
+            if start is not None:
+                yield tool_request_block(_card(start), start.tool_name, start.arguments)
         elif isinstance(event, ToolEndEvent):
-            reason = denials.pop(event.call_id, None) if event.is_error else None
+            denied = event.is_error and event.output.startswith("Denied: ")
+            title = event.output.splitlines()[0][:300] if denied else None
+            start = waiting.pop(event.call_id, None)
+            if start is not None:
+                yield tool_request_block(
+                    _card(start), start.tool_name, start.arguments, title=title
+                )
             yield tool_result_block(
-                _card(event),
-                event.tool_name,
-                event.output,
-                is_error=event.is_error,
-                title=None if reason is None else f"Denied: {reason}",
+                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
             )
         elif isinstance(event, StopEvent):
             note = stop_note(event.stop_reason, event.message)
