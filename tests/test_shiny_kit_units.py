@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -38,16 +39,14 @@ def guarded(chunks: list[str], allowed: tuple[str, ...] = ()) -> str:
 )
 def test_images_from_other_origins_never_survive(chunks: list[str]) -> None:
     out = guarded(chunks, ("https://ok.example",))
-    assert "127.0.0.1:9" not in out or "image blocked" in out or "\\![" in out or "&lt;img" in out
-    assert "<img" not in out.lower() and "<source" not in out.lower()
-    assert "![x](" not in out
+    assert re.search(r"<[A-Za-z/!?]", out) is None  # no tag can open
+    assert "![x](" not in out  # no live markdown image
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "![x](https://ok.example/a.png)",
-        "<img src='https://ok.example/a.png'>",
         "![inline](data:image/png;base64,iVBORw0KGgo=)",
         "a < b, c > d, wow! and [a link](https://x.example)",
         "plain text with no images",
@@ -55,6 +54,26 @@ def test_images_from_other_origins_never_survive(chunks: list[str]) -> None:
 )
 def test_allowed_images_and_ordinary_text_pass(text: str) -> None:
     assert guarded([text], ("https://ok.example",)) == text
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<iframe srcdoc="<script>parent.x=1</script>"></iframe>',
+        "<style>button{display:none}</style>",
+        "<link rel=stylesheet href=http://127.0.0.1:9/x.css>",
+        '<div style="background:url(http://127.0.0.1:9/a.png)">x</div>',
+        "<video poster=http://127.0.0.1:9/p.png></video>",
+        "<svg><image href=http://127.0.0.1:9/s.png /></svg>",
+        "<!-- comment --><?php x ?></p>",
+        "<object data=http://127.0.0.1:9/o.png></object><embed src=x>",
+    ],
+)
+def test_raw_html_never_forms_an_element(html: str) -> None:
+    for chunks in ([html], list(html)):  # whole, and one character at a time
+        out = guarded(chunks)
+        assert re.search(r"<[A-Za-z/!?]", out) is None
+        assert out.replace("\u200b", "") == html  # it reads the same
 
 
 def test_guard_does_not_hold_ordinary_text_back() -> None:

@@ -242,7 +242,7 @@ def agent_chat_server(
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
     def _stop() -> None:
-        agent.interrupt("Stopped by the user.")
+        agent.interrupt("interrupted")
 
     @render.text
     def usage() -> str:
@@ -250,7 +250,7 @@ def agent_chat_server(
 
     async def _end() -> None:
         # Interrupt the run first, then the queue denies whatever is still pending.
-        agent.interrupt("The browser session ended.")
+        agent.interrupt("interrupted")
         prompts.close()
         for _ in range(200):
             if not agent.running:

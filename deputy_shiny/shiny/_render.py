@@ -2,9 +2,9 @@
 
 The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
 
-* ``text`` events: plain ``str`` chunks (markdown; shinychat sanitizes it, and
-  :class:`~deputy_shiny.shiny._image_guard.ImageGuard` blocks images from origins the
-  app did not allow);
+* ``text`` events: plain ``str`` chunks of markdown, made inert first by
+  :class:`~deputy_shiny.shiny._image_guard.ImageGuard` (no raw HTML; images only from
+  origins the app allowed);
 * ``tool_start`` / ``tool_end``: a ``tool_request`` block, then the matching
   ``tool_result`` block (shinychat pairs them into one collapsible card). The block
   schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool

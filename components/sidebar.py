@@ -1,0 +1,77 @@
+"""The app's sidebar: model in use, permission mode, workspace files, usage meter.
+
+It only lays out the pieces; each has its own module (:mod:`components.model_choice`,
+:mod:`components.workspace`, :mod:`components.usage_meter`, and the kit's permission
+mode switcher). On a phone the sidebar folds away behind a toggle above the chat.
+
+Example:
+    >>> from components.model_choice import ModelChoice
+    >>> demo = ModelChoice("deputy/demo", "deputy/demo", True)
+    >>> html = str(ui.page_sidebar(app_sidebar(demo), "main"))
+    >>> all(s in html for s in ["Model", "Permission mode", "Workspace", "Usage"])
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from htmltools import Tag, TagChild, TagList, tags
+from shiny import Inputs, Outputs, Session, module, render, ui
+
+from components.model_choice import ModelChoice, model_summary
+from components.usage_meter import usage_meter_ui
+from components.workspace import workspace_ui
+from deputy_shiny.shiny import permission_mode_ui
+
+__all__ = ["app_sidebar", "model_section_server", "model_section_ui"]
+
+
+def _section(title: str, *children: TagChild, class_: str = "") -> Tag:
+    return tags.section(
+        tags.h2(title, class_="deputy-section-title"),
+        *children,
+        class_=f"deputy-section {class_}".strip(),
+    )
+
+
+@module.ui
+def model_section_ui(initial: ModelChoice) -> Tag:
+    """The model in use; ``initial`` is shown until the server renders (and without JS)."""
+    placeholder = ui.output_ui("info")
+    placeholder.children.extend(model_summary(initial))
+    return placeholder
+
+
+@module.server
+def model_section_server(
+    input: Inputs, output: Outputs, session: Session, choice: Callable[[], ModelChoice]
+) -> None:
+    """Keep the model section in step with the session's model choice."""
+
+    @render.ui
+    def info() -> TagList:
+        return model_summary(choice())
+
+
+def app_sidebar(initial: ModelChoice) -> ui.Sidebar:
+    """The sidebar, with ``initial`` as the model shown before the server renders."""
+    return ui.sidebar(
+        _section("Model", model_section_ui("model", initial), class_="deputy-model"),
+        tags.section(
+            permission_mode_ui("mode"),
+            tags.p(
+                "Standard: writes and shell commands ask you first. Plan and read-only "
+                "refuse them. Narrowing applies from the next tool call.",
+                class_="deputy-muted deputy-hint",
+            ),
+            class_="deputy-section deputy-mode",
+        ),
+        _section("Workspace", workspace_ui("workspace"), class_="deputy-workspace-section"),
+        _section("Usage", usage_meter_ui("usage")),
+        id="sidebar",
+        width=350,
+        open="desktop",
+        class_="deputy-sidebar",
+        gap="1.25rem",
+    )

@@ -1,0 +1,93 @@
+"""The usage meter: requests, tokens, tool calls and cost of this session's conversation.
+
+Example:
+    >>> from deputy_shiny import AgentUsage
+    >>> [row[1] for row in usage_rows(AgentUsage())]
+    ['0', '0', '0', '$0.00']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from htmltools import Tag, tags
+from shiny import Inputs, Outputs, Session, module, render, ui
+
+from deputy_shiny import AgentUsage
+
+__all__ = ["format_cost", "usage_meter_server", "usage_meter_ui", "usage_rows"]
+
+
+def format_cost(usage: AgentUsage) -> str:
+    """The cost in USD, or "unknown" when a request's cost was not reported.
+
+    Example:
+        >>> format_cost(AgentUsage(requests=2, cost=0.01234))
+        '$0.0123'
+        >>> format_cost(AgentUsage(requests=2, cost=1.5))
+        '$1.50'
+        >>> format_cost(AgentUsage(requests=2, cost=None, cost_missing=2))
+        'unknown'
+    """
+    if usage.cost is None:
+        return "unknown"
+    if usage.cost == 0 or usage.cost >= 1:
+        return f"${usage.cost:.2f}"
+    return f"${usage.cost:.4f}"
+
+
+def usage_rows(usage: AgentUsage) -> list[tuple[str, str, str | None]]:
+    """(label, value, detail) rows of the meter."""
+    tokens_detail = f"{usage.input_tokens:,} in · {usage.output_tokens:,} out"
+    cost_detail = None
+    if usage.cost is None and usage.cost_missing:
+        cost_detail = (
+            f"the provider reported no price for {usage.cost_missing} "
+            f"request{'s' if usage.cost_missing != 1 else ''}"
+        )
+    return [
+        ("Requests", f"{usage.requests:,}", None),
+        ("Tokens", f"{usage.total_tokens:,}", tokens_detail if usage.total_tokens else None),
+        ("Tool calls", f"{usage.tool_calls:,}", None),
+        ("Cost", format_cost(usage), cost_detail),
+    ]
+
+
+@module.ui
+def usage_meter_ui() -> Tag:
+    """The meter (filled in by :func:`usage_meter_server`)."""
+    return ui.div(ui.output_ui("meter"), class_="deputy-usage-meter")
+
+
+@module.server
+def usage_meter_server(
+    input: Inputs,
+    output: Outputs,
+    session: Session,
+    usage: Callable[[], AgentUsage],
+    running: Callable[[], bool],
+    pending: Callable[[], int],
+) -> None:
+    """Show ``usage()`` (updated after each run), and whether the agent works or waits."""
+
+    @render.ui
+    def meter() -> Tag:
+        rows = [
+            tags.div(
+                tags.dt(label),
+                tags.dd(value, tags.small(detail) if detail else None),
+                class_="deputy-usage-row",
+            )
+            for label, value, detail in usage_rows(usage())
+        ]
+        waiting = pending()
+        if waiting:
+            status = tags.div(
+                f"Waiting for you: {waiting} request{'s' if waiting != 1 else ''} to answer",
+                class_="deputy-status deputy-status-waiting",
+            )
+        elif running():
+            status = tags.div("The agent is working…", class_="deputy-status deputy-status-busy")
+        else:
+            status = tags.div("Idle", class_="deputy-status")
+        return tags.div(status, tags.dl(*rows, class_="deputy-usage-list"))

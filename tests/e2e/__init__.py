@@ -1,0 +1,1 @@
+"""Browser tests: small apps built from the kit, driven in Chromium with Playwright."""

@@ -1,0 +1,1 @@
+"""Scenario apps for the browser tests; each is started with ``shiny run <file>``."""

@@ -1,0 +1,81 @@
+"""Approvals: ``write_file`` always needs the user's approval.
+
+The user's message ``write <path> <content>`` makes the model call
+``write_file(path, content)``; after the tool result the model says
+``Tool said: <result> Workspace: <working dir>``, so the test sees what the model was
+told and where the session's workspace is. Anything else is echoed.
+
+Markers (``$DEPUTY_E2E_MARKERS/events.log``): ``approval-wait <session> <path>`` when a
+call starts waiting for approval, ``approval-ended <session> <path> <outcome>`` when
+that wait ends (a decision or an exception), ``run-stop <session> <reason>`` when a run
+ends (the agent's Stop hook).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from shiny import App, Inputs, Outputs, Session, ui
+
+from deputy_shiny import Agent, ApprovalDecision, ApprovalRequest, HookMatcher, warm_up
+from deputy_shiny.hooks import HookContext
+from deputy_shiny.permissions import Permissions
+from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
+from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_write_file
+from tests.e2e.apps._shared import last_tool_text, last_user_text, mark, workspace_root
+
+threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
+
+WRITE = re.compile(r"^write (\S+) (\S+)$")
+
+
+def make_agent(ctx: AgentChatContext) -> Agent:
+    session = ctx.session_id
+    working_dir = ctx.working_dir
+
+    def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        tool_text = last_tool_text(messages)
+        if tool_text is not None:
+            return f"Tool said: {tool_text} Workspace: `{working_dir}`"
+        text = last_user_text(messages) or ""
+        match = WRITE.match(text)
+        if match:
+            call = ScriptedToolCall("write_file", {"path": match[1], "content": match[2]})
+            return ScriptedReply(tool_calls=[call])
+        return f"You said: {text}"
+
+    async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
+        path = request.arguments.get("path")
+        mark("approval-wait", session, path)
+        try:
+            decision = await ctx.approval_handler(request)
+        except BaseException as exc:
+            mark("approval-ended", session, path, type(exc).__name__)
+            raise
+        mark("approval-ended", session, path, "approved" if decision.approved else "denied")
+        return decision
+
+    def on_stop(context: HookContext) -> None:
+        mark("run-stop", session, context.reason)
+
+    return Agent(
+        FunctionModel(reply),
+        tools=[tool_write_file()],
+        working_dir=working_dir,
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=approval_handler,
+        hooks=[HookMatcher("Stop", on_stop)],
+    )
+
+
+app_ui = ui.page_fillable(agent_chat_ui("agent"), title="approvals")
+
+
+def server(input: Inputs, output: Outputs, session: Session) -> None:
+    agent_chat_server("agent", make_agent, workspace_root=workspace_root())
+
+
+app = App(app_ui, server)

@@ -1,0 +1,104 @@
+"""Streaming, stopping and provider errors.
+
+The model answers the user's message:
+
+- ``stream`` -> 25 numbered words in small chunks (~1.6 s), usage 100 + 50 tokens, $0.0012;
+- ``slow`` -> 400 numbered words, slowly (~25 s: long enough to be stopped);
+- ``sleep`` -> a call to ``slow_tool`` (an async tool that sleeps 30 s);
+- ``fail`` -> HTTP 503 from the provider;
+- anything else -> ``You said: <message>``.
+
+After a tool result it says ``Tool finished: <result>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from shiny import App, Inputs, Outputs, Session, ui
+
+from deputy_shiny import Agent, tool, tool_annotations, warm_up
+from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
+from deputy_shiny.testing import (
+    FunctionModel,
+    ProviderFailure,
+    Reply,
+    ScriptedReply,
+    ScriptedToolCall,
+)
+from tests.e2e.apps._shared import (
+    last_tool_text,
+    last_user_text,
+    mark,
+    numbered_words,
+    workspace_root,
+)
+
+threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
+
+STREAM_TEXT = numbered_words(25, "DONE.")
+SLOW_TEXT = numbered_words(400, "SLOW-END.")
+
+
+async def slow_tool(seconds: float) -> str:
+    """Wait, then say so.
+
+    Args:
+        seconds: How long to wait.
+    """
+    mark("slow_tool", "started")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        mark("slow_tool", "cancelled")
+        raise
+    mark("slow_tool", "finished")
+    return f"slept {seconds} s"
+
+
+LOCAL = tool_annotations(
+    read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
+)
+
+
+def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    tool_text = last_tool_text(messages)
+    if tool_text is not None:
+        return f"Tool finished: {tool_text}"
+    text = last_user_text(messages) or ""
+    if text == "stream":
+        return ScriptedReply(
+            STREAM_TEXT,
+            chunk_size=8,
+            delay=0.05,
+            usage={"prompt_tokens": 100, "completion_tokens": 50},
+            cost=0.0012,
+        )
+    if text == "slow":
+        return ScriptedReply(SLOW_TEXT, chunk_size=8, delay=0.05)
+    if text == "sleep":
+        return ScriptedReply(tool_calls=[ScriptedToolCall("slow_tool", {"seconds": 30})])
+    if text == "fail":
+        return ProviderFailure(503)
+    return f"You said: {text}"
+
+
+def make_agent(ctx: AgentChatContext) -> Agent:
+    return Agent(
+        FunctionModel(reply),
+        tools=[tool(slow_tool, annotations=LOCAL)],
+        working_dir=ctx.working_dir,
+        approval_handler=ctx.approval_handler,
+    )
+
+
+app_ui = ui.page_fillable(agent_chat_ui("agent"), title="streaming")
+
+
+def server(input: Inputs, output: Outputs, session: Session) -> None:
+    agent_chat_server("agent", make_agent, workspace_root=workspace_root())
+
+
+app = App(app_ui, server)

@@ -1,0 +1,121 @@
+"""Untrusted output: model text and tool output full of active HTML and remote images.
+
+``xss text <port> <other port>`` -> the model's reply is :func:`payload`;
+``xss tool <port> <other port>`` -> the model calls ``echo_untrusted`` whose output is
+the payload, then says ``Tool done. END-TOOL``; ``xss resources <port> <other port>``
+-> the reply is :func:`resource_payload` (remote loads that are not ``<img>``).
+``allowed_image_origins`` comes from ``DEPUTY_E2E_IMAGE_ORIGINS`` (comma-separated;
+empty by default).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any
+
+from shiny import App, Inputs, Outputs, Session, ui
+
+from deputy_shiny import Agent, tool, tool_annotations, warm_up
+from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
+from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
+from tests.e2e.apps._shared import last_tool_text, last_user_text, workspace_root
+
+threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
+
+ALLOWED = tuple(o for o in os.environ.get("DEPUTY_E2E_IMAGE_ORIGINS", "").split(",") if o)
+XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
+
+
+def payload(port: str, other_port: str) -> str:
+    """Markdown and HTML that must render inert, with images on two local origins."""
+    allowed, other = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{other_port}"
+    return "\n\n".join(
+        [
+            "Untrusted START",
+            '<script>window.__pwned = "script"</script>',
+            '<img src="x" onerror="window.__pwned = \'img-onerror\'">',
+            "[click me](javascript:window.__pwned='md-link')",
+            "<a href=\"javascript:window.__pwned='html-link'\">html link</a>",
+            "<svg onload=\"window.__pwned = 'svg'\"></svg>",
+            "<iframe srcdoc=\"<script>parent.__pwned = 'iframe'</script>\"></iframe>",
+            f"![md image]({allowed}/md.png)",
+            f'<img src="{allowed}/html.png">',
+            f"![other image]({other}/other-md.png)",
+            f'<img src="{other}/other-html.png">',
+            "END-OF-PAYLOAD",
+        ]
+    )
+
+
+def resource_payload(port: str) -> str:
+    """HTML that would make the browser fetch from ``port`` without an ``<img>`` tag."""
+    origin = f"http://127.0.0.1:{port}"
+    return "\n\n".join(
+        [
+            "Resources START",
+            f'<div style="background-image: url({origin}/style-attr.png)">styled</div>',
+            f"<style>p {{ background: url({origin}/style-tag.png) }}</style>",
+            f'<link rel="stylesheet" href="{origin}/link.css">',
+            f'<iframe src="{origin}/iframe.html"></iframe>',
+            f'<object data="{origin}/object.png"></object>',
+            f'<embed src="{origin}/embed.png">',
+            f'<video poster="{origin}/poster.png"></video>',
+            f'<audio src="{origin}/audio.mp3"></audio>',
+            f'<input type="image" src="{origin}/input.png">',
+            f'<svg><image href="{origin}/svg-image.png"></image></svg>',
+            f'<img srcset="{origin}/srcset.png 1x">',
+            "END-OF-PAYLOAD",
+        ]
+    )
+
+
+def echo_untrusted(text: str) -> str:
+    """Return the text unchanged (stands in for a web page or a file's content).
+
+    Args:
+        text: The text to return.
+    """
+    return text
+
+
+LOCAL = tool_annotations(
+    read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
+)
+
+
+def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    if last_tool_text(messages) is not None:
+        return "Tool done. END-TOOL"
+    text = last_user_text(messages) or ""
+    match = XSS.match(text)
+    if not match:
+        return f"You said: {text}"
+    if match[1] == "resources":
+        return ScriptedReply(resource_payload(match[2]), chunk_size=64)
+    body = payload(match[2], match[3])
+    if match[1] == "text":
+        return ScriptedReply(body, chunk_size=64)
+    return ScriptedReply(tool_calls=[ScriptedToolCall("echo_untrusted", {"text": body})])
+
+
+def make_agent(ctx: AgentChatContext) -> Agent:
+    return Agent(
+        FunctionModel(reply),
+        tools=[tool(echo_untrusted, annotations=LOCAL)],
+        working_dir=ctx.working_dir,
+        approval_handler=ctx.approval_handler,
+    )
+
+
+app_ui = ui.page_fillable(agent_chat_ui("agent"), title="untrusted output")
+
+
+def server(input: Inputs, output: Outputs, session: Session) -> None:
+    agent_chat_server(
+        "agent", make_agent, workspace_root=workspace_root(), allowed_image_origins=ALLOWED
+    )
+
+
+app = App(app_ui, server)

@@ -1,0 +1,147 @@
+"""Approvals in the browser: approve, deny with a message, edit arguments, always allow,
+isolation between sessions, and closing the tab while an approval is pending."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from deputy_shiny.playwright import AgentChat, ApprovalModal
+from tests.e2e.conftest import AppServer
+
+E2E_APPS = ("approvals.py",)
+
+ANSWER = "(answer) => Shiny.setInputValue('deputy_modal_answer', answer, {priority: 'event'})"
+
+
+@pytest.fixture(scope="module")
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app("approvals.py")
+
+
+def open_chat(page: Page, app: AppServer) -> AgentChat:
+    page.goto(app.url)
+    chat = AgentChat(page, "agent")
+    chat.expect_ready()
+    return chat
+
+
+def workspace_of(chat: AgentChat, app: AppServer) -> Path:
+    """The session's workspace, as the model reports it after a tool result."""
+    chat.expect_latest_reply("Workspace:")
+    match = re.search(r"Workspace: (\S+)", chat.latest_reply_text())
+    assert match, chat.latest_reply_text()
+    workspace = Path(match[1]).resolve()
+    assert workspace.parent == app.workspace_root.resolve()
+    return workspace
+
+
+def written(app: AppServer, name: str) -> list[Path]:
+    return list(app.workspace_root.glob(f"*/{name}"))
+
+
+def test_approve_writes_the_file_in_the_sessions_workspace(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("write approved.txt hello-approve")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    expect(modal.loc_description).to_contain_text("Write text to a file")
+    expect(modal.loc_badges.filter(has_text="destructive")).to_have_count(1)
+    expect(modal.loc_badges.filter(has_text="read-only")).to_have_count(0)
+    expect(modal.loc_reason).not_to_be_empty()
+    expect(modal.argument("path")).to_have_value("approved.txt")
+    expect(modal.argument("content")).to_have_value("hello-approve")
+    assert not written(app, "approved.txt")  # nothing runs before the decision
+    modal.approve()
+    modal.expect_closed()
+    workspace = workspace_of(chat, app)
+    assert (workspace / "approved.txt").read_text() == "hello-approve"
+    chat.expect_latest_reply("Tool said: Wrote")
+
+
+def test_deny_with_a_message_tells_the_model_and_writes_nothing(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("write denied.txt nope")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    modal.deny("not today, use drafts instead")
+    modal.expect_closed()
+    # The model echoes the tool message it got: the user's message reached it.
+    chat.expect_latest_reply("not today, use drafts instead")
+    assert not written(app, "denied.txt")
+    card = chat.loc_tool_cards.last
+    expect(chat.expand_tool_card(card)).to_contain_text("not today, use drafts instead")
+    expect(chat.tool_card_title(card)).to_contain_text("Denied: ")
+
+
+def test_edited_arguments_are_used(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("write original.txt edited-content")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    modal.set_argument("path", "edited.txt")
+    modal.approve()
+    modal.expect_closed()
+    workspace = workspace_of(chat, app)
+    assert (workspace / "edited.txt").read_text() == "edited-content"
+    assert not (workspace / "original.txt").exists()
+
+
+def test_always_allow_skips_the_next_approval(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("write always-1.txt one")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    modal.always_allow()
+    modal.expect_closed()
+    workspace = workspace_of(chat, app)
+    chat.send("write always-2.txt two")
+    chat.expect_latest_reply(re.compile(r"Tool said: .*always-2\.txt"))
+    expect(modal.loc).to_have_count(0)
+    assert (workspace / "always-1.txt").read_text() == "one"
+    assert (workspace / "always-2.txt").read_text() == "two"
+    assert not [e for e in app.events() if e.startswith("approval-wait") and "always-2" in e]
+
+
+def test_an_approval_belongs_to_its_own_session(
+    page: Page, new_page: Callable[[], Page], app: AppServer
+) -> None:
+    chat_a = open_chat(page, app)
+    page_b = new_page()
+    open_chat(page_b, app)
+    modal_a, modal_b = ApprovalModal(page), ApprovalModal(page_b)
+
+    chat_a.send("write isolated.txt secret")
+    modal_a.expect_open("write_file")
+    request_id = modal_a.request_id()
+    # Session B neither sees A's approval nor can answer it with A's request id.
+    page_b.evaluate(ANSWER, {"request_id": request_id, "action": "approve"})
+    page_b.evaluate(ANSWER, {"request_id": request_id, "action": "always"})
+    time.sleep(1.0)
+    expect(modal_b.loc).to_have_count(0)
+    expect(modal_a.loc).to_be_visible()
+    assert modal_a.request_id() == request_id
+    assert not written(app, "isolated.txt")
+
+    # Control: the same channel, used by the session that owns the request, answers it.
+    page.evaluate(ANSWER, {"request_id": request_id, "action": "deny", "message": "answered by A"})
+    modal_a.expect_closed()
+    chat_a.expect_latest_reply("answered by A")
+    assert not written(app, "isolated.txt")
+
+
+def test_closing_the_tab_during_an_approval_ends_the_run(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("write closing.txt bye")
+    ApprovalModal(page).expect_open("write_file")
+    session = app.wait_for_event(r"approval-wait (\S+) closing\.txt")[1]
+    page.close()
+    # The pending approval wait ends (nothing is left waiting) and the run stops.
+    app.wait_for_event(rf"approval-ended {re.escape(session)} closing\.txt \S+", timeout=10)
+    app.wait_for_event(rf"run-stop {re.escape(session)} \S+", timeout=10)
+    assert not written(app, "closing.txt")

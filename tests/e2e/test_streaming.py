@@ -1,0 +1,97 @@
+"""Streaming replies, the stop button (mid-stream and mid-tool), usage and provider errors."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from deputy_shiny.playwright import AgentChat
+from tests.e2e.apps._shared import numbered_words
+from tests.e2e.conftest import AppServer
+
+E2E_APPS = ("streaming.py",)
+
+
+@pytest.fixture(scope="module")
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app("streaming.py")
+
+
+@pytest.fixture
+def chat(page: Page, app: AppServer) -> AgentChat:
+    page.goto(app.url)
+    chat = AgentChat(page, "agent")
+    chat.expect_ready()
+    return chat
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_text_arrives_incrementally(chat: AgentChat) -> None:
+    full = _normal(numbered_words(25, "DONE."))
+    chat.send("stream")
+    chat.expect_latest_reply("word 001")
+    samples: list[str] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        samples.append(_normal(chat.latest_reply_text()))
+        if "DONE." in samples[-1]:
+            break
+        time.sleep(0.05)
+    assert samples[-1] == full
+    partial = [s for s in samples if s != full]
+    # The reply took ~1.6 s to stream: the page showed it growing, not all at once.
+    assert len({len(s) for s in partial}) >= 3, partial
+    assert all(full.startswith(s) for s in partial), partial
+    assert [len(s) for s in partial] == sorted(len(s) for s in partial)
+    chat.expect_usage(re.compile(r"\bRequests: 1\b"))
+    chat.expect_usage(re.compile(r"\bTokens: 150\b"))
+    chat.expect_usage(re.compile(r"\bCost: \$0\.0012\b"))
+    chat.expect_idle()
+
+
+def test_stop_mid_stream_keeps_the_partial_text_and_frees_the_input(chat: AgentChat) -> None:
+    chat.send("slow")
+    chat.expect_latest_reply("word 005")
+    chat.stop()
+    chat.expect_idle(timeout=5_000)
+    time.sleep(0.2)
+    stopped = _normal(chat.latest_reply_text())
+    time.sleep(0.6)  # unstopped, the reply would grow by ~100 characters meanwhile
+    assert _normal(chat.latest_reply_text()) == stopped
+    assert "word 005" in stopped
+    assert "SLOW-END" not in stopped
+    chat.send("hello again")
+    chat.expect_latest_reply("You said: hello again", timeout=10_000)
+
+
+def test_stop_mid_tool_frees_the_chat_within_seconds(chat: AgentChat, app: AppServer) -> None:
+    before = len(app.events())
+    chat.send("sleep")
+    expect(chat.loc_tool_cards.last).to_be_visible()
+    app.wait_for_event("slow_tool started")
+    stop_clicked = time.monotonic()
+    chat.stop()
+    chat.expect_idle(timeout=5_000)
+    chat.send("after the tool")
+    chat.expect_latest_reply("You said: after the tool", timeout=5_000)
+    assert time.monotonic() - stop_clicked < 8
+    # The 30 s tool was cancelled, not left sleeping in the background.
+    app.wait_for_event("slow_tool cancelled", timeout=5)
+    assert "slow_tool finished" not in app.events()[before:]
+
+
+def test_provider_error_shows_a_readable_message(chat: AgentChat) -> None:
+    chat.send("fail")
+    chat.expect_latest_reply("The model request failed", timeout=15_000)
+    reply = chat.latest_reply_text()
+    assert "Traceback" not in reply
+    chat.expect_idle()
+    chat.send("still there?")
+    chat.expect_latest_reply("You said: still there?")

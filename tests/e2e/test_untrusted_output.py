@@ -1,0 +1,134 @@
+"""Model text and tool output are untrusted: active HTML stays inert, remote images load
+only from the app's allowed origins."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from deputy_shiny.playwright import AgentChat
+from tests.e2e.conftest import AppServer, ImageListener
+
+E2E_APPS = ("untrusted.py",)
+
+
+@pytest.fixture(scope="module")
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app("untrusted.py")
+
+
+@pytest.fixture(scope="module")
+def allowing_app(serve_app: Callable[..., AppServer], image_listener: ImageListener) -> AppServer:
+    return serve_app("untrusted.py", DEPUTY_E2E_IMAGE_ORIGINS=image_listener.origin)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _both_apps_started(app: AppServer, allowing_app: AppServer) -> None:
+    """Start the second app with the first, so it warms up while the first is tested."""
+
+
+@pytest.fixture
+def listeners(
+    image_listener: ImageListener, other_image_listener: ImageListener
+) -> tuple[ImageListener, ImageListener]:
+    image_listener.clear()
+    other_image_listener.clear()
+    return image_listener, other_image_listener
+
+
+def open_chat(page: Page, app: AppServer) -> AgentChat:
+    page.goto(app.url)
+    chat = AgentChat(page, "agent")
+    chat.expect_ready()
+    return chat
+
+
+ACTIVE_MARKUP = """(root) => {
+  const found = [];
+  for (const el of root.querySelectorAll('*')) {
+    for (const name of el.getAttributeNames()) {
+      const value = (el.getAttribute(name) || '').trim().toLowerCase();
+      if (name.startsWith('on')) found.push(`${el.tagName} ${name}`);
+      if (['href', 'src', 'action', 'formaction', 'xlink:href', 'srcdoc'].includes(name)
+          && (value.startsWith('javascript:') || name === 'srcdoc')) {
+        found.push(`${el.tagName} ${name}=${value}`);
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def observe(page: Page, chat: AgentChat, *listeners: ImageListener) -> dict[str, object]:
+    """What untrusted output managed to do: run script, leave active markup, fetch URLs."""
+    page.wait_for_timeout(500)  # time for any handler to fire or image to load
+    return {
+        "window.__pwned": page.evaluate("window.__pwned ?? null"),
+        "active markup": chat.chat.loc_messages.evaluate(ACTIVE_MARKUP),
+        "fetched": fetched(*listeners),
+    }
+
+
+def fetched(*listeners: ImageListener) -> list[str]:
+    """The distinct paths the listeners were asked for, sorted."""
+    return sorted({path for listener in listeners for path in listener.requests})
+
+
+INERT: dict[str, object] = {"window.__pwned": None, "active markup": [], "fetched": []}
+
+
+def test_model_text_renders_inert_and_loads_no_remote_image(
+    page: Page, app: AppServer, listeners: tuple[ImageListener, ImageListener]
+) -> None:
+    chat = open_chat(page, app)
+    chat.send(f"xss text {listeners[0].port} {listeners[1].port}")
+    chat.expect_latest_reply("END-OF-PAYLOAD")
+    chat.expect_latest_reply("Untrusted START")
+    assert observe(page, chat, *listeners) == INERT
+
+
+def test_tool_output_renders_as_inert_text(
+    page: Page, app: AppServer, listeners: tuple[ImageListener, ImageListener]
+) -> None:
+    chat = open_chat(page, app)
+    chat.send(f"xss tool {listeners[0].port} {listeners[1].port}")
+    chat.expect_latest_reply("END-TOOL")
+    detail = chat.expand_tool_card(chat.loc_tool_cards.last)
+    # Shown as text: the markup is visible as characters, not turned into elements.
+    expect(detail).to_contain_text("<script>")
+    expect(detail).to_contain_text("onerror=")
+    expect(detail).to_contain_text("END-OF-PAYLOAD")
+    expect(detail.locator("img, script, iframe, svg[onload]")).to_have_count(0)
+    assert observe(page, chat, *listeners) == INERT
+
+
+def test_no_other_remote_resource_loads_from_model_text(
+    page: Page, app: AppServer, listeners: tuple[ImageListener, ImageListener]
+) -> None:
+    # CSS backgrounds, stylesheets, frames, objects, media posters, SVG images, srcset:
+    # each would let untrusted text make the browser call any URL, like an <img>.
+    chat = open_chat(page, app)
+    chat.send(f"xss resources {listeners[0].port} {listeners[1].port}")
+    chat.expect_latest_reply("END-OF-PAYLOAD")
+    chat.expect_latest_reply("Resources START")
+    page.wait_for_timeout(500)
+    paths = fetched(*listeners)
+    assert paths == [], f"untrusted text made the browser fetch {paths}"
+
+
+def test_an_allowed_origin_loads_and_no_other(
+    page: Page, allowing_app: AppServer, listeners: tuple[ImageListener, ImageListener]
+) -> None:
+    allowed, other = listeners
+    chat = open_chat(page, allowing_app)
+    chat.send(f"xss text {allowed.port} {other.port}")
+    chat.expect_latest_reply("END-OF-PAYLOAD")
+    deadline = time.monotonic() + 10
+    while "/md.png" not in allowed.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "/md.png" in allowed.requests
+    allowed.clear()
+    assert observe(page, chat, other) == INERT
