@@ -21,6 +21,7 @@ from deputy_shiny import (
     UsageLimits,
     tool_reject,
 )
+from deputy_shiny.events import TextEvent
 from deputy_shiny.testing import (
     FunctionModel,
     ProviderFailure,
@@ -659,3 +660,14 @@ async def test_run_context_rides_on_every_event_and_result() -> None:
     }
     assert result.run_context == {"user_id": "u1", "topic": "maps"}
     assert agent.run_context == {"user_id": "u1"}
+
+
+async def test_text_events_are_ordinary_validated_events() -> None:
+    agent = Agent(ScriptedModel([ScriptedReply(text="abcdef", chunk_size=3)]), run_context={"k": 1})
+    result = await agent.run_async("x")
+    for event in (e for e in result.events if e.type == "text"):
+        rebuilt = TextEvent.model_validate(event.model_dump())
+        assert rebuilt == event
+        assert event.model_fields_set >= {"text", "run_id"}
+        assert event.run_context == {"k": 1}
+        assert event.model_dump_json()
