@@ -25,6 +25,7 @@ from .events import ApprovalEvent, HookEvent, PermissionEvent
 from .hooks import HookContext, HookResultPostToolUse, HookResultPreToolUse, HookRun
 from .messages import ContentToolRequest, ContentToolResult
 from .permissions import (
+    PermissionContext,
     PermissionDecision,
     PermissionResultAllow,
     evaluate,
@@ -70,6 +71,22 @@ class ToolGate:
 
     # ------------------------------------------------------------ decide
 
+    def _permission_context(
+        self, tool: Tool, ids: CallIds, request: ContentToolRequest
+    ) -> PermissionContext:
+        """What ``can_use_tool`` learns about this call."""
+        agent = self.agent
+        return permission_context(
+            tool,
+            agent.permissions,
+            agent.working_dir,
+            agent_id=agent.agent_id,
+            session_id=agent.session_id,
+            run_id=ids.run_id,
+            call_id=request.id,
+            run_context=ids.run_context,
+        )
+
     async def decide(
         self,
         emit: Emit,
@@ -83,16 +100,7 @@ class ToolGate:
         """Steps 2-9 for one call whose arguments already passed step 1."""
         agent = self.agent
         working_dir = agent.working_dir
-        context = permission_context(
-            tool,
-            agent.permissions,
-            working_dir,
-            agent_id=agent.agent_id,
-            session_id=agent.session_id,
-            run_id=ids.run_id,
-            call_id=request.id,
-            run_context=ids.run_context,
-        )
+        context = self._permission_context(tool, ids, request)
         decision = await evaluate(agent.permissions, tool, arguments, working_dir, context=context)
         yield self._permission_event(emit, request, decision)
 
@@ -286,16 +294,7 @@ class ToolGate:
             tool.parse_arguments(updated)
         except ToolArgumentsError as exc:
             return PermissionDecision("deny", str(exc), "arguments", hard=True)
-        context = permission_context(
-            tool,
-            agent.permissions,
-            agent.working_dir,
-            agent_id=agent.agent_id,
-            session_id=agent.session_id,
-            run_id=ids.run_id,
-            call_id=request.id,
-            run_context=ids.run_context,
-        )
+        context = self._permission_context(tool, ids, request)
         decision = await evaluate(
             agent.permissions,
             tool,
