@@ -1,0 +1,100 @@
+"""Two kit instances in one host page: one modal at a time, both approvals land, the
+host's own outputs keep working; and the permission-mode select narrows the agent."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from deputy_shiny.playwright import AgentChat, ApprovalModal
+from tests.e2e.conftest import AppServer
+
+E2E_APPS = ("two_instances.py",)
+
+
+@pytest.fixture(scope="module")
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app("two_instances.py")
+
+
+def open_chats(page: Page, app: AppServer) -> tuple[AgentChat, AgentChat]:
+    page.goto(app.url)
+    left, right = AgentChat(page, "left"), AgentChat(page, "right")
+    left.expect_ready()
+    right.expect_ready()
+    return left, right
+
+
+def workspace(page: Page, app: AppServer, id: str) -> Path:
+    shown = page.locator(f"#{id}_dir")
+    expect(shown).to_contain_text(str(app.workspace_root))
+    path = Path(shown.inner_text().strip())
+    assert path.parent.resolve() == app.workspace_root.resolve()
+    return path
+
+
+def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
+    page: Page, app: AppServer
+) -> None:
+    left, right = open_chats(page, app)
+    left_dir, right_dir = workspace(page, app, "left"), workspace(page, app, "right")
+    assert left_dir != right_dir
+    expect(page.get_by_text("Host app").first).to_be_visible()
+
+    left.send("write left.txt from-left")
+    right.send("write right.txt from-right")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    # Both calls wait (the second one queued), but only one modal shows at a time.
+    expect(right.loc_stop).to_be_visible()
+    expect(left.loc_stop).to_be_visible()
+    time.sleep(0.5)
+    expect(modal.loc).to_have_count(1)
+    first = modal.request_id()
+    first_path = modal.argument("path").input_value()
+    assert first_path in ("left.txt", "right.txt")
+
+    modal.approve()
+    modal.expect_closed(request_id=first)
+    modal.expect_open("write_file")
+    second = modal.request_id()
+    assert second != first
+    second_path = modal.argument("path").input_value()
+    assert {first_path, second_path} == {"left.txt", "right.txt"}
+    expect(modal.loc).to_have_count(1)
+    modal.approve()
+    modal.expect_closed()
+
+    left.expect_latest_reply("Tool said: Wrote")
+    right.expect_latest_reply("Tool said: Wrote")
+    assert (left_dir / "left.txt").read_text() == "from-left"
+    assert (right_dir / "right.txt").read_text() == "from-right"
+    assert not (left_dir / "right.txt").exists()
+    assert not (right_dir / "left.txt").exists()
+
+    # The host app's own input and output still work.
+    page.locator("#note").fill("still alive")
+    expect(page.locator("#echo")).to_have_text("Echo: still alive")
+
+
+def test_permission_mode_select_narrows_to_read_only(page: Page, app: AppServer) -> None:
+    left, _ = open_chats(page, app)
+    left_dir = workspace(page, app, "left")
+    select = page.locator("#mode-mode")
+    expect(select).to_have_value("standard")
+    options = select.locator("option")
+    expect(options).to_have_text(["Standard", "Read-only"])
+
+    select.select_option(label="Read-only")
+    expect(select).to_have_value("readonly")
+    expect(options).to_have_text(["Read-only"])
+
+    left.send("write blocked.txt nope")
+    left.expect_latest_reply("Tool said:")
+    expect(left.tool_card_title(left.loc_tool_cards.last)).to_contain_text("Denied:")
+    expect(ApprovalModal(page).loc).to_have_count(0)
+    assert not (left_dir / "blocked.txt").exists()
