@@ -62,6 +62,12 @@ def test_approve_writes_the_file_in_the_sessions_workspace(page: Page, app: AppS
     workspace = workspace_of(chat, app)
     assert (workspace / "approved.txt").read_text() == "hello-approve"
     chat.expect_latest_reply("Tool said: Wrote")
+    # When the session ends its workspace goes too (keep_workspaces is off by default).
+    page.close()
+    deadline = time.monotonic() + 10
+    while workspace.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not workspace.exists()
 
 
 def test_deny_with_a_message_tells_the_model_and_writes_nothing(page: Page, app: AppServer) -> None:
