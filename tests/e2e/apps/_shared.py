@@ -8,11 +8,17 @@ the server, for the test to read) set to fresh directories.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from deputy_shiny import Agent, Permissions
+from deputy_shiny.shiny import AgentChatContext
+from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_write_file
 
 _marker_lock = threading.Lock()
 
@@ -63,3 +69,36 @@ def last_tool_text(messages: list[dict[str, Any]]) -> str | None:
 def numbered_words(count: int, last: str) -> str:
     """``"word 001, word 002, ... <last>"``: varied text (litellm rejects repeated chunks)."""
     return " ".join(f"word {i:03d}," for i in range(1, count + 1)) + " " + last
+
+
+WRITE = re.compile(r"^write (\S+) (\S+)$")
+
+
+def write_reply(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], workspace: Path | None = None
+) -> Reply:
+    """The write scenarios' model: "write <path> <content>" calls write_file, then reports.
+
+    With ``workspace``, the report names it, so a test can find the session's folder.
+    """
+    tool_text = last_tool_text(messages)
+    if tool_text is not None:
+        suffix = f" Workspace: `{workspace}`" if workspace is not None else ""
+        return f"Tool said: {tool_text}{suffix}"
+    text = last_user_text(messages) or ""
+    match = WRITE.match(text)
+    if match:
+        call = ScriptedToolCall("write_file", {"path": match[1], "content": match[2]})
+        return ScriptedReply(tool_calls=[call])
+    return f"You said: {text}"
+
+
+def write_agent(ctx: AgentChatContext) -> Agent:
+    """An agent whose writes need approval, answering with :func:`write_reply`."""
+    return Agent(
+        FunctionModel(write_reply),
+        tools=[tool_write_file()],
+        working_dir=ctx.working_dir,
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=ctx.approval_handler,
+    )

@@ -13,7 +13,6 @@ ends (the agent's Stop hook).
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
 
@@ -23,13 +22,11 @@ from deputy_shiny import Agent, ApprovalDecision, ApprovalRequest, HookMatcher, 
 from deputy_shiny.hooks import HookContext
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
-from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
+from deputy_shiny.testing import FunctionModel, Reply
 from deputy_shiny.tools import tool_write_file
-from tests.e2e.apps._shared import last_tool_text, last_user_text, mark, workspace_root
+from tests.e2e.apps._shared import mark, workspace_root, write_reply
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
-
-WRITE = re.compile(r"^write (\S+) (\S+)$")
 
 
 def make_agent(ctx: AgentChatContext) -> Agent:
@@ -37,15 +34,7 @@ def make_agent(ctx: AgentChatContext) -> Agent:
     working_dir = ctx.working_dir
 
     def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-        tool_text = last_tool_text(messages)
-        if tool_text is not None:
-            return f"Tool said: {tool_text} Workspace: `{working_dir}`"
-        text = last_user_text(messages) or ""
-        match = WRITE.match(text)
-        if match:
-            call = ScriptedToolCall("write_file", {"path": match[1], "content": match[2]})
-            return ScriptedReply(tool_calls=[call])
-        return f"You said: {text}"
+        return write_reply(messages, tools, workspace=working_dir)
 
     async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
         path = request.arguments.get("path")

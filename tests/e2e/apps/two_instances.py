@@ -11,51 +11,20 @@ shown in ``output_text("<id>_dir")``. ``permission_mode_ui("mode")`` switches th
 
 from __future__ import annotations
 
-import re
 import threading
-from typing import Any
 
 from shiny import App, Inputs, Outputs, Session, render, ui
 
-from deputy_shiny import Agent, warm_up
-from deputy_shiny.permissions import Permissions
+from deputy_shiny import warm_up
 from deputy_shiny.shiny import (
-    AgentChatContext,
     agent_chat_server,
     agent_chat_ui,
     permission_mode_server,
     permission_mode_ui,
 )
-from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import tool_write_file
-from tests.e2e.apps._shared import last_tool_text, last_user_text, workspace_root
+from tests.e2e.apps._shared import workspace_root, write_agent
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
-
-WRITE = re.compile(r"^write (\S+) (\S+)$")
-
-
-def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-    tool_text = last_tool_text(messages)
-    if tool_text is not None:
-        return f"Tool said: {tool_text}"
-    text = last_user_text(messages) or ""
-    match = WRITE.match(text)
-    if match:
-        call = ScriptedToolCall("write_file", {"path": match[1], "content": match[2]})
-        return ScriptedReply(tool_calls=[call])
-    return f"You said: {text}"
-
-
-def make_agent(ctx: AgentChatContext) -> Agent:
-    return Agent(
-        FunctionModel(reply),
-        tools=[tool_write_file()],
-        working_dir=ctx.working_dir,
-        permissions=Permissions(approval_tools=("write_file",)),
-        approval_handler=ctx.approval_handler,
-    )
-
 
 app_ui = ui.page_navbar(
     ui.nav_panel(
@@ -81,8 +50,8 @@ app_ui = ui.page_navbar(
 
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
-    left = agent_chat_server("left", make_agent, workspace_root=workspace_root())
-    right = agent_chat_server("right", make_agent, workspace_root=workspace_root())
+    left = agent_chat_server("left", write_agent, workspace_root=workspace_root())
+    right = agent_chat_server("right", write_agent, workspace_root=workspace_root())
     assert left.agent is not None
     permission_mode_server("mode", left.agent)
 
