@@ -46,6 +46,8 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+from deputy_shiny.playwright import AgentChat
+
 ROOT = Path(__file__).resolve().parents[2]
 E2E = Path(__file__).resolve().parent
 APPS = E2E / "apps"
@@ -133,6 +135,20 @@ _PLAN: list[str] = []  # E2E_APPS of the selected modules, in test order
 _PRESTARTED: dict[str, AppServer] = {}  # launched ahead, not yet used by a module
 _ADOPTED: set[str] = set()
 _PRESTART_DIRS: list[Path] = []
+
+
+def open_chats(page: Page, app: AppServer, *module_ids: str) -> list[AgentChat]:
+    """Open ``app`` in ``page`` and wait until each kit chat (by module id) is ready."""
+    page.goto(app.url)
+    chats = [AgentChat(page, module_id) for module_id in module_ids]
+    for chat in chats:
+        chat.expect_ready()
+    return chats
+
+
+def open_chat(page: Page, app: AppServer, module_id: str = "agent") -> AgentChat:
+    """Open ``app`` in ``page`` and wait until its kit chat is ready."""
+    return open_chats(page, app, module_id)[0]
 
 
 def _app_path(app_file: str) -> Path:

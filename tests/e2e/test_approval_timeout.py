@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal
-from tests.e2e.conftest import AppServer
+from deputy_shiny.playwright import ApprovalModal
+from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("approval_timeout.py",)
 
@@ -21,9 +21,7 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
 
 
 def test_an_unanswered_approval_times_out_as_a_denial(page: Page, app: AppServer) -> None:
-    page.goto(app.url)
-    chat = AgentChat(page, "agent")
-    chat.expect_ready()
+    chat = open_chat(page, app)
     shown = page.locator("#workspace")
     expect(shown).to_contain_text(str(app.workspace_root))
     workspace = Path(shown.inner_text().strip())

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from deputy_shiny.playwright import AgentChat, ApprovalModal
-from tests.e2e.conftest import AppServer
+from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("approvals.py",)
 
@@ -22,13 +22,6 @@ ANSWER = "(answer) => Shiny.setInputValue('deputy_modal_answer', answer, {priori
 @pytest.fixture(scope="module")
 def app(serve_app: Callable[..., AppServer]) -> AppServer:
     return serve_app("approvals.py")
-
-
-def open_chat(page: Page, app: AppServer) -> AgentChat:
-    page.goto(app.url)
-    chat = AgentChat(page, "agent")
-    chat.expect_ready()
-    return chat
 
 
 def workspace_of(chat: AgentChat, app: AppServer) -> Path:

@@ -7,9 +7,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page
 
-from deputy_shiny.playwright import AgentChat
 from tests.e2e.apps._shared import numbered_words
-from tests.e2e.conftest import AppServer
+from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("express_app.py",)
 
@@ -20,9 +19,7 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
 
 
 def test_a_text_reply_streams_in_express(page: Page, app: AppServer) -> None:
-    page.goto(app.url)
-    chat = AgentChat(page, "chat")
-    chat.expect_ready()
+    chat = open_chat(page, app, "chat")
     chat.send("hello express")
     chat.expect_latest_reply("Express says: hello express")
     chat.expect_latest_reply("END.")

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from deputy_shiny.playwright import AgentChat, QuestionModal
-from tests.e2e.conftest import AppServer
+from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("questions.py",)
 
@@ -20,10 +20,7 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
 
 @pytest.fixture
 def chat(page: Page, app: AppServer) -> AgentChat:
-    page.goto(app.url)
-    chat = AgentChat(page, "agent")
-    chat.expect_ready()
-    return chat
+    return open_chat(page, app)
 
 
 def test_the_question_modal_shows_the_question(chat: AgentChat, page: Page) -> None:

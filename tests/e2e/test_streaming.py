@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 
 from deputy_shiny.playwright import AgentChat
 from tests.e2e.apps._shared import numbered_words
-from tests.e2e.conftest import AppServer
+from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("streaming.py",)
 
@@ -23,10 +23,7 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
 
 @pytest.fixture
 def chat(page: Page, app: AppServer) -> AgentChat:
-    page.goto(app.url)
-    chat = AgentChat(page, "agent")
-    chat.expect_ready()
-    return chat
+    return open_chat(page, app)
 
 
 def _normal(text: str) -> str:

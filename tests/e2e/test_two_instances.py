@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal
-from tests.e2e.conftest import AppServer
+from deputy_shiny.playwright import ApprovalModal
+from tests.e2e.conftest import AppServer, open_chats
 
 E2E_APPS = ("two_instances.py",)
 
@@ -19,14 +19,6 @@ E2E_APPS = ("two_instances.py",)
 @pytest.fixture(scope="module")
 def app(serve_app: Callable[..., AppServer]) -> AppServer:
     return serve_app("two_instances.py")
-
-
-def open_chats(page: Page, app: AppServer) -> tuple[AgentChat, AgentChat]:
-    page.goto(app.url)
-    left, right = AgentChat(page, "left"), AgentChat(page, "right")
-    left.expect_ready()
-    right.expect_ready()
-    return left, right
 
 
 def workspace(page: Page, app: AppServer, id: str) -> Path:
@@ -40,7 +32,7 @@ def workspace(page: Page, app: AppServer, id: str) -> Path:
 def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
     page: Page, app: AppServer
 ) -> None:
-    left, right = open_chats(page, app)
+    left, right = open_chats(page, app, "left", "right")
     left_dir, right_dir = workspace(page, app, "left"), workspace(page, app, "right")
     assert left_dir != right_dir
     expect(page.get_by_text("Host app").first).to_be_visible()
@@ -82,7 +74,7 @@ def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
 
 
 def test_permission_mode_select_narrows_to_read_only(page: Page, app: AppServer) -> None:
-    left, _ = open_chats(page, app)
+    left, _ = open_chats(page, app, "left", "right")
     left_dir = workspace(page, app, "left")
     select = page.locator("#mode-mode")
     expect(select).to_have_value("standard")

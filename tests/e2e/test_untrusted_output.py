@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from deputy_shiny.playwright import AgentChat
-from tests.e2e.conftest import AppServer, ImageListener
+from tests.e2e.conftest import AppServer, ImageListener, open_chat
 
 E2E_APPS = ("untrusted.py",)
 
@@ -37,13 +37,6 @@ def listeners(
     image_listener.clear()
     other_image_listener.clear()
     return image_listener, other_image_listener
-
-
-def open_chat(page: Page, app: AppServer) -> AgentChat:
-    page.goto(app.url)
-    chat = AgentChat(page, "agent")
-    chat.expect_ready()
-    return chat
 
 
 ACTIVE_MARKUP = """(root) => {
