@@ -24,6 +24,7 @@ from .errors import (
     MissingCredentialsError,
     ProviderError,
     RunContextError,
+    SandboxUnavailableError,
     StructuredOutputError,
     SyncInAsyncError,
     ToolArgumentsError,
@@ -69,11 +70,13 @@ from .permissions import (
     permissions_readonly,
     permissions_standard,
 )
+from .sandbox import Sandbox, sandbox_unavailable_reason
 from .skills import Skill, skill_check_requirements, skill_create, skill_load
 from .tools import (
     AskUserDeclined,
     Tool,
     ToolAnnotations,
+    ToolState,
     set_ask_user_callback,
     tool,
     tool_annotations,
@@ -139,6 +142,8 @@ __all__ = [
     "Permissions",
     "ProviderError",
     "RunContextError",
+    "Sandbox",
+    "SandboxUnavailableError",
     "Skill",
     "StopReason",
     "StructuredOutputError",
@@ -149,6 +154,7 @@ __all__ = [
     "ToolInvocationError",
     "ToolNameConflictError",
     "ToolRejectedError",
+    "ToolState",
     "Turn",
     "UnknownModelError",
     "UsageLimitExceeded",
@@ -162,6 +168,7 @@ __all__ = [
     "permissions_plan",
     "permissions_readonly",
     "permissions_standard",
+    "sandbox_unavailable_reason",
     "set_ask_user_callback",
     "skill_check_requirements",
     "skill_create",

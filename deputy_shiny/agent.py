@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 import warnings
@@ -61,7 +62,7 @@ from .permissions import (
     permissions_standard,
 )
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
-from .tools import NativeWebSearch, Tool, ToolContext
+from .tools import NativeWebSearch, Tool, ToolContext, ToolState
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
@@ -190,6 +191,7 @@ class Agent:
         self._session_started = False
         self._usage = AgentUsage()
         self._running = False
+        self._tool_state = ToolState()
         self._engine = Engine(self)
         self.register_tools(tools)
 
@@ -428,6 +430,31 @@ class Agent:
             False
         """
         return self._engine.interrupter.request(reason)
+
+    @property
+    def tool_state(self) -> ToolState:
+        """The state of this agent's stateful tools (e.g. ``run_python``'s interpreter)."""
+        return self._tool_state
+
+    def close(self) -> None:
+        """Release what the agent's tools hold: stop every ``run_python`` session it started.
+
+        Interrupts a run in progress first. The conversation, tools and settings stay;
+        a later call starts fresh sessions. Safe to repeat. The Shiny kit calls this
+        when the browser session ends.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([]))
+            >>> agent.close(); agent.close()
+        """
+        self.interrupt("closed")
+        self._tool_state.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from async code (stopping processes happens in a worker thread)."""
+        self.interrupt("closed")
+        await asyncio.to_thread(self._tool_state.close)
 
     # ------------------------------------------------------------ ellmer-style adapters
 
@@ -939,6 +966,7 @@ class Agent:
             call_id=request.id,
             tool_name=request.name,
             run_context=run_context,
+            state=self._tool_state,
         )
 
     def _tool_schemas(self) -> list[dict[str, Any]]:

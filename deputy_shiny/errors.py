@@ -125,6 +125,13 @@ class ToolInvocationError(DeputyError):
     """Raise inside a tool to return a clean error message to the model (no traceback)."""
 
 
+class SandboxUnavailableError(ToolInvocationError):
+    """Model-run code cannot be confined as asked: bubblewrap is missing or cannot create
+    its namespaces, or a process cap cannot be enforced. The message names the fix
+    (install bubblewrap, or ``Sandbox(kind="none")`` to opt out on purpose); the code
+    never runs unconfined instead."""
+
+
 class ToolRejectedError(DeputyError):
     """Raised by an ``on_tool_request`` callback (see :func:`tool_reject`) to refuse a call.
 

@@ -20,6 +20,7 @@ import pytest
 from deputy_shiny import Agent
 from deputy_shiny.errors import ToolInvocationError
 from deputy_shiny.permissions import Permissions
+from deputy_shiny.sandbox import Sandbox
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import Tool, ToolContext, tool_context, tool_metadata
 from deputy_shiny.tools.code import (
@@ -29,6 +30,12 @@ from deputy_shiny.tools.code import (
     tool_run_bash,
     tool_run_python,
 )
+
+
+# Tests of process mechanics that read host pids from inside the code run unconfined:
+# inside the sandbox the code sees only its own pid namespace (tests/test_sandbox.py
+# checks the same guarantees there from the host's side).
+UNCONFINED = Sandbox(kind="none")
 
 
 async def call(t: Tool, root: Path, **arguments: Any) -> str:
@@ -199,9 +206,8 @@ async def test_timeout_stops_the_session_and_the_next_call_starts_fresh(
     assert python_session(py).pid not in (None, pid)
 
 
-async def test_children_started_by_the_code_are_stopped_with_the_session(
-    py: Tool, tmp_path: Path
-) -> None:
+async def test_children_started_by_the_code_are_stopped_with_the_session(tmp_path: Path) -> None:
+    py = tool_run_python(UNCONFINED)
     code = "import subprocess\nchild = subprocess.Popen(['sleep', '30'])\nchild.pid"
     child = int((await call(py, tmp_path, code=code)).split("\n")[1])
     assert alive(child)
@@ -303,7 +309,8 @@ def test_the_session_process_ends_when_the_interpreter_exits(tmp_path: Path) -> 
         """
         import asyncio
         from deputy_shiny.tools.code import tool_run_python
-        tool = tool_run_python()  # never closed: the interpreter's exit must stop it
+        from deputy_shiny.sandbox import Sandbox
+        tool = tool_run_python(Sandbox(kind="none"))  # never closed: exit must stop it
         code = "import os, subprocess\\n(subprocess.Popen(['sleep', '30']).pid, os.getpid())"
         print(asyncio.run(tool.invoke({"code": code})).split("\\n")[1])
         """
@@ -357,7 +364,7 @@ async def test_bash_runs_in_the_working_dir_with_empty_stdin(
 
 
 async def test_bash_timeout_stops_the_whole_process_group(tmp_path: Path) -> None:
-    bash = tool_run_bash()
+    bash = tool_run_bash(UNCONFINED)
     message = await fails(bash, tmp_path, command="sleep 30 & echo $!; sleep 30", timeout=0.3)
     assert message.startswith("The command timed out after 0.3 s and was stopped")
     background = int(message.rsplit("\n", 1)[1])
@@ -365,7 +372,7 @@ async def test_bash_timeout_stops_the_whole_process_group(tmp_path: Path) -> Non
 
 
 async def test_bash_stops_background_children_that_hold_the_output(tmp_path: Path) -> None:
-    bash = tool_run_bash()
+    bash = tool_run_bash(UNCONFINED)
     started = asyncio.get_running_loop().time()
     out = await call(bash, tmp_path, command="sleep 30 & echo $!", timeout=10)
     assert asyncio.get_running_loop().time() - started < 3
@@ -375,7 +382,7 @@ async def test_bash_stops_background_children_that_hold_the_output(tmp_path: Pat
 
 
 async def test_bash_cancellation_kills_the_command(tmp_path: Path) -> None:
-    bash = tool_run_bash()
+    bash = tool_run_bash(UNCONFINED)
     command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(call(bash, tmp_path, command=command), 0.3)
@@ -415,8 +422,10 @@ async def test_agent_runs_python_and_sees_results_and_errors(tmp_path: Path) -> 
     )
     try:
         result = await agent.run_async("compute")
+        assert python_session(py, agent.tool_state).pid is not None
     finally:
-        python_session(py).close()
+        agent.close()
+    assert python_session(py, agent.tool_state).pid is None
     ends = [e for e in result.events if e.type == "tool_end"]
     assert (ends[0].output, ends[0].is_error) == ("[result]\n42", False)
     assert ends[1].is_error and "ZeroDivisionError" in ends[1].output

@@ -11,7 +11,13 @@ Example:
     ('add', 3)
 """
 
-from ._context import ToolContext, current_tool_context, default_tool_context, tool_context
+from ._context import (
+    ToolContext,
+    ToolState,
+    current_tool_context,
+    default_tool_context,
+    tool_context,
+)
 from ._tool import (
     EffectiveAnnotations,
     Tool,
@@ -63,6 +69,7 @@ __all__ = [
     "ToolContext",
     "ToolMetadata",
     "ToolSource",
+    "ToolState",
     "current_tool_context",
     "default_tool_context",
     "effective_annotations",

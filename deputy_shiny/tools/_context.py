@@ -1,10 +1,14 @@
-"""What a running tool may know about the call: the agent's directories and identity.
+"""What a running tool may know about the call: the agent's directories, identity and state.
 
 The engine sets a :class:`ToolContext` in a ``contextvars.ContextVar`` around each tool
 call (``asyncio.to_thread`` copies it into the worker thread), so built-in tools find
 the working directory and the directories they may touch without an extra argument in
 their JSON schema. Called outside an agent, a tool sees the default context: the
 current directory, for reading and writing.
+
+Tool state belongs to the agent, never to the tool object: one ``run_python`` tool
+registered with two agents gives each its own interpreter. A stateful tool keeps its
+state in ``context.state`` (a :class:`ToolState`, one per agent, closed with the agent).
 
 Example:
     >>> from deputy_shiny.tools import current_tool_context
@@ -14,13 +18,74 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
+import threading
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T", bound="Closable")
+
+
+class Closable(Protocol):
+    """What a :class:`ToolState` entry must offer: a ``close()`` that is safe to repeat."""
+
+    def close(self) -> None: ...
+
+
+class ToolState:
+    """The state of stateful tools for one agent (e.g. each ``run_python``'s interpreter).
+
+    Entries are created on first use, keyed (weakly) by the tool's own object, and
+    closed together by :meth:`close` (the agent's ``close()``, or the kit when the
+    browser session ends). After :meth:`close` the next use creates fresh entries. An
+    entry whose tool is garbage collected is dropped with it.
+
+    Example:
+        >>> class Counter:
+        ...     closed = False
+        ...     def close(self): self.closed = True
+        >>> class Key: ...
+        >>> state = ToolState()
+        >>> key = Key()
+        >>> first = state.get(key, Counter)
+        >>> state.get(key, Counter) is first, len(state)
+        (True, 1)
+        >>> state.close(); first.closed, len(state)
+        (True, 0)
+    """
+
+    def __init__(self) -> None:
+        self._entries: weakref.WeakKeyDictionary[object, Closable] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, key: object, factory: Callable[[], T]) -> T:
+        """The entry for ``key`` (weakly referenced), made with ``factory()`` the first time."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                found = self._entries[key] = factory()
+            return found  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def close(self) -> None:
+        """Close every entry (stopping processes they hold); safe to repeat."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+        for entry in entries:
+            with contextlib.suppress(Exception):  # one broken entry must not keep others open
+                entry.close()
+
+
+_PROCESS_STATE = ToolState()  # tools called outside any agent
 
 
 @dataclass(frozen=True)
@@ -33,6 +98,7 @@ class ToolContext:
         write_roots: Directories file tools may write (empty: no writes).
         agent_id / session_id / run_id / call_id / tool_name: Who is calling.
         run_context: The run's JSON-compatible context.
+        state: The calling agent's :class:`ToolState` (outside an agent: one per process).
     """
 
     working_dir: Path
@@ -44,6 +110,7 @@ class ToolContext:
     call_id: str | None = None
     tool_name: str | None = None
     run_context: dict[str, Any] = field(default_factory=dict)
+    state: ToolState = field(default=_PROCESS_STATE, repr=False, compare=False)
 
 
 def default_tool_context() -> ToolContext:

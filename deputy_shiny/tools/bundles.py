@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..sandbox import Sandbox
 from ._tool import Tool
 from .code import tool_run_bash, tool_run_python
 from .data import tool_read_csv
@@ -52,14 +53,15 @@ def tools_file() -> list[Tool]:
     ]
 
 
-def tools_code() -> list[Tool]:
-    """run_python and run_bash (trusted code as the current user; off unless permitted).
+def tools_code(sandbox: Sandbox | None = None) -> list[Tool]:
+    """run_python and run_bash, confined by ``sandbox`` (default: bubblewrap); off unless
+    permitted.
 
     Example:
         >>> [t.name for t in tools_code()]
         ['run_python', 'run_bash']
     """
-    return [tool_run_python(), tool_run_bash()]
+    return [tool_run_python(sandbox), tool_run_bash(sandbox)]
 
 
 def tools_data() -> list[Tool]:

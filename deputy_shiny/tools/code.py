@@ -1,16 +1,23 @@
-"""Trusted code execution: a persistent Python session (``run_python``) and bash (``run_bash``).
+"""Model-run code: a persistent Python session (``run_python``) and bash (``run_bash``).
 
-Both tools run code as the current user with the user's full rights: they are not a
-sandbox. Registering them is not authorising them; the agent's permissions decide
-whether a call may run (``run_python`` / ``run_bash`` flags).
+Code a model writes is untrusted even when a person approved it, so both tools run it
+through a :class:`~deputy_shiny.sandbox.Sandbox` (bubblewrap by default): the agent's
+working directory read-write, the system and the Python runtime read-only, no network,
+a scrubbed environment without the server's secrets, and nothing of other sessions.
+Without bubblewrap a call is an error result naming the fix; pass
+``Sandbox(kind="none")`` to run unconfined on purpose. Registering the tools is not
+authorising them: the agent's permissions decide whether a call may run
+(``run_python`` / ``run_bash`` flags).
 
-``run_python`` keeps one Python process per tool object (:class:`PythonSession`),
-started on the first call in the agent's working directory with the same interpreter
-as the host (``sys.executable -u``). Variables and imports survive between calls. The
-code's stdout and stderr are captured from the process's own file descriptors (so
-output of C extensions and child processes is captured too); requests and replies
-travel on separate private pipes, so nothing the code prints can corrupt them. The
-cell's last expression is shown by its ``repr``, as in a notebook.
+``run_python`` keeps one Python process per agent (:class:`PythonSession`, held in the
+agent's :class:`~deputy_shiny.tools.ToolState`), started on the agent's first call in
+its working directory, inside its sandbox, with the same interpreter as the host
+(``sys.executable -u``). One tool object shared by several agents gives each its own
+session; a session stops when its agent is closed. Variables and imports survive
+between calls. The code's stdout and stderr are captured from the process's own file
+descriptors (so output of C extensions and child processes is captured too); requests
+and replies travel on separate private pipes, so nothing the code prints can corrupt
+them. The cell's last expression is shown by its ``repr``, as in a notebook.
 
 Decisions:
 
@@ -28,9 +35,10 @@ Decisions:
 * Output is capped at :data:`MAX_OUTPUT_CHARS`: the beginning and the end are kept,
   and a note says how much was cut. Timeouts are between 0 and :data:`MAX_TIMEOUT`
   seconds.
-* The session process is stopped by :meth:`PythonSession.close`, when the tool is
-  garbage collected, and when the interpreter exits (``weakref.finalize``); it also
-  exits by itself when its request pipe closes (the host died).
+* The session process is stopped by :meth:`PythonSession.close` (the agent's
+  ``close()``), when the session is garbage collected, and when the interpreter exits
+  (``weakref.finalize``); it also exits by itself when its request pipe closes (the
+  host died).
 
 The I/O with the session uses ``loop.add_reader`` only for the duration of a call, so
 a tool works from any event loop (``run_sync`` and pytest create several). POSIX only.
@@ -39,7 +47,7 @@ Example:
     >>> t = tool_run_python()
     >>> t.name, tool_run_bash().name
     ('run_python', 'run_bash')
-    >>> python_session(t).pid is None  # started lazily, on the first call
+    >>> python_session(t).pid is None  # started lazily, on an agent's first call
     True
 """
 
@@ -58,7 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidToolError, ToolInvocationError
-from ._context import current_tool_context
+from ..sandbox import ConfinedCommand, Sandbox
+from ._context import ToolState, current_tool_context
 from ._tool import Tool, ToolSource, tool, tool_annotations
 
 __all__ = [
@@ -138,9 +147,11 @@ def _check_timeout(timeout: float) -> float:
     return float(timeout)
 
 
-def _exit_status(returncode: int | None) -> str:
+def _exit_status(returncode: int | None, confined: bool = False) -> str:
     if returncode is None:
         return "still running"
+    if confined and 128 < returncode <= 128 + 64:
+        returncode = 128 - returncode  # bubblewrap reports a signal death as 128 + signal
     if returncode < 0:
         try:
             return f"killed by signal {signal.Signals(-returncode).name}"
@@ -297,9 +308,10 @@ class _SessionGone(Exception):
     """The session process closed its reply pipe (it exited or was killed)."""
 
 
-def _stop_process(proc: subprocess.Popen[bytes], reply_fd: int) -> None:
+def _stop_process(proc: subprocess.Popen[bytes], reply_fd: int, confined: ConfinedCommand) -> None:
     """Kill the session's process group, reap the process and close the pipes."""
     _kill_group(proc.pid)
+    confined.release()
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         proc.wait(timeout=5)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -314,20 +326,23 @@ class PythonSession:
     """A persistent Python process that runs code cells; the state behind one ``run_python``.
 
     The process starts on the first :meth:`run`, in the working directory of that call's
-    tool context, and lives until :meth:`close`, a timeout, a cancelled call, or garbage
-    collection of the session (and so of its tool). After it stops, the next
-    :meth:`run` starts a fresh one.
+    tool context, inside ``sandbox`` (default: ``Sandbox()``, bubblewrap), and lives
+    until :meth:`close`, a timeout, a cancelled call, or garbage collection of the
+    session (and so of its agent). After it stops, the next :meth:`run` starts a
+    fresh one.
 
     Example:
         >>> import asyncio
-        >>> session = PythonSession()
+        >>> from deputy_shiny import Sandbox
+        >>> session = PythonSession(Sandbox(kind="none"))
         >>> print(asyncio.run(session.run("x = 6 * 7\\nx")))
         [result]
         42
         >>> session.close()
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self._sandbox = sandbox if sandbox is not None else Sandbox()
         self._proc: subprocess.Popen[bytes] | None = None
         self._reply_fd = -1
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -360,9 +375,18 @@ class PythonSession:
             raise ToolInvocationError("run_python cannot find the Python interpreter.")
         reply_r, reply_w = os.pipe()
         try:
+            confined = self._sandbox.confine(
+                [sys.executable, "-u", "-c", _DRIVER, str(reply_w), str(_REPR_LIMIT)], cwd
+            )
+        except BaseException:
+            os.close(reply_r)
+            os.close(reply_w)
+            raise
+        try:
             proc = subprocess.Popen(
-                [sys.executable, "-u", "-c", _DRIVER, str(reply_w), str(_REPR_LIMIT)],
-                cwd=cwd,
+                confined.argv,
+                cwd=confined.cwd,
+                env=confined.env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -371,6 +395,7 @@ class PythonSession:
             )
         except OSError as exc:
             os.close(reply_r)
+            confined.release()
             raise ToolInvocationError(f"Could not start Python in {cwd}: {exc}") from None
         finally:
             os.close(reply_w)
@@ -380,7 +405,7 @@ class PythonSession:
         self._proc = proc
         self._reply_fd = reply_r
         self._cwd = cwd
-        self._finalizer = weakref.finalize(self, _stop_process, proc, reply_r)
+        self._finalizer = weakref.finalize(self, _stop_process, proc, reply_r, confined)
         return proc
 
     def _loop_lock(self) -> asyncio.Lock:
@@ -558,34 +583,62 @@ async def _write_all(
                 reply.result()  # raises _SessionGone when the session died
 
 
-def python_session(t: Tool) -> PythonSession:
-    """The :class:`PythonSession` behind a ``run_python`` tool (to read its pid or close it).
+class _RunPython:
+    """The function behind one ``run_python`` tool: each calling agent gets its own session."""
+
+    def __init__(self, sandbox: Sandbox | None) -> None:
+        self.sandbox = sandbox
+
+    def session(self, state: ToolState) -> PythonSession:
+        return state.get(self, lambda: PythonSession(self.sandbox))
+
+    async def run(self, code: str, timeout: float = 30) -> str:  # noqa: ASYNC109 (a tool argument)
+        """Run Python code in the persistent session and return its output.
+
+        Args:
+            code: Python source to run, like a notebook cell. Variables, imports and
+                functions persist between calls. If the last statement is an
+                expression, its value is shown.
+            timeout: Seconds to wait before stopping the session (its state is then lost).
+        """
+        return await self.session(current_tool_context().state).run(code, timeout)
+
+
+def python_session(t: Tool, state: ToolState | None = None) -> PythonSession:
+    """The :class:`PythonSession` of a ``run_python`` tool for one agent (to read its pid).
+
+    ``state`` is the agent's ``tool_state``; without it, the state of the calling tool
+    context (outside an agent: the process's own).
 
     Example:
         >>> python_session(tool_run_python()).pid is None
         True
     """
     owner = getattr(t.fn, "__self__", None)
-    if not isinstance(owner, PythonSession):
+    if not isinstance(owner, _RunPython):
         raise InvalidToolError(f"Tool {t.name!r} is not a run_python tool.")
-    return owner
+    return owner.session(state if state is not None else current_tool_context().state)
 
 
-def tool_run_python() -> Tool:
-    """A ``run_python`` tool with its own persistent Python session (a fresh one per call).
+def tool_run_python(sandbox: Sandbox | None = None) -> Tool:
+    """A ``run_python`` tool: a persistent Python session per agent, inside ``sandbox``.
+
+    Args:
+        sandbox: Where the code runs (default ``Sandbox()``: bubblewrap, no network,
+            a scrubbed environment). ``Sandbox(kind="none")`` runs it unconfined.
 
     Example:
         >>> t = tool_run_python()
         >>> t.name, sorted(t.parameters["properties"])
         ('run_python', ['code', 'timeout'])
     """
-    session = PythonSession()
     return tool(
-        session.run,
+        _RunPython(sandbox).run,
         name="run_python",
         description=(
-            "Run trusted Python code as the current user in a persistent Python session "
-            "started in the working directory. Variables, imports and functions persist "
+            "Run Python code in a persistent Python session started in the working "
+            "directory (a sandbox: the working directory is writable, there is no network "
+            "unless the app allows it). Variables, imports and functions persist "
             "between calls, like notebook cells. Returns what the code printed (stdout, "
             "stderr) and the repr of the last expression; an exception returns an error "
             "with the traceback. On timeout the session is stopped and its state is lost."
@@ -598,28 +651,44 @@ def tool_run_python() -> Tool:
 # --------------------------------------------------------------------------- bash
 
 
-async def run_bash(command: str, timeout: float = 30) -> str:  # noqa: ASYNC109 (a tool argument)
-    """Run a bash command in the working directory and return its output and exit code.
+class _RunBash:
+    """The function behind one ``run_bash`` tool (stateless: every call is a new process)."""
 
-    Args:
-        command: The bash command or script to run (``bash -c``); stdin is empty.
-        timeout: Seconds to wait before stopping the command and every process it started.
-    """
-    timeout = _check_timeout(timeout)
-    if not isinstance(command, str) or not command.strip():
-        raise ToolInvocationError("command is empty: give the bash command to run.")
-    cwd = current_tool_context().working_dir
+    def __init__(self, sandbox: Sandbox | None) -> None:
+        self.sandbox = sandbox if sandbox is not None else Sandbox()
+
+    async def run(self, command: str, timeout: float = 30) -> str:  # noqa: ASYNC109 (a tool argument)
+        """Run a bash command in the working directory and return its output and exit code.
+
+        Args:
+            command: The bash command or script to run (``bash -c``); stdin is empty.
+            timeout: Seconds to wait before stopping the command and every process it
+                started.
+        """
+        timeout = _check_timeout(timeout)
+        if not isinstance(command, str) or not command.strip():
+            raise ToolInvocationError("command is empty: give the bash command to run.")
+        confined = self.sandbox.confine(["bash", "-c", command], current_tool_context().working_dir)
+        try:
+            return await _run_confined(confined, timeout)
+        finally:
+            confined.release()
+
+
+async def _run_confined(confined: ConfinedCommand, timeout: float) -> str:  # noqa: ASYNC109
+    """Run a confined bash command to its end (or timeout) and report its output."""
     try:
         proc = subprocess.Popen(  # noqa: ASYNC220 (spawning does not block; waiting is async)
-            ["bash", "-c", command],
-            cwd=cwd,
+            confined.argv,
+            cwd=confined.cwd,
+            env=confined.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as exc:
-        raise ToolInvocationError(f"Could not start bash in {cwd}: {exc}") from None
+        raise ToolInvocationError(f"Could not start bash in {confined.cwd}: {exc}") from None
     assert proc.stdout is not None
     loop = asyncio.get_running_loop()
     output = _Capture()
@@ -657,7 +726,7 @@ async def run_bash(command: str, timeout: float = 30) -> str:  # noqa: ASYNC109 
                 "process it started." + (f"\nOutput before the timeout:\n{text}" if text else "")
             )
         )
-    notes = [f"[{_exit_status(proc.returncode)}]"]
+    notes = [f"[{_exit_status(proc.returncode, confined.bwrap)}]"]
     if held_open:
         notes.append(
             "[background processes still held the output open after the command finished; "
@@ -666,8 +735,12 @@ async def run_bash(command: str, timeout: float = 30) -> str:  # noqa: ASYNC109 
     return _clip((text or "(no output)") + "\n" + "\n".join(notes))
 
 
-def tool_run_bash() -> Tool:
-    """A ``run_bash`` tool: trusted ``bash -c`` commands in the working directory.
+def tool_run_bash(sandbox: Sandbox | None = None) -> Tool:
+    """A ``run_bash`` tool: ``bash -c`` commands in the working directory, inside ``sandbox``.
+
+    Args:
+        sandbox: Where the commands run (default ``Sandbox()``: bubblewrap, no network,
+            a scrubbed environment). ``Sandbox(kind="none")`` runs them unconfined.
 
     Example:
         >>> t = tool_run_bash()
@@ -675,13 +748,14 @@ def tool_run_bash() -> Tool:
         ('run_bash', ['command'])
     """
     return tool(
-        run_bash,
+        _RunBash(sandbox).run,
         name="run_bash",
         description=(
-            "Run a trusted bash command as the current user in the working directory "
-            "(bash -c, stdin empty). Returns the combined stdout and stderr and the exit "
-            "code. Processes the command leaves running in the background are stopped "
-            "when it returns; on timeout the command and everything it started are stopped."
+            "Run a bash command in the working directory (bash -c, stdin empty; a "
+            "sandbox: the working directory is writable, there is no network unless the "
+            "app allows it). Returns the combined stdout and stderr and the exit code. "
+            "Processes the command leaves running in the background are stopped when it "
+            "returns; on timeout the command and everything it started are stopped."
         ),
         annotations=_CODE_ANNOTATIONS,
         source=_SOURCE,
