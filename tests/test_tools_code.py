@@ -31,7 +31,6 @@ from deputy_shiny.tools.code import (
     tool_run_python,
 )
 
-
 # Tests of process mechanics that read host pids from inside the code run unconfined:
 # inside the sandbox the code sees only its own pid namespace (tests/test_sandbox.py
 # checks the same guarantees there from the host's side).
