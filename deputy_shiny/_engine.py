@@ -269,10 +269,9 @@ class Engine:
             yield self._emit(st, StartEvent, task=options.prompt.text)
             self._add_turn(st, options.prompt)
             try:
-                if not agent._session_started:
-                    agent._session_started = True
-                    for event in await self._observe_hooks(st, "SessionStart"):
-                        yield event
+                # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
+                for event in await self._observe_hooks(st, "SessionStart"):
+                    yield event
                 for event in await self._observe_hooks(
                     st, "UserPromptSubmit", prompt=options.prompt.text
                 ):
@@ -296,6 +295,8 @@ class Engine:
             self._make_consistent(st)
             st.stop("complete")
             for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
+                yield event
+            for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
                 yield event
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
@@ -591,6 +592,11 @@ class Engine:
                 yield self._finish_call(
                     st, _Outcome(_error_result(request, f"Denied: {verdict.reason}"))
                 )
+                if verdict.interrupt is not None:
+                    # PermissionResultDeny(interrupt=True): the calls before this one still
+                    # run; the later ones get "not run" results; no further request.
+                    st.stop("interrupted", verdict.interrupt)
+                    break
                 continue
             ready.append((request, tool, verdict.arguments or arguments, verdict))
         if st.options.tool_mode == "sequential":

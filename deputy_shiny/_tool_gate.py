@@ -53,6 +53,16 @@ class Verdict:
     arguments: dict[str, Any] | None = None
     additional_context: str | None = None
     stop_reason: str | None = None  # a hook asked to end the run after this call
+    # A PermissionResultDeny(interrupt=True): the run ends after this call, with this
+    # message (the denial's) as the stop message.
+    interrupt: str | None = None
+
+    def deny(self, decision: PermissionDecision, reason: str | None = None) -> None:
+        """Record a DENY (and its interrupt, if the callback asked for one)."""
+        self.allowed = False
+        self.reason = decision.reason if reason is None else reason
+        if decision.interrupt:
+            self.interrupt = decision.reason
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,7 @@ class ToolGate:
                 yield self._permission_event(emit, request, decision)
 
         if decision.decision == "deny":
-            verdict.reason = decision.reason
+            verdict.deny(decision)
             return
         arguments = decision.arguments if decision.arguments is not None else arguments
 
@@ -150,7 +160,7 @@ class ToolGate:
                 decision = hook_decision
                 yield self._permission_event(emit, request, decision)
             if decision.decision == "deny":
-                verdict.reason = decision.reason
+                verdict.deny(decision)
                 return
 
         # Step 9: ASK goes to a human.
@@ -275,7 +285,7 @@ class ToolGate:
         if answer.updated_input is not None:
             rechecked = await self._recheck_edited(tool, answer.updated_input, ids, request)
             if rechecked.decision == "deny":
-                verdict.reason = f"The edited input was refused: {rechecked.reason}"
+                verdict.deny(rechecked, f"The edited input was refused: {rechecked.reason}")
                 yield self._approval_event(emit, approval, "denied")
                 yield self._permission_event(emit, request, rechecked)
                 return
@@ -421,7 +431,13 @@ class ToolGate:
 
 
 def _lifted_by(run: HookRun, decision: PermissionDecision) -> PermissionDecision:
-    """A PermissionRequest hook's answer: an allow lifts; an error denies an ASK."""
+    """A PermissionRequest hook's answer: an allow lifts; an error denies an ASK.
+
+    A failing hook leaves an interrupting DENY as it is, so the run still ends with the
+    callback's message.
+    """
+    if run.failure is not None and decision.interrupt:
+        return decision
     if run.failure is not None:
         return PermissionDecision(
             "deny",

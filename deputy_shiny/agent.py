@@ -188,7 +188,6 @@ class Agent:
         self._approval_handler = approval_handler
         self._always_approved: set[str] = set()
         self._skills: dict[str, Skill] = {}
-        self._session_started = False
         self._usage = AgentUsage()
         self._running = False
         self._tool_state = ToolState()

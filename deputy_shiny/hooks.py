@@ -16,6 +16,14 @@ Callback signatures:
   output is added at the end, so ``context`` is third for every tool event)
 - every other event: ``callback(context)``
 
+A callback that cannot take its event's arguments is an :class:`InvalidHookError` when
+the :class:`HookMatcher` is made: too many or too few positional parameters, or
+parameters named for another position or event (say deputy's PostToolUse
+``(tool_name, tool_result, tool_error, context)``, or ``tool_output`` before
+``context``). Unknown names (``name``, ``args``, ``ctx``...) and ``*args``/``**kwargs``
+are accepted. Each callback has a timeout, 30 seconds unless the matcher says
+otherwise (None waits forever); a late callback counts as failed.
+
 ``context`` is a :class:`HookContext`. Built-in hooks: :func:`hook_block_dangerous_bash`,
 :func:`hook_log_tools`, :func:`hook_limit_file_writes`.
 
@@ -56,6 +64,7 @@ from ._run_context import is_credential_key
 from .errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_HOOK_TIMEOUT",
     "HOOK_EVENTS",
     "TOOL_HOOK_EVENTS",
     "HookCallRecord",
@@ -91,6 +100,10 @@ HookEvent = Literal[
     "Notification",
 ]
 """The points of a run where hooks fire.
+
+As in deputy, ``SessionStart`` fires as each run starts (before ``UserPromptSubmit``)
+and ``SessionEnd`` as each run ends (after ``Stop``), for every run of an agent, not
+only its first; both get the run's ``run_id``, and ``SessionEnd`` the stop reason.
 
 ``events.HookEvent`` is the *event record* the engine emits after a hook ran; this is
 the name of the hook point. :data:`HookEventName` is the same type under a name that
@@ -287,6 +300,37 @@ _SIGNATURES = {
     4: "(tool_name, tool_input, context, tool_output)",
 }
 
+_PARAMETER_NAMES: dict[int, tuple[str, ...]] = {
+    1: ("context",),
+    3: ("tool_name", "tool_input", "context"),
+    4: ("tool_name", "tool_input", "context", "tool_output"),
+}
+"""The names of the arguments each kind of callback gets, by position."""
+
+_KNOWN_NAMES = frozenset(
+    {"tool_name", "tool_input", "tool_output", "tool_result", "tool_error", "context"}
+)
+"""Hook parameter names (ours and deputy's): found at the wrong position, they mean the
+callback was written for another event or argument order, and would bind wrongly."""
+
+DEFAULT_HOOK_TIMEOUT = 30.0
+"""Seconds a hook callback may take unless its matcher says otherwise (as in deputy)."""
+
+
+def _misnamed(signature: inspect.Signature, n: int) -> str | None:
+    """Why the callback's positional parameter names don't fit the event (None: they do)."""
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    for position, (parameter, expected) in enumerate(
+        zip(positional, _PARAMETER_NAMES[n], strict=False), 1
+    ):
+        if parameter.name in _KNOWN_NAMES and parameter.name != expected:
+            return f"its parameter {position} is named {parameter.name!r}, but gets {expected}"
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class HookMatcher:
@@ -300,14 +344,17 @@ class HookMatcher:
             Sync callbacks run in a worker thread, so they may block.
         pattern: A regex searched for (``re.search``) in the tool name; None matches
             every tool. Only tool events take a pattern.
-        timeout: Seconds the callback may take, or None for no limit. A late callback
-            counts as failed; a sync one keeps running in its thread, but its result is
-            ignored.
+        timeout: Seconds the callback may take (default 30, as in deputy), or None for
+            no limit. A late callback counts as failed; a sync one keeps running in its
+            thread, but its result is ignored.
 
     Raises:
         InvalidHookError: an unknown event, a callback that is not callable or cannot
-            take the event's arguments, a pattern that is not a valid regex (or is given
-            for a non-tool event), or a timeout that is not a positive number.
+            take the event's arguments (the wrong number of positional parameters, or
+            parameters named for another event or position, such as deputy's
+            PostToolUse ``(tool_name, tool_result, tool_error, context)``), a pattern
+            that is not a valid regex (or is given for a non-tool event), or a timeout
+            that is not a positive number.
 
     Example:
         >>> def audit(tool_name, tool_input, context):
@@ -320,7 +367,7 @@ class HookMatcher:
     callback: Callable[..., Any]
     _: KW_ONLY
     pattern: str | None = None
-    timeout: float | None = None
+    timeout: float | None = DEFAULT_HOOK_TIMEOUT
     _regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
     _async: bool = field(init=False, repr=False, compare=False, default=False)
 
@@ -342,6 +389,13 @@ class HookMatcher:
                     f"callback: a {event} callback is called as {_SIGNATURES[n]}, but "
                     f"{_callable_name(callback)}{signature} cannot take that ({exc})"
                 ) from None
+            misnamed = _misnamed(signature, n)
+            if misnamed is not None:
+                raise InvalidHookError(
+                    f"callback: a {event} callback is called as {_SIGNATURES[n]}, but "
+                    f"{_callable_name(callback)}{signature} would get the wrong values "
+                    f"({misnamed})"
+                )
         regex = None
         if self.pattern is not None:
             if not isinstance(self.pattern, str):

@@ -4,14 +4,16 @@ Registration is not authorization: every call, to a built-in, custom or MCP tool
 goes through one evaluation, in order, and the first DENY ends it:
 
 1. a malformed tool name or arguments that fail the schema: an error result;
-2. the denylist (case-insensitive): hard DENY;
+2. tool gating (case-insensitive): a tool on the denylist, or missing from a non-empty
+   allowlist, is a hard DENY (``ask_user`` included);
 3. the path policy for built-in file tools (see :mod:`deputy_shiny._paths`): hard DENY;
 4. the mode and the capability flags, by tool kind and effective annotations
    (the table in :func:`mode_decision`): a soft DENY;
 5. approval rules (``approval_tools``, ``approval_effects``) turn ALLOW into ASK;
 6. ``can_use_tool(tool_name, tool_input, context)``: ``PermissionResultAllow()``
-   changes nothing, ``PermissionResultDeny(message)`` denies, ``PermissionResultPending()``
-   asks; an exception or any other return value denies;
+   changes nothing, ``PermissionResultDeny(message)`` denies (with ``interrupt=True`` it
+   also ends the run after this call), ``PermissionResultPending()`` asks; an exception
+   or any other return value denies;
 7. ``PermissionRequest`` hooks (soft DENY or ASK only) may return
    ``PermissionResultAllow``; they never lift a hard DENY;
 8. ``PreToolUse`` hooks: "deny" denies, "ask" asks, "allow" changes nothing; an
@@ -51,8 +53,9 @@ from .tools._tool import EffectiveAnnotations, ToolMetadata
 
 PermissionMode = Literal["standard", "plan", "readonly", "full"]
 """``standard`` (the default): reads and writes in the working dir, no code or web
-unless the flags allow; ``plan``: look but don't touch; ``readonly``: reads only, no
-web; ``full``: everything the flags allow, custom tools included."""
+unless the flags allow; ``plan``: look but don't touch; ``readonly``: reads (and the
+built-in web tools when ``web=True``), nothing that writes; ``full``: everything the
+flags allow, custom tools included."""
 
 ApprovalEffect = Literal["write", "destructive", "open_world"]
 Decision = Literal["allow", "deny", "ask"]
@@ -93,12 +96,16 @@ class Permissions(FrozenConfig):
         file_write: False, True (the working dir) or a list of absolute, existing
             directories that write tools may write in.
         run_python / run_bash: Allow the trusted-code tools (off by default).
-        web: Allow web tools and open-world custom tools.
+        web: Allow the built-in web tools (in every mode, readonly included) and
+            open-world custom tools (not in readonly mode).
         install_packages: Recorded for policies and hooks that govern package
             installs; no built-in tool installs packages by itself.
-        tool_allowlist: Custom tools admitted where the mode needs an explicit entry
-            (a tool that may modify, in standard mode; read-only tools in readonly
-            mode). It never lifts a mode's DENY or a capability flag.
+        tool_allowlist: Tool gating, as in deputy. Empty (the default) restricts
+            nothing; a non-empty allowlist denies every tool not on it (case-insensitive,
+            a hard DENY at step 2, whatever the mode; list ``ask_user`` too if the agent
+            may ask). Being on it also admits the custom tools a mode admits only by
+            explicit entry (a tool that may modify, in standard mode; read-only tools in
+            readonly mode). It never lifts a mode's DENY or a capability flag.
         tool_denylist: Tools always denied (case-insensitive), whatever else says.
         approval_tools: Tools that always need a human's approval.
         approval_effects: Effects that need approval: ``"write"`` (not read-only),
@@ -237,7 +244,10 @@ def permissions_plan(working_dir: str | os.PathLike[str] | None = None) -> Permi
 
 
 def permissions_readonly(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
-    """Read-only mode: built-in reads only; no writes, code or web.
+    """Read-only mode: built-in reads only; no writes or code, and web only if you add it.
+
+    The built-in ``web_fetch``/``web_search`` only read, so ``web=True`` allows them in
+    readonly mode too (open-world custom tools stay denied).
 
     Example:
         >>> permissions_readonly().file_write
@@ -300,9 +310,22 @@ class PermissionResultAllow:
 
 @dataclass(frozen=True)
 class PermissionResultDeny:
-    """A callback's DENY, with the message the model sees."""
+    """A callback's DENY, with the message the model sees.
+
+    Attributes:
+        message: Why; the model sees it in the call's error result.
+        interrupt: True also ends the run right after this call, as in deputy: the
+            denied call still gets its error result, later calls of the same response
+            are not run, the model gets no further request, and the run stops with
+            stop reason ``interrupted`` and ``message`` as its stop message.
+
+    Example:
+        >>> PermissionResultDeny("Not in production", interrupt=True).interrupt
+        True
+    """
 
     message: str = "Denied by the permission callback."
+    interrupt: bool = False
 
 
 @dataclass(frozen=True)
@@ -346,11 +369,13 @@ class PermissionDecision:
     Attributes:
         decision: ``"allow"``, ``"deny"`` or ``"ask"``.
         reason: Why, in words a UI can show and a model can act on.
-        step: Which step decided: ``arguments``, ``denylist``, ``path_policy``,
+        step: Which step decided: ``arguments``, ``denylist``, ``allowlist``, ``path_policy``,
             ``mode``, ``approval_rules``, ``can_use_tool``, ``permission_request_hook``,
             ``pre_tool_use_hook``, ``approval`` (or ``allowed`` when nothing objected).
-        hard: A hard DENY (denylist, path policy, bad arguments) that nothing lifts.
+        hard: A hard DENY (tool gating, path policy, bad arguments) that nothing lifts.
         arguments: The validated arguments (None when they failed).
+        interrupt: A ``can_use_tool`` DENY with ``interrupt=True``: the run ends after
+            this call.
     """
 
     decision: Decision
@@ -358,6 +383,7 @@ class PermissionDecision:
     step: str
     hard: bool = False
     arguments: dict[str, Any] | None = None
+    interrupt: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -400,6 +426,32 @@ def tool_kind(t: Tool) -> ToolKind:
 # ---------------------------------------------------------------- steps 1-4
 
 
+def tool_gating(name: str, permissions: Permissions) -> PermissionDecision | None:
+    """Step 2: a hard DENY for a tool on the denylist or off a non-empty allowlist.
+
+    Both lists compare names case-insensitively. An empty allowlist restricts nothing;
+    a non-empty one admits only the tools it names, ``ask_user`` included.
+
+    Example:
+        >>> tool_gating("ask_user", Permissions(tool_allowlist=["read_file"])).step
+        'allowlist'
+        >>> tool_gating("READ_FILE", Permissions(tool_allowlist=["read_file"])) is None
+        True
+    """
+    lowered = name.lower()
+    if lowered in {n.lower() for n in permissions.tool_denylist}:
+        return _deny(f"{name} is on the tool denylist.", "denylist", hard=True)
+    allowlist = {n.lower() for n in permissions.tool_allowlist}
+    if allowlist and lowered not in allowlist:
+        return _deny(
+            f"{name} is not on the tool allowlist ({', '.join(permissions.tool_allowlist)}), "
+            "so it may not be used.",
+            "allowlist",
+            hard=True,
+        )
+    return None
+
+
 def check_paths(
     t: Tool, arguments: dict[str, Any], permissions: Permissions, working_dir: Path
 ) -> PermissionDecision | None:
@@ -435,7 +487,7 @@ def mode_decision(
     built-in read tools           file_read       file_read file_read       file_read
     write_file/edit/multi_edit    file_write      DENY      DENY            allow
     run_python / run_bash         their flag      DENY      DENY            their flag
-    web_fetch / web_search        web             web       DENY            web
+    web_fetch / web_search        web             web       web             web
     ask_user                      allow           allow     allow           allow
     custom read-only, closed      allow           allow     allowlisted     allow
     custom read-only, open-world  web             web       DENY            web
@@ -486,8 +538,7 @@ def mode_decision(
             return allow(f"{name} is allowed.")
         return deny(f"{name} needs {name}=True in the permissions.")
     if kind == "web":
-        if mode == "readonly":
-            return deny(f"readonly mode does not allow {name}.")
+        # The built-in web tools only read, so readonly mode allows them like the others.
         if permissions.web:
             return allow("Web access is allowed.")
         return deny(f"{name} needs web=True in the permissions.")
@@ -587,7 +638,13 @@ def _can_use_tool_decision(
     if isinstance(outcome, PermissionResultAllow):
         return None
     if isinstance(outcome, PermissionResultDeny):
-        return _deny(outcome.message, "can_use_tool", arguments=arguments)
+        return PermissionDecision(
+            "deny",
+            outcome.message,
+            "can_use_tool",
+            arguments=arguments,
+            interrupt=outcome.interrupt is True,
+        )
     if isinstance(outcome, PermissionResultPending):
         return PermissionDecision("ask", outcome.reason, "can_use_tool", arguments=arguments)
     return _deny(
@@ -617,8 +674,9 @@ async def evaluate(
     parsed = parse_for_permissions(t, tool_input)
     if isinstance(parsed, PermissionDecision):
         return parsed
-    if t.name.lower() in {n.lower() for n in permissions.tool_denylist}:
-        return _deny(f"{t.name} is on the tool denylist.", "denylist", hard=True, arguments=parsed)
+    gated = tool_gating(t.name, permissions)
+    if gated is not None:
+        return PermissionDecision("deny", gated.reason, gated.step, hard=True, arguments=parsed)
     path_denial = check_paths(t, parsed, permissions, base)
     if path_denial is not None:
         return path_denial
@@ -726,7 +784,7 @@ def native_web_refusal(permissions: Permissions, name: str) -> str | None:
 
 
 def is_soft_denial(decision: PermissionDecision) -> bool:
-    """A DENY that a PermissionRequest hook may lift (not denylist, path or arguments)."""
+    """A DENY that a PermissionRequest hook may lift (not tool gating, path or arguments)."""
     return decision.decision == "deny" and not decision.hard
 
 

@@ -104,6 +104,130 @@ def test_callback_signature_must_fit_the_event(event, callback) -> None:
         HookMatcher(event, callback)
 
 
+# Good and bad callbacks for every event. Tool events are called as
+# (tool_name, tool_input, context), PostToolUse as (tool_name, tool_input, context,
+# tool_output), every other event as (context).
+PLAIN_TOOL_EVENTS = ("PreToolUse", "PostToolUseFailure", "PermissionRequest")
+
+
+def _good_callbacks(event: str) -> list[Any]:
+    if event == "PostToolUse":
+        return [
+            post_cb,
+            lambda n, i, c, o: None,
+            lambda tool_name, tool_input, context, tool_output=None: None,
+            lambda tool_name, *rest: None,
+            lambda *args, **kwargs: None,
+        ]
+    if event in PLAIN_TOOL_EVENTS:
+        return [
+            tool_cb,
+            lambda name, args, ctx: None,
+            lambda tool_name, tool_input, context, extra=None: None,
+            lambda tool_name, tool_input, *rest: None,
+            lambda *args, **kwargs: None,
+        ]
+    return [
+        ctx_cb,
+        lambda ctx: None,
+        lambda context, extra=None: None,
+        lambda *args: None,
+        lambda *args, **kwargs: None,
+    ]
+
+
+def _bad_callbacks(event: str) -> list[tuple[Any, str]]:
+    """(callback, what the message must say)."""
+    if event == "PostToolUse":
+        return [
+            (tool_cb, "cannot take that"),
+            (ctx_cb, "cannot take that"),
+            (lambda a, b, c, d, e: None, "cannot take that"),
+            # deputy's PostToolUse signature: its values would land in the wrong places
+            (lambda tool_name, tool_result, tool_error, context: None, "parameter 2"),
+            # output before context: a silent swap, so refused
+            (lambda tool_name, tool_input, tool_output, context: None, "parameter 3"),
+            (lambda tool_input, tool_name, context, tool_output: None, "parameter 1"),
+        ]
+    if event in PLAIN_TOOL_EVENTS:
+        return [
+            (ctx_cb, "cannot take that"),
+            (post_cb, "cannot take that"),
+            (lambda tool_name, tool_input: None, "cannot take that"),
+            (lambda tool_name, tool_error, context: None, "parameter 2"),
+            (lambda tool_name, tool_input, tool_output: None, "parameter 3"),
+            (lambda context, tool_input, tool_name: None, "parameter 1"),
+        ]
+    return [
+        (tool_cb, "cannot take that"),
+        (lambda: None, "cannot take that"),
+        (lambda context, *, required: None, "cannot take that"),
+        (lambda tool_name: None, "parameter 1"),
+        (lambda tool_input=None: None, "parameter 1"),
+    ]
+
+
+@pytest.mark.parametrize("event", HOOK_EVENTS)
+def test_every_event_accepts_callbacks_that_fit(event: str) -> None:
+    for callback in _good_callbacks(event):
+        matcher = HookMatcher(event, callback)  # type: ignore[arg-type]
+        assert matcher.callback is callback
+
+
+@pytest.mark.parametrize("event", HOOK_EVENTS)
+def test_every_event_refuses_callbacks_that_would_mis_bind(event: str) -> None:
+    for callback, problem in _bad_callbacks(event):
+        with pytest.raises(InvalidHookError) as caught:
+            HookMatcher(event, callback)  # type: ignore[arg-type]
+        message = str(caught.value)
+        assert message.startswith(f"callback: a {event} callback is called as (")
+        assert problem in message, (callback, message)
+
+
+def test_the_misbinding_message_names_the_expected_signature() -> None:
+    with pytest.raises(InvalidHookError) as caught:
+        HookMatcher("PostToolUse", lambda tool_name, tool_result, tool_error, context: None)
+    assert str(caught.value).startswith(
+        "callback: a PostToolUse callback is called as "
+        "(tool_name, tool_input, context, tool_output), but "
+    )
+    assert "its parameter 2 is named 'tool_result', but gets tool_input" in str(caught.value)
+
+
+async def test_a_fitting_post_tool_use_callback_gets_each_value_in_its_place() -> None:
+    seen: dict[str, Any] = {}
+
+    def post(tool_name, tool_input, context, tool_output):
+        seen.update(name=tool_name, input=tool_input, event=context.event, output=tool_output)
+
+    registry = HookRegistry([HookMatcher("PostToolUse", post)])
+    await registry.run(
+        "PostToolUse", tool_name="t", tool_input={"x": 1}, tool_output="out", context=ctx()
+    )
+    assert seen == {"name": "t", "input": {"x": 1}, "event": "PostToolUse", "output": "out"}
+
+
+def test_methods_and_callable_objects_are_checked_without_self() -> None:
+    class Hooks:
+        def pre(self, tool_name, tool_input, context):
+            return None
+
+        def wrong(self, tool_name, tool_result, context):
+            return None
+
+    HookMatcher("PreToolUse", Hooks().pre)
+    with pytest.raises(InvalidHookError, match="parameter 2 is named 'tool_result'"):
+        HookMatcher("PreToolUse", Hooks().wrong)
+
+
+def test_timeout_defaults_to_30_seconds_and_none_waits_forever() -> None:
+    assert HookMatcher("Stop", ctx_cb).timeout == 30.0
+    assert HookMatcher("PreToolUse", tool_cb, pattern="x").timeout == 30.0
+    assert HookMatcher("Stop", ctx_cb, timeout=None).timeout is None
+    assert hook_block_dangerous_bash().timeout == 30.0
+    assert all(m.timeout == 30.0 for m in hook_log_tools())
+
+
 def test_flexible_signatures_are_accepted() -> None:
     HookMatcher("PreToolUse", lambda *args: None)
     HookMatcher("PostToolUse", lambda name, tool_input, context, output, extra=None: None)

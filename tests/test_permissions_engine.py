@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -18,13 +18,21 @@ from deputy_shiny.hooks import (
 )
 from deputy_shiny.permissions import (
     PermissionResultAllow,
+    PermissionResultDeny,
     PermissionResultPending,
     Permissions,
     permissions_full,
+    permissions_readonly,
     permissions_standard,
 )
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import tool_read_file, tool_write_file
+from deputy_shiny.tools import (
+    tool_ask_user,
+    tool_read_file,
+    tool_web_fetch,
+    tool_web_search,
+    tool_write_file,
+)
 
 from .helpers import assert_consistent, wait_until
 
@@ -522,16 +530,54 @@ async def test_post_tool_use_can_rewrite_suppress_or_stop(tmp_path: Path) -> Non
 
 
 async def test_run_level_hooks_fire_and_are_recorded(tmp_path: Path) -> None:
-    fired: list[str] = []
+    fired: list[tuple[str, str | None, str | None]] = []
+    events: tuple[HookEventName, ...] = ("SessionEnd", "Stop", "UserPromptSubmit", "SessionStart")
     hooks = [
-        HookMatcher(event, lambda ctx, event=event: fired.append(event))
-        for event in ("SessionStart", "UserPromptSubmit", "Stop")
+        HookMatcher(event, lambda ctx, event=event: fired.append((event, ctx.run_id, ctx.reason)))
+        for event in events
     ]
     agent = Agent(ScriptedModel(["a", "b"]), working_dir=tmp_path, hooks=hooks)
-    await agent.run_async("one")
+    first = await agent.run_async("one")
+    second = await agent.run_async("two")
+    # As in deputy: SessionStart as each run starts, SessionEnd as each ends, after Stop.
+    order = ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"]
+    assert [name for name, _, _ in fired] == order + order
+    assert {run_id for _, run_id, _ in fired[:4]} == {first.run_id}
+    assert {run_id for _, run_id, _ in fired[4:]} == {second.run_id}
+    assert [reason for name, _, reason in fired if name in ("Stop", "SessionEnd")] == [
+        "complete"
+    ] * 4
+    # Each run records its own hook events, ending with SessionEnd before usage and stop.
+    assert [e.hook_event for e in of_type(agent, "hook")] == order
+    assert [e.type for e in second.events][-4:] == ["hook", "hook", "usage", "stop"]
+
+
+async def test_session_end_fires_when_a_run_stops_early(tmp_path: Path) -> None:
+    fired: list[tuple[str, str | None]] = []
+    hooks = [
+        HookMatcher(event, lambda ctx, event=event: fired.append((event, ctx.reason)))
+        for event in ("SessionStart", "Stop", "SessionEnd")
+    ]
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        hooks=hooks,
+        permissions=Permissions(
+            can_use_tool=lambda n, a, c: PermissionResultDeny("halt", interrupt=True)
+        ),
+    )
+    result = await agent.run_async("one")
+    assert result.stop_reason == "interrupted"
     await agent.run_async("two")
-    assert fired == ["SessionStart", "UserPromptSubmit", "Stop", "UserPromptSubmit", "Stop"]
-    assert [e.hook_event for e in of_type(agent, "hook")] == ["UserPromptSubmit", "Stop"]
+    assert fired == [
+        ("SessionStart", None),
+        ("Stop", result.stop_reason),
+        ("SessionEnd", result.stop_reason),
+        ("SessionStart", None),
+        ("Stop", "complete"),
+        ("SessionEnd", "complete"),
+    ]
 
 
 async def test_can_use_tool_error_denies_in_a_run(tmp_path: Path) -> None:
@@ -608,3 +654,234 @@ async def test_hooks_receive_the_context_of_their_event(tmp_path: Path) -> None:
     assert seen["PostToolUseFailure"].call_id == "c-broken"
     assert "kaput" in seen["PostToolUseFailure"].error
     assert seen["PreToolUse"].session_id == agent.session_id
+
+
+# ---------------------------------------------------------------- tool gating (allowlist)
+
+
+async def test_allowlist_denies_every_other_tool_hard_in_a_run(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    asked: list[Any] = []
+    bump, calls = counter_tool()
+    lifted: list[str] = []
+
+    def answer(questions: list[Any], context: Any) -> list[str]:
+        asked.append(questions)
+        return ["x"]
+
+    def lift(name: str, args: dict, ctx: Any) -> PermissionResultAllow:
+        lifted.append(name)
+        return PermissionResultAllow()
+
+    reply = ScriptedReply(
+        tool_calls=[
+            ScriptedToolCall("ask_user", ASK_ARGS, id="c-ask"),
+            ScriptedToolCall("read_file", {"path": "notes.txt"}, id="c-read"),
+            ScriptedToolCall("bump", {}, id="c-bump"),
+        ]
+    )
+    model = ScriptedModel([reply, "done"])
+    agent = Agent(
+        model,
+        tools=[
+            tool_ask_user(callback=answer),
+            tool_read_file(),
+            bump,
+        ],
+        working_dir=tmp_path,
+        # full mode would allow all three; the allowlist still gates them.
+        permissions=permissions_full().model_copy(update={"tool_allowlist": ("READ_FILE",)}),
+        hooks=[HookMatcher("PermissionRequest", lift)],
+    )
+    result = await agent.run_async("go")
+    assert result.stop_reason == "complete"
+    assert asked == [] and calls == [] and lifted == []  # a hard deny: no hook may lift it
+    decisions = {e.call_id: (e.decision, e.step) for e in of_type(agent, "permission")}
+    assert decisions == {
+        "c-ask": ("deny", "allowlist"),
+        "c-read": ("allow", "allowed"),
+        "c-bump": ("deny", "allowlist"),
+    }
+    ends = {e.call_id: e for e in tool_ends(agent)}
+    assert "hello" in ends["c-read"].output and not ends["c-read"].is_error
+    assert ends["c-ask"].is_error and "not on the tool allowlist" in ends["c-ask"].output
+    sent = {
+        m["tool_call_id"]: m["content"]
+        for m in model.requests[1]["messages"]
+        if m["role"] == "tool"
+    }
+    assert sent["c-ask"].startswith("Denied: ") and sent["c-bump"].startswith("Denied: ")
+    assert_consistent(agent)
+
+
+# ---------------------------------------------------------------- readonly mode and the web
+
+
+@pytest.mark.parametrize("web", [True, False])
+async def test_readonly_mode_allows_the_builtin_web_tools_only_with_web(
+    tmp_path: Path, web: bool
+) -> None:
+    import httpx
+
+    searched: list[str] = []
+    fetched: list[str] = []
+
+    def backend(query: str, max_results: int) -> list[dict[str, str]]:
+        searched.append(query)
+        return [{"title": "Deputy", "url": "https://example.com/d", "snippet": "agents"}]
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        fetched.append(str(request.url))
+        return httpx.Response(200, text="plain page", headers={"content-type": "text/plain"})
+
+    reply = ScriptedReply(
+        tool_calls=[
+            ScriptedToolCall("web_search", {"query": "deputy"}, id="c-search"),
+            ScriptedToolCall("web_fetch", {"url": "https://example.com/d"}, id="c-fetch"),
+        ]
+    )
+    agent = Agent(
+        ScriptedModel([reply, "ok"]),
+        tools=[
+            tool_web_search(backend=backend),
+            tool_web_fetch(transport=httpx.MockTransport(serve)),
+        ],
+        working_dir=tmp_path,
+        permissions=permissions_readonly().model_copy(update={"web": web}),
+    )
+    await agent.run_async("look it up")
+    decisions = [(e.tool_name, e.decision) for e in of_type(agent, "permission")]
+    expected = "allow" if web else "deny"
+    assert decisions == [("web_search", expected), ("web_fetch", expected)]
+    ends = {e.call_id: e for e in tool_ends(agent)}
+    if web:
+        assert searched == ["deputy"] and fetched == ["https://example.com/d"]
+        assert "Deputy" in ends["c-search"].output and "plain page" in ends["c-fetch"].output
+    else:
+        assert searched == [] and fetched == []
+        assert all("needs web=True" in e.output for e in ends.values())
+
+
+# ---------------------------------------------------------------- PermissionResultDeny(interrupt)
+
+
+@pytest.mark.parametrize("tool_mode", ["sequential", "concurrent"])
+async def test_deny_with_interrupt_ends_the_run_after_the_call(
+    tmp_path: Path, tool_mode: Literal["sequential", "concurrent"]
+) -> None:
+    bump, calls = counter_tool()
+
+    def policy(name: str, args: dict, ctx: Any) -> Any:
+        if args.get("note") == "stop":
+            return PermissionResultDeny("Production is frozen", interrupt=True)
+        return PermissionResultAllow()
+
+    reply = ScriptedReply(
+        tool_calls=[
+            ScriptedToolCall("bump", {"note": "before"}, id="c1"),
+            ScriptedToolCall("bump", {"note": "stop"}, id="c2"),
+            ScriptedToolCall("bump", {"note": "after"}, id="c3"),
+        ]
+    )
+    model = ScriptedModel([reply, "never sent"])
+    agent = Agent(
+        model,
+        tools=[bump],
+        working_dir=tmp_path,
+        permissions=permissions_full().model_copy(update={"can_use_tool": policy}),
+    )
+    result = await agent.run_async("go", tool_mode=tool_mode)
+    assert result.stop_reason == "interrupted"
+    assert result.stop_message == "Production is frozen"
+    stop = of_type(agent, "stop")[-1]
+    assert (stop.stop_reason, stop.message) == ("interrupted", "Production is frozen")
+    assert len(model.requests) == 1  # the model gets no further request
+    assert calls == ["before"]  # the call before it ran; the one after did not
+    denied = next(e for e in of_type(agent, "permission") if e.call_id == "c2")
+    assert (denied.decision, denied.step) == ("deny", "can_use_tool")
+    # The denied call still gets its error result, so the turn stays consistent.
+    results = {r.call_id: r for r in agent.get_turns()[-1].tool_results}
+    assert set(results) == {"c1", "c2", "c3"}
+    assert results["c2"].is_error and results["c2"].output == "Denied: Production is frozen"
+    assert results["c3"].is_error and not results["c1"].is_error
+    assert_consistent(agent)
+
+
+async def test_deny_without_interrupt_lets_the_run_go_on(tmp_path: Path) -> None:
+    model = ScriptedModel([write("a.txt"), "ok"])
+    agent = Agent(
+        model,
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(can_use_tool=lambda n, a, c: PermissionResultDeny("not now")),
+    )
+    result = await agent.run_async("go")
+    assert (result.stop_reason, result.response) == ("complete", "ok")
+    assert len(model.requests) == 2
+    assert model.requests[1]["messages"][-1]["content"] == "Denied: not now"
+
+
+async def test_interrupting_deny_of_edited_input_ends_the_run(tmp_path: Path) -> None:
+    def policy(name: str, args: dict, ctx: Any) -> Any:
+        if args["path"] == "prod.txt":
+            return PermissionResultDeny("Never touch prod", interrupt=True)
+        return PermissionResultAllow()
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve(updated_input={"path": "prod.txt", "content": "x"})
+
+    model = ScriptedModel([write("a.txt"), "never sent"])
+    agent = Agent(
+        model,
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=asking().model_copy(update={"can_use_tool": policy}),
+        approval_handler=handler,
+    )
+    result = await agent.run_async("go")
+    assert (result.stop_reason, result.stop_message) == ("interrupted", "Never touch prod")
+    assert len(model.requests) == 1
+    assert list(tmp_path.iterdir()) == []
+    assert_consistent(agent)
+
+
+# ---------------------------------------------------------------- hook timeouts
+
+
+async def test_hooks_default_to_a_30_second_timeout_in_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import deputy_shiny.hooks as hooks_module
+
+    waited: list[float] = []
+    real_wait_for = asyncio.wait_for
+
+    async def recording_wait_for(awaitable: Any, *args: Any) -> Any:
+        waited.append(args[0])  # the hook registry passes the timeout positionally
+        return await real_wait_for(awaitable, *args)
+
+    monkeypatch.setattr(hooks_module.asyncio, "wait_for", recording_wait_for)
+    default = HookMatcher("PreToolUse", lambda name, args, ctx: None)
+    forever = HookMatcher("Stop", lambda ctx: None, timeout=None)
+    assert default.timeout == 30.0 and forever.timeout is None
+    agent = Agent(
+        ScriptedModel([write("a.txt"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        hooks=[default, forever],
+    )
+    await agent.run_async("go")
+    assert (tmp_path / "a.txt").exists()
+    assert waited == [30.0]  # the PreToolUse hook; the Stop hook waits forever
+
+
+ASK_ARGS = {
+    "questions": [
+        {
+            "header": "Pick",
+            "question": "Which?",
+            "options": [{"label": "a", "description": "A"}, {"label": "b", "description": "B"}],
+            "multi_select": False,
+        }
+    ]
+}

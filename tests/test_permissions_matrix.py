@@ -300,10 +300,16 @@ MODE_TABLE = [
     ("web_fetch", "standard", {"web": True}, "allow"),
     ("web_fetch", "plan", {"web": True}, "allow"),
     ("web_fetch", "plan", {}, "deny"),
-    ("web_fetch", "readonly", {"web": True}, "deny"),
+    # The built-in web tools only read: readonly mode allows them when web=True.
+    ("web_fetch", "readonly", {"web": True}, "allow"),
+    ("web_fetch", "readonly", {}, "deny"),
     ("web_fetch", "full", {}, "allow"),
+    ("web_search", "standard", {}, "deny"),
+    ("web_search", "standard", {"web": True}, "allow"),
+    ("web_search", "plan", {"web": True}, "allow"),
     ("web_search", "full", {"web": False}, "deny"),
-    ("web_search", "readonly", {"web": True}, "deny"),
+    ("web_search", "readonly", {"web": True}, "allow"),
+    ("web_search", "readonly", {}, "deny"),
     ("ask_user", "standard", {}, "allow"),
     ("ask_user", "plan", {}, "allow"),
     ("ask_user", "readonly", {}, "allow"),
@@ -437,12 +443,104 @@ def test_allowlist_never_lifts_a_mode_deny(sandbox: dict[str, Path], mode: str, 
 
 def test_allowlist_never_replaces_a_capability_flag(sandbox: dict[str, Path]) -> None:
     perms = Permissions(tool_allowlist=("run_bash", "web_fetch"))
-    assert check(perms, tool_run_bash(), ARGS["run_bash"], sandbox["root"])[0] == "deny"
-    assert check(perms, tool_web_fetch(), ARGS["web_fetch"], sandbox["root"])[0] == "deny"
+    assert check(perms, tool_run_bash(), ARGS["run_bash"], sandbox["root"]) == ("deny", "mode")
+    assert check(perms, tool_web_fetch(), ARGS["web_fetch"], sandbox["root"]) == ("deny", "mode")
 
 
 def test_empty_allowlist_adds_nothing(sandbox: dict[str, Path]) -> None:
     assert check(Permissions(tool_allowlist=()), custom(), {}, sandbox["root"])[0] == "deny"
+
+
+def test_empty_allowlist_restricts_nothing(sandbox: dict[str, Path]) -> None:
+    perms = permissions_full().model_copy(update={"tool_allowlist": ()})
+    for name, factory in BUILTINS.items():
+        assert check(perms, factory(), ARGS[name], sandbox["root"]) == ("allow", "allowed")
+    assert check(perms, custom(hints=MODIFY_OPEN), {}, sandbox["root"]) == ("allow", "allowed")
+
+
+# A non-empty allowlist is tool gating (step 2): a tool off it is a hard DENY in every
+# mode, ask_user included; a tool on it still goes through the mode and the flags.
+# (allowlist, tool, mode, flags, decision, step)
+ALLOWLIST_TABLE: list[tuple[tuple[str, ...], str, str, dict[str, Any], str, str]] = [
+    (("read_file",), "read_file", "standard", {}, "allow", "allowed"),
+    (("READ_FILE",), "read_file", "standard", {}, "allow", "allowed"),
+    (("read_file",), "ask_user", "standard", {}, "deny", "allowlist"),
+    (("read_file",), "ask_user", "plan", {}, "deny", "allowlist"),
+    (("read_file",), "ask_user", "readonly", {}, "deny", "allowlist"),
+    (("read_file",), "ask_user", "full", {}, "deny", "allowlist"),
+    (("read_file", "Ask_User"), "ask_user", "standard", {}, "allow", "allowed"),
+    (("ask_user",), "ask_user", "readonly", {}, "allow", "allowed"),
+    (("ask_user",), "read_file", "readonly", {}, "deny", "allowlist"),
+    (("read_file",), "write_file", "standard", {}, "deny", "allowlist"),
+    (("read_file",), "write_file", "full", {}, "deny", "allowlist"),
+    (("read_file",), "run_python", "full", {}, "deny", "allowlist"),
+    (("read_file",), "run_bash", "full", {}, "deny", "allowlist"),
+    (("read_file",), "web_fetch", "full", {}, "deny", "allowlist"),
+    (("read_file",), "web_search", "readonly", {"web": True}, "deny", "allowlist"),
+    (("write_file",), "write_file", "full", {}, "allow", "allowed"),
+    (("run_bash",), "run_bash", "full", {}, "allow", "allowed"),
+    (("web_search",), "web_search", "readonly", {"web": True}, "allow", "allowed"),
+    # On the list is not enough: a mode DENY and a capability flag still apply.
+    (("write_file",), "write_file", "plan", {}, "deny", "mode"),
+    (("write_file",), "write_file", "readonly", {"file_write": True}, "deny", "mode"),
+    (("write_file",), "write_file", "standard", {"file_write": False}, "deny", "mode"),
+    (("run_bash",), "run_bash", "standard", {}, "deny", "mode"),
+    (("run_python",), "run_python", "full", {"run_python": False}, "deny", "mode"),
+    (("web_fetch",), "web_fetch", "full", {"web": False}, "deny", "mode"),
+    (("read_file",), "read_file", "full", {"file_read": False}, "deny", "mode"),
+]
+
+
+@pytest.mark.parametrize(
+    ("allowlist", "name", "mode", "flags", "expected", "step"), ALLOWLIST_TABLE
+)
+def test_allowlist_gates_builtins(
+    sandbox: dict[str, Path],
+    allowlist: tuple[str, ...],
+    name: str,
+    mode: str,
+    flags: dict[str, Any],
+    expected: str,
+    step: str,
+) -> None:
+    perms = CONSTRUCTORS[mode]().model_copy(update={**flags, "tool_allowlist": allowlist})
+    decision = permissions_check(perms, BUILTINS[name](), ARGS[name], sandbox["root"])
+    assert (decision.decision, decision.step) == (expected, step)
+    assert decision.hard == (step == "allowlist")
+
+
+@pytest.mark.parametrize("mode", ["standard", "plan", "readonly", "full"])
+@pytest.mark.parametrize("hints", [RO_CLOSED, RO_OPEN, MODIFY_CLOSED, UNANNOTATED])
+def test_allowlist_gates_custom_tools_in_every_mode(
+    sandbox: dict[str, Path], mode: str, hints: dict[str, bool]
+) -> None:
+    perms = CONSTRUCTORS[mode]().model_copy(update={"tool_allowlist": ("other",), "web": True})
+    decision = permissions_check(perms, custom(hints=hints), {"x": "1"}, sandbox["root"])
+    assert (decision.decision, decision.step, decision.hard) == ("deny", "allowlist", True)
+    assert "not on the tool allowlist" in decision.reason
+
+
+def test_denylist_wins_over_the_allowlist(sandbox: dict[str, Path]) -> None:
+    perms = Permissions(tool_allowlist=("read_file",), tool_denylist=("READ_FILE",))
+    assert check(perms, tool_read_file(), ARGS["read_file"], sandbox["root"]) == (
+        "deny",
+        "denylist",
+    )
+
+
+def test_allowlist_denial_comes_before_the_path_policy_and_the_callback(
+    sandbox: dict[str, Path],
+) -> None:
+    seen: list[str] = []
+
+    def callback(name: str, args: dict, ctx: Any) -> PermissionResultAllow:
+        seen.append(name)
+        return PermissionResultAllow()
+
+    perms = Permissions(tool_allowlist=("write_file",), can_use_tool=callback)
+    decision = permissions_check(perms, tool_read_file(), {"path": "../x"}, sandbox["root"])
+    assert (decision.decision, decision.step) == ("deny", "allowlist")
+    assert seen == []
 
 
 def test_allowlist_is_case_insensitive(sandbox: dict[str, Path]) -> None:

@@ -150,7 +150,11 @@ async def test_declining_is_a_normal_result() -> None:
     ("answers", "problem"),
     [
         ("JSON", "returned str"),
-        ({"Format": "JSON"}, "returned dict"),
+        (42, "returned int"),
+        ({"Format": "JSON"}, "questions that were not asked: 'Format'"),
+        ({"Which output format?": ["JSON"]}, "no answer for 'Which parts?'"),
+        ({"Which output format?": ["XML"], "Which parts?": ["src"]}, "'XML', not among"),
+        ({"Which output format?": 3, "Which parts?": ["src"]}, "is a int"),
         ([["JSON"]], "1 answers for 2 questions"),
         ([["JSON"], ["src"], ["x"]], "3 answers for 2 questions"),
         ([["CSV", "JSON"], ["src"]], "2 options for a single-choice question"),
@@ -165,6 +169,31 @@ async def test_bad_answers_are_error_results(answers: Any, problem: str) -> None
     with pytest.raises(ToolInvocationError) as info:
         await ask(t)
     assert problem in str(info.value)
+
+
+async def test_a_dict_of_answers_by_question_text_comes_back_in_question_order() -> None:
+    def callback(questions: list[Question], context: AskUserContext) -> dict[str, Any]:
+        # deputy's named list: keyed by question text, in any order.
+        return {"Which parts?": ["docs", "src"], "Which output format?": "Markdown, please"}
+
+    out = await ask(tool_ask_user(callback=callback))
+    assert out == (
+        "The user answered:\n"
+        "[Format] Which output format?\n"
+        "Answer (free text): Markdown, please\n"
+        "[Parts] Which parts?\n"
+        "Answer: docs, src"
+    )
+
+
+async def test_a_dict_with_missing_and_unknown_questions_names_both() -> None:
+    t = tool_ask_user(callback=lambda qs, ctx: {"Which parts?": ["src"], "Which colour?": "red"})
+    with pytest.raises(ToolInvocationError) as info:
+        await ask(t)
+    message = str(info.value)
+    assert "no answer for 'Which output format?'" in message
+    assert "questions that were not asked: 'Which colour?'" in message
+    assert "map each question's text to its answer" in message
 
 
 async def test_a_failing_callback_is_a_clean_error() -> None:
@@ -394,3 +423,50 @@ async def test_ask_user_through_an_agent() -> None:
         "session-x",
         "call_q",
     )
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [["JSON"], "only the tests"],
+        {"Which parts?": "only the tests", "Which output format?": ["JSON"]},
+    ],
+)
+async def test_list_and_dict_answers_reach_the_model_the_same_way(answers: Any) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedReply(tool_calls=[ScriptedToolCall("ask_user", TWO_QUESTIONS, id="call_q")]),
+            "Thanks.",
+        ]
+    )
+    agent = Agent(model, tools=tools_interactive(callback=lambda qs, ctx: answers))
+    assert await agent.chat_async("Export the data") == "Thanks."
+    tool_message = model.requests[1]["messages"][-1]
+    assert tool_message["tool_call_id"] == "call_q"
+    assert tool_message["content"] == (
+        "The user answered:\n"
+        "[Format] Which output format?\n"
+        "Answer: JSON\n"
+        "[Parts] Which parts?\n"
+        "Answer (free text): only the tests"
+    )
+
+
+async def test_a_bad_dict_of_answers_is_an_error_result_in_a_run_not_a_crash() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedReply(tool_calls=[ScriptedToolCall("ask_user", TWO_QUESTIONS, id="call_q")]),
+            "I will assume JSON.",
+        ]
+    )
+    agent = Agent(
+        model, tools=tools_interactive(callback=lambda qs, ctx: {"Which format?": "JSON"})
+    )
+    result = await agent.run_async("Export the data")
+    assert (result.stop_reason, result.response) == ("complete", "I will assume JSON.")
+    end = next(e for e in result.events if e.type == "tool_end")
+    assert end.is_error
+    tool_message = model.requests[1]["messages"][-1]
+    assert tool_message["tool_call_id"] == "call_q"
+    assert "no answer for 'Which output format?', 'Which parts?'" in tool_message["content"]
+    assert "questions that were not asked: 'Which format?'" in tool_message["content"]

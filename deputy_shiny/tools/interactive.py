@@ -12,9 +12,13 @@ user may always answer in free text instead ("Other"). Who asks is decided per c
 4. else an error result at once (nothing ever blocks on ``input()`` without a console).
 
 A callback receives ``(questions, context)`` -- a list of :class:`Question` and an
-:class:`AskUserContext` -- and returns one answer per question, in order: a list of the
-chosen option labels, or a string of free text. It may be sync (run in a worker thread)
-or async (awaited), and may raise :class:`AskUserDeclined`.
+:class:`AskUserContext` -- and returns one answer per question: a list of the chosen
+option labels, or a string of free text. It returns them either as a list in question
+order or, like deputy's named list, as a dict mapping each question's text
+(``Question.question``) to its answer; a dict that misses a question or names one that
+was not asked is an error result. The model gets the answers in question order either
+way. A callback may be sync (run in a worker thread) or async (awaited), and may raise
+:class:`AskUserDeclined`.
 
 Example:
     >>> import asyncio
@@ -51,6 +55,7 @@ from ._tool import Tool, ToolSource, _is_async_callable, tool, tool_annotations
 
 __all__ = [
     "Answer",
+    "Answers",
     "AskUserCallback",
     "AskUserContext",
     "AskUserDeclined",
@@ -169,10 +174,15 @@ class AskUserContext:
     run_context: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
+Answers: TypeAlias = Sequence[Answer] | Mapping[str, Answer]
+"""A callback's answers: a list in question order, or a dict keyed by question text."""
+
 AskUserCallback: TypeAlias = Callable[
-    [list[Question], AskUserContext], Sequence[Answer] | Awaitable[Sequence[Answer]]
+    [list[Question], AskUserContext], Answers | Awaitable[Answers]
 ]
-"""``callback(questions, context) -> answers`` (sync or async); may raise AskUserDeclined."""
+"""``callback(questions, context) -> answers`` (sync or async); may raise AskUserDeclined.
+
+The answers are a list in question order or a dict ``{question text: answer}``."""
 
 
 # --------------------------------------------------------------------------- fallback
@@ -264,12 +274,39 @@ def console_ask_user(questions: list[Question], context: AskUserContext) -> list
 # --------------------------------------------------------------------------- the tool
 
 
+def _answers_by_question(questions: list[Question], answers: Mapping[Any, Any]) -> list[Any]:
+    """A dict ``{question text: answer}`` as a list in question order (or an error)."""
+    texts = [q.question for q in questions]
+    unknown = [key for key in answers if key not in texts]
+    missing = [text for text in dict.fromkeys(texts) if text not in answers]
+    if unknown or missing:
+        problems = []
+        if missing:
+            problems.append(f"no answer for {', '.join(repr(t) for t in missing)}")
+        if unknown:
+            problems.append(
+                f"answers for questions that were not asked: {', '.join(repr(k) for k in unknown)}"
+            )
+        raise ToolInvocationError(
+            f"ask_user: the question callback returned a dict with {'; and '.join(problems)}. "
+            "A dict must map each question's text to its answer."
+        )
+    return [answers[text] for text in texts]
+
+
 def _check_answers(questions: list[Question], answers: Any) -> list[Answer]:
-    """The callback's answers, validated against the questions (ToolInvocationError if not)."""
-    if isinstance(answers, (str, bytes, Mapping)) or not isinstance(answers, Sequence):
+    """The callback's answers, validated against the questions (ToolInvocationError if not).
+
+    ``answers`` is a list in question order or a dict keyed by question text; the result
+    is always a list in question order.
+    """
+    if isinstance(answers, Mapping):
+        answers = _answers_by_question(questions, answers)
+    if isinstance(answers, (str, bytes)) or not isinstance(answers, Sequence):
         raise ToolInvocationError(
             "ask_user: the question callback returned "
-            f"{type(answers).__name__}; it must return a list with one answer per question."
+            f"{type(answers).__name__}; it must return a list with one answer per question "
+            "(or a dict mapping each question's text to its answer)."
         )
     if len(answers) != len(questions):
         raise ToolInvocationError(
@@ -337,8 +374,9 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
     """Create the ``ask_user`` tool: the model asks the user 1-4 multiple-choice questions.
 
     Args:
-        callback: ``callback(questions, context) -> answers``, sync or async; None uses
-            the process-wide fallback, else the console, else an error result.
+        callback: ``callback(questions, context) -> answers``, sync or async: a list
+            in question order, or a dict ``{question text: answer}``. None uses the
+            process-wide fallback, else the console, else an error result.
         context: Routing data for the callback (``AskUserContext.value``); a
             zero-argument function is called at each call.
 
