@@ -33,6 +33,7 @@ from deputy_shiny import (
     Agent,
     Permissions,
     hook_block_dangerous_bash,
+    sandbox_unavailable_reason,
     tool_run_bash,
     tools_interactive,
     tools_preset,
@@ -51,7 +52,8 @@ You are the assistant of a Shiny chat app. You work in a private workspace folde
 belongs to this browser session (it starts with welcome.md).
 
 Tools: read, list, search, write and edit files in the workspace; run bash commands
-there; ask the user multiple-choice questions with ask_user when a choice is theirs.
+there (in a sandbox: only the workspace, no network), when the server offers run_bash;
+ask the user multiple-choice questions with ask_user when a choice is theirs.
 Writes and shell commands need the user's approval in a dialog, and the user may
 narrow the permission mode at any time. A call that comes back "Denied: <reason>" did
 not run: respect it, do not retry it unchanged, and say what you would need instead.
@@ -63,15 +65,21 @@ Answer clearly and briefly, in markdown."""
 # the provider's API key is checked; no session ever waits for it on the event loop.
 MODEL_CHECK = ModelCheck(chosen_model()).start()
 
+# Model-run shell commands only ever run confined. Without bubblewrap the app leaves
+# bash out (and says so in the sidebar) rather than run it unconfined.
+BASH_UNAVAILABLE = sandbox_unavailable_reason()
+
 
 def build_agent(ctx: AgentChatContext, model: str) -> Agent:
-    """This session's agent: standard file tools, bash, ask_user; writes need approval."""
+    """This session's agent: standard file tools, sandboxed bash, ask_user; writes need
+    approval."""
     seed_workspace(ctx.working_dir)
+    bash = [] if BASH_UNAVAILABLE else [tool_run_bash()]
     return Agent(
         model,
         tools=[
             *tools_preset("standard"),
-            tool_run_bash(),
+            *bash,
             *tools_interactive(callback=ctx.ask_user),
         ],
         working_dir=ctx.working_dir,
@@ -103,7 +111,7 @@ def app_ui(request: Request) -> ui.Tag:
     banner = ui.output_ui("banner")
     banner.children.append(demo_banner(choice))
     return ui.page_sidebar(
-        app_sidebar(choice),
+        app_sidebar(choice, bash_unavailable=BASH_UNAVAILABLE),
         banner,
         agent_chat_ui(
             "chat",

@@ -54,8 +54,25 @@ def model_section_server(
         return model_summary(choice())
 
 
-def app_sidebar(initial: ModelChoice) -> ui.Sidebar:
-    """The sidebar, with ``initial`` as the model shown before the server renders."""
+def _shell_note(bash_unavailable: str | None) -> Tag:
+    if bash_unavailable:
+        return tags.p(
+            "Shell commands are off on this server: they run only inside a sandbox, and "
+            "bubblewrap is not available here (apt-get install bubblewrap).",
+            class_="deputy-muted deputy-hint deputy-shell-off",
+        )
+    return tags.p(
+        "Shell commands run in a sandbox: this session's workspace only, no network, "
+        "none of the server's secrets.",
+        class_="deputy-muted deputy-hint deputy-shell-on",
+    )
+
+
+def app_sidebar(initial: ModelChoice, bash_unavailable: str | None = None) -> ui.Sidebar:
+    """The sidebar, with ``initial`` as the model shown before the server renders.
+
+    ``bash_unavailable`` is why the app left shell commands out (None: they are on).
+    """
     return ui.sidebar(
         _section("Model", model_section_ui("model", initial), class_="deputy-model"),
         tags.section(
@@ -65,6 +82,7 @@ def app_sidebar(initial: ModelChoice) -> ui.Sidebar:
                 "refuse them. Narrowing applies from the next tool call.",
                 class_="deputy-muted deputy-hint",
             ),
+            _shell_note(bash_unavailable),
             class_="deputy-section deputy-mode",
         ),
         _section("Workspace", workspace_ui("workspace"), class_="deputy-workspace-section"),

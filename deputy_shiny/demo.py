@@ -13,6 +13,7 @@ the message has        tool called     what the follow-up reply does with the re
 "write", "note"        ``write_file``  says whether the write happened or was denied
 "ask", "question"      ``ask_user``    reflects the answers, or the decline
 "dangerous", "rm"      ``run_bash``    ``rm -rf /``: explains the denial it gets back
+"run `<command>`"      ``run_bash``    quotes the command's output (it runs sandboxed)
 =====================  ==============  ==============================================
 
 When several keywords appear, the earliest wins. The demo only calls tools the request
@@ -57,7 +58,7 @@ __all__ = [
     "ensure_demo_registered",
 ]
 
-Step = Literal["list", "read", "write", "ask", "dangerous"]
+Step = Literal["list", "read", "write", "ask", "dangerous", "run"]
 
 CHUNK_SIZE: Final = 12
 """Characters per streamed chunk."""
@@ -85,7 +86,9 @@ MENU: Final = (
     "- **write a note**: I call `write_file`; writes need your approval first.\n"
     "- **ask me something**: I call `ask_user` and you answer in a form.\n"
     "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook "
-    "blocks it."
+    "blocks it.\n"
+    "- **run `ls -la`**: I run the command in backticks with `run_bash`, in the "
+    "session's sandbox."
 )
 
 _PATTERNS: Final[tuple[tuple[Step, re.Pattern[str]], ...]] = (
@@ -102,6 +105,8 @@ _TOOL_FOR: Final[dict[Step, str]] = {
     "ask": "ask_user",
     "dangerous": "run_bash",
 }
+_RUN_COMMAND: Final = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
+_RUN_OUTPUT_LINES: Final = 40
 _MENU_WORDS: Final = re.compile(r"\b(?:help|menu|tour|start|features)\b", re.IGNORECASE)
 _READ_TARGET: Final = re.compile(
     r"\b(?:read|open)\s+(?:(?:me|the|file|contents of)\s+)*[`'\"]?([^\s`'\"]+)",
@@ -258,12 +263,14 @@ def _reply(text: str, tool_calls: list[ScriptedToolCall] | None = None) -> Scrip
 
 def _step_for(text: str) -> Step | None:
     """The walkthrough step of the earliest keyword in ``text``, if any."""
+    if _RUN_COMMAND.search(text):
+        return "run"  # the command's own words are no keywords
     found = [(m.start(), step) for step, pattern in _PATTERNS if (m := pattern.search(text))]
     return min(found)[1] if found else None
 
 
 def _tool_step(step: Step, user_text: str, available: list[str], prefix: str = "") -> ScriptedReply:
-    name = _TOOL_FOR[step]
+    name = "run_bash" if step == "run" else _TOOL_FOR[step]
     if name not in available:
         offered = ", ".join(f"`{n}`" for n in available) if available else "no tools at all"
         return _reply(
@@ -291,6 +298,14 @@ def _tool_step(step: Step, user_text: str, available: list[str], prefix: str = "
             "(or decline) and I'll reflect your answers."
         )
         call = ScriptedToolCall("ask_user", {"questions": _QUESTIONS})
+    elif step == "run":
+        match = _RUN_COMMAND.search(user_text)
+        command = match.group(1).strip() if match else "true"
+        text = (
+            "Scripted step: I call `run_bash` with your command. It runs in this "
+            "session's sandbox (its workspace only, no network), after your approval."
+        )
+        call = ScriptedToolCall("run_bash", {"command": command})
     else:
         text = (
             f"Scripted step: I ask `run_bash` to run `{DANGEROUS_COMMAND}`, which would "
@@ -407,6 +422,11 @@ def _follow_up(result: _ToolResult) -> str:
         )
     if name == "ask_user":
         return _after_ask(content)
+    if name == "run_bash" and result.arguments.get("command") != DANGEROUS_COMMAND:
+        return (
+            "The command ran in the sandbox. Its output:\n\n"
+            f"{_fenced(_first_lines(content, _RUN_OUTPUT_LINES))}\n\n(Scripted demo reply.)"
+        )
     if name == "run_bash":
         return (
             "The command was **not** blocked: this agent has no hook that stops dangerous "

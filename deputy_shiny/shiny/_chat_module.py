@@ -256,6 +256,7 @@ def agent_chat_server(
             if not agent.running:
                 break
             await asyncio.sleep(0.05)
+        await agent.aclose()  # stops the session's run_python interpreters
         if not keep_workspaces:
             await asyncio.to_thread(shutil.rmtree, working_dir, True)
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from playwright.sync_api import Page, expect
 from shinychat.playwright import ChatController
 
-from tests.e2e.conftest import ROOT, AppServer
+from deputy_shiny.playwright import ApprovalModal
+from tests.e2e.conftest import ROOT, AppServer, open_chat
 
 E2E_APPS = (str(ROOT / "app.py"),)
 
@@ -26,3 +27,39 @@ def test_the_demo_model_answers_in_the_browser(
     chat.send_user_input()
     replies = chat.loc_messages.locator("> .shiny-chat-message")
     expect(replies.last).to_contain_text("not an LLM", timeout=20_000)
+
+
+SERVER_KEY = "sk-e2e-server-" + "5f3a9c1e77d04b2a"
+
+
+def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
+    new_page: Callable[[], Page], serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app(str(ROOT / "app.py"), OPENAI_API_KEY=SERVER_KEY)
+    page_b, page_a = new_page(), new_page()
+    # Session B writes its note (approved in B's own modal).
+    chat_b = open_chat(page_b, app, "chat")
+    chat_b.send("write a note")
+    modal_b = ApprovalModal(page_b)
+    modal_b.expect_open("write_file")
+    modal_b.approve()
+    chat_b.expect_latest_reply("The write happened", timeout=20_000)
+    # Session A's bash, approved, looks for B's note and the server's secrets.
+    chat_a = open_chat(page_a, app, "chat")
+    command = (
+        "ls ..; ls; cat ../*/notes/demo-note.md; env; cat /proc/1/environ; echo; "
+        "cat /proc/*/environ"
+    )
+    chat_a.send(f"run `{command}`")
+    modal_a = ApprovalModal(page_a)
+    modal_a.expect_open("run_bash")
+    modal_a.approve()
+    chat_a.expect_latest_reply("The command ran in the sandbox", timeout=20_000)
+    reply = chat_a.latest_reply_text()
+    assert "welcome.md" in reply  # the command did run, in A's own workspace
+    assert "No such file" in reply  # B's note is not there to read
+    assert "A note from the demo" not in reply
+    assert SERVER_KEY not in reply
+    card = chat_a.expand_tool_card(chat_a.tool_card("run_bash").last)
+    expect(card).to_contain_text("welcome.md")
+    assert SERVER_KEY not in (card.text_content() or "")
