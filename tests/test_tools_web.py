@@ -150,8 +150,18 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
+# The listeners here are on loopback, which web_fetch refuses unless the app allows it
+# (tests/test_web_ssrf.py covers the guard itself).
+LOCAL_LISTENERS = ("127.0.0.0/8",)
+
+
+def local_web_fetch(**kwargs: Any) -> Tool:
+    """web_fetch allowed to reach the loopback listeners of these tests."""
+    return tool_web_fetch(allowed_networks=LOCAL_LISTENERS, **kwargs)
+
+
 async def fetch(url: str, **arguments: Any) -> str:
-    t = tool_web_fetch(timeout=5)
+    t = local_web_fetch(timeout=5)
     return str(await t.invoke(t.parse_arguments({"url": url, **arguments})))
 
 
@@ -191,7 +201,7 @@ async def test_text_json_and_charsets_come_back_as_is(server: str) -> None:
 async def test_untyped_bodies_are_sniffed(server: str) -> None:
     out = await fetch(f"{server}/untyped")
     assert "Title: Sniffed" in out and "hello" in out
-    message = await fetch_error(tool_web_fetch(), f"{server}/untyped-binary")
+    message = await fetch_error(local_web_fetch(), f"{server}/untyped-binary")
     assert "text only" in message
 
 
@@ -225,13 +235,13 @@ async def test_only_http_and_https_urls_are_fetched(url: str) -> None:
 
 @pytest.mark.parametrize("path", ["/redirect-ftp", "/redirect-file"])
 async def test_each_redirect_hop_must_stay_on_http(server: str, path: str) -> None:
-    message = await fetch_error(tool_web_fetch(), f"{server}{path}")
+    message = await fetch_error(local_web_fetch(), f"{server}{path}")
     assert "only http:// and https://" in message
     assert "redirected from" in message
 
 
 async def test_redirect_loops_stop(server: str) -> None:
-    message = await fetch_error(tool_web_fetch(), f"{server}/loop")
+    message = await fetch_error(local_web_fetch(), f"{server}/loop")
     assert "stopped after 10 redirects" in message
 
 
@@ -239,13 +249,13 @@ async def test_redirect_loops_stop(server: str) -> None:
     ("path", "media_type"), [("/image.png", "image/png"), ("/doc.pdf", "application/pdf")]
 )
 async def test_binary_types_are_refused(server: str, path: str, media_type: str) -> None:
-    message = await fetch_error(tool_web_fetch(), f"{server}{path}")
+    message = await fetch_error(local_web_fetch(), f"{server}{path}")
     assert f"is {media_type}" in message and "text only" in message
 
 
 @pytest.mark.parametrize(("path", "status"), [("/missing", "HTTP 404 Not Found"), ("/boom", "500")])
 async def test_http_errors_are_clean(server: str, path: str, status: str) -> None:
-    message = await fetch_error(tool_web_fetch(), f"{server}{path}")
+    message = await fetch_error(local_web_fetch(), f"{server}{path}")
     assert status in message and path in message
 
 
@@ -253,7 +263,7 @@ async def test_http_errors_are_clean(server: str, path: str, status: str) -> Non
 
 
 async def test_body_size_is_capped_while_streaming(server: str) -> None:
-    t = tool_web_fetch(timeout=5, max_bytes=200_000)
+    t = local_web_fetch(timeout=5, max_bytes=200_000)
     started = time.monotonic()
     out = str(await t.invoke(t.parse_arguments({"url": f"{server}/huge", "max_chars": 200_000})))
     assert time.monotonic() - started < 3
@@ -262,7 +272,7 @@ async def test_body_size_is_capped_while_streaming(server: str) -> None:
 
 
 async def test_a_slow_page_times_out(server: str) -> None:
-    t = tool_web_fetch(timeout=0.4)
+    t = local_web_fetch(timeout=0.4)
     started = time.monotonic()
     message = await fetch_error(t, f"{server}/slow")
     assert time.monotonic() - started < 2
@@ -273,15 +283,25 @@ async def test_connection_refused_is_clean() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    message = await fetch_error(tool_web_fetch(timeout=2), f"http://127.0.0.1:{port}/")
+    message = await fetch_error(local_web_fetch(timeout=2), f"http://127.0.0.1:{port}/")
     assert f"connection refused by 127.0.0.1:{port}" in message
 
 
 async def test_dns_failure_is_clean() -> None:
+    async def no_such_name(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    t = tool_web_fetch(resolver=no_such_name)
+    message = await fetch_error(t, "https://no-such-host.invalid/")
+    assert "could not resolve host 'no-such-host.invalid'" in message
+
+
+async def test_dns_failure_inside_a_transport_is_clean() -> None:
     def no_dns(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
 
-    t = tool_web_fetch(transport=httpx.MockTransport(no_dns))
+    # No guard: the app's transport is the first to look the name up.
+    t = tool_web_fetch(transport=httpx.MockTransport(no_dns), allow_private_network=True)
     message = await fetch_error(t, "https://no-such-host.invalid/")
     assert "could not resolve host 'no-such-host.invalid'" in message
 
@@ -323,7 +343,7 @@ async def test_web_fetch_through_an_agent(server: str) -> None:
             "The page welcomes you.",
         ]
     )
-    agent = Agent(model, tools=[tool_web_fetch(timeout=5)], permissions=Permissions(web=True))
+    agent = Agent(model, tools=[local_web_fetch(timeout=5)], permissions=Permissions(web=True))
     assert await agent.chat_async("What does the page say?") == "The page welcomes you."
     tool_message = model.requests[1]["messages"][-1]
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"

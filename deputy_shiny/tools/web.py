@@ -1,9 +1,11 @@
 """Web tools: fetch a page as readable text, search the web, or use a provider's own search.
 
 ``web_fetch`` downloads one http(s) URL with httpx (redirects followed hop by hop, each
-hop's scheme checked, a total deadline and a byte cap enforced while the body streams)
-and turns HTML into Markdown with ``markdownify`` (scripts, styles and other non-content
-elements dropped). ``web_search`` asks an injectable backend; the default one uses
+hop's scheme and destination checked, a total deadline and a byte cap enforced while the
+body streams) and turns HTML into Markdown with ``markdownify`` (scripts, styles and
+other non-content elements dropped). By default it does not reach the server's own
+network: loopback, private, link-local and other non-public addresses are refused (see
+:func:`tool_web_fetch`). ``web_search`` asks an injectable backend; the default one uses
 DuckDuckGo through the ``ddgs`` package (the ``web`` extra). :func:`tools_web` returns
 both, or, for a model whose provider searches natively, ``web_fetch`` plus a
 :class:`NativeWebSearch` marker that the agent turns into request parameters.
@@ -22,9 +24,10 @@ import inspect
 import logging
 import re
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +36,8 @@ from ._tool import Tool, ToolAnnotations, ToolSource, _is_async_callable, tool, 
 
 if TYPE_CHECKING:
     import httpx
+
+    from .._net_guard import NetworkPolicy, Resolver
 
 __all__ = [
     "NativeWebSearch",
@@ -219,6 +224,40 @@ def _connect_problem(exc: BaseException, url: httpx.URL) -> str:
     return f"could not connect to {host}: {text}"
 
 
+def _refusal(
+    exc: Exception, url: httpx.URL | str, came_from: httpx.URL | None
+) -> ToolInvocationError:
+    hop = f" (redirected from {came_from})" if came_from is not None else ""
+    return ToolInvocationError(
+        f"web_fetch refused {url}{hop}: {exc}. web_fetch does not reach the server's own "
+        "network (loopback, private, link-local and other non-public addresses); the app "
+        "can allow a destination with tool_web_fetch(allowed_networks=[...])."
+    )
+
+
+def _parse_url(text: str, policy: NetworkPolicy, came_from: httpx.URL | None) -> httpx.URL:
+    """``httpx.URL(text)``; a host httpx rejects but that spells a refused address is
+    refused by name (``http://0177.0.0.1/``) rather than reported as a malformed URL."""
+    import httpx
+
+    from .._net_guard import AddressRefused, check_literal
+
+    try:
+        return httpx.URL(text)
+    except httpx.InvalidURL:
+        try:
+            host = urlsplit(text).hostname or ""
+        except ValueError:
+            host = ""
+        if host and not policy.allow_all:
+            try:
+                check_literal(host, policy)
+            except AddressRefused as e:
+                shown = text if len(text) <= 200 else text[:200] + "..."
+                raise _refusal(e, shown, came_from) from None
+        raise
+
+
 async def _download(
     url: str,
     *,
@@ -226,23 +265,39 @@ async def _download(
     max_bytes: int,
     transport: httpx.AsyncBaseTransport | None,
     user_agent: str,
+    policy: NetworkPolicy,
+    resolver: Resolver | None,
 ) -> _Page:
-    """GET ``url``, following redirects by hand so every hop's scheme is checked."""
+    """GET ``url``, following redirects by hand so every hop's scheme is checked.
+
+    Unless ``policy.allow_all``, every request (each redirect hop) goes through a
+    :class:`~deputy_shiny._net_guard.GuardedTransport`, which checks its destination and
+    connects to the checked address.
+    """
     import httpx
 
+    from .._net_guard import AddressRefused, GuardedTransport
+
+    client_transport: httpx.AsyncBaseTransport | None = transport
+    if not policy.allow_all:
+        # Environment proxies would bypass the guard (the client mounts them over it).
+        client_transport = GuardedTransport(policy, resolver=resolver, transport=transport)
     headers = {"User-Agent": user_agent, "Accept": _ACCEPT}
     async with httpx.AsyncClient(
-        transport=transport,
+        transport=client_transport,
         timeout=httpx.Timeout(seconds),
         follow_redirects=False,
         headers=headers,
-        trust_env=transport is None,
+        trust_env=client_transport is None,
     ) as client:
-        current = httpx.URL(url)
+        came_from: httpx.URL | None = None
+        current = _parse_url(url, policy, came_from)
         for _ in range(_MAX_REDIRECTS + 1):
             request = client.build_request("GET", current)
             try:
                 response = await client.send(request, stream=True)
+            except AddressRefused as e:
+                raise _refusal(e, current, came_from) from None
             except httpx.TimeoutException:
                 raise ToolInvocationError(
                     f"web_fetch timed out after {seconds:g} s waiting for {current}."
@@ -265,7 +320,7 @@ async def _download(
                         )
                     target = urljoin(str(current), location.strip())
                     _check_scheme(target, hop=f"redirected from {current}")
-                    current = httpx.URL(target)
+                    came_from, current = current, _parse_url(target, policy, current)
                     continue
                 if response.status_code >= 400:
                     reason = response.reason_phrase or ""
@@ -381,12 +436,19 @@ def _render_page(page: _Page, max_chars: int, max_bytes: int) -> str:
     return text
 
 
+AllowedNetwork = str | IPv4Network | IPv6Network | IPv4Address | IPv6Address
+"""An ``allowed_networks`` entry: ``"10.20.0.0/16"``, ``"10.20.0.5"``, ``"wiki.corp.example"``."""
+
+
 def tool_web_fetch(
     *,
     timeout: float = 30.0,
     max_bytes: int = 5_000_000,
     user_agent: str = _USER_AGENT,
     transport: httpx.AsyncBaseTransport | None = None,
+    allow_private_network: bool = False,
+    allowed_networks: Iterable[AllowedNetwork] = (),
+    resolver: Resolver | None = None,
 ) -> Tool:
     """Create the ``web_fetch`` tool: fetch an http(s) URL and return its text as Markdown.
 
@@ -397,21 +459,52 @@ def tool_web_fetch(
     (at most 10) and every hop must stay on http or https. Failures (DNS, refused
     connection, HTTP 4xx/5xx, timeout) are clean error results.
 
+    The server's own network is off limits by default. Before connecting, every hop's
+    host is normalized (decimal, octal and hex IPv4 spellings, trailing dots, userinfo)
+    and resolved, and the request is refused, as an error result naming the rule, when
+    any address is loopback, private, link-local, multicast, reserved or unspecified,
+    also inside an IPv4-mapped, NAT64 or 6to4 IPv6 address. The connection then goes to
+    the address that was checked (with the original Host header and TLS server name), so
+    DNS rebinding cannot slip past the check. Proxy environment variables are not used
+    while the guard is on. An app whose agent should read an intranet lists what it may
+    reach in ``allowed_networks``, or turns the guard off with
+    ``allow_private_network=True``.
+
     Args:
         timeout: Seconds for the whole download, redirects included.
         max_bytes: Bytes of body read at most; the download stops there (with a note).
         user_agent: The User-Agent header sent.
-        transport: An httpx async transport (tests, proxies); None for the network.
+        transport: An httpx async transport (tests, proxies); None for the network. With
+            the guard on, requests are checked first and then handed to it as they are.
+        allow_private_network: True turns the guard off: any address may be fetched.
+        allowed_networks: Non-public destinations that may still be fetched: networks
+            (``"10.20.0.0/16"``), addresses (``"10.20.0.5"``, ``"::1"``) or host names
+            (``"wiki.corp.example"``, ``"*.corp.example"``). A bad entry raises
+            ValueError here.
+        resolver: ``async resolver(host, port) -> [ip, ...]`` for the check (tests);
+            None for the system resolver.
 
     Example:
         >>> t = tool_web_fetch(timeout=10)
         >>> t.name, sorted(t.parameters["properties"])
         ('web_fetch', ['max_chars', 'url'])
+        >>> intranet = tool_web_fetch(allowed_networks=("10.20.0.0/16", "wiki.corp.example"))
+        >>> tool_web_fetch(allowed_networks=("10.20.0.0/33",))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: allowed_networks: '10.20.0.0/33' is not a valid network ...
     """
     if timeout <= 0:
         raise ValueError("timeout must be a positive number of seconds")
     if max_bytes <= 0:
         raise ValueError("max_bytes must be positive")
+    if resolver is not None and not callable(resolver):
+        raise TypeError(f"resolver must be an async function, got {type(resolver).__name__}")
+    from .._net_guard import NetworkPolicy
+
+    policy = NetworkPolicy.build(
+        allow_private_network=allow_private_network, allowed_networks=allowed_networks
+    )
 
     async def web_fetch(
         url: str,
@@ -433,6 +526,8 @@ def tool_web_fetch(
                     max_bytes=max_bytes,
                     transport=transport,
                     user_agent=user_agent,
+                    policy=policy,
+                    resolver=resolver,
                 )
         except TimeoutError:
             raise ToolInvocationError(
@@ -672,7 +767,12 @@ def _native_web_search(model: object) -> NativeWebSearch | None:
     return NativeWebSearch(provider=chat_model.provider, model=chat_model.model)
 
 
-def tools_web(model: object | None = None) -> list[Tool | NativeWebSearch]:
+def tools_web(
+    model: object | None = None,
+    *,
+    allow_private_network: bool = False,
+    allowed_networks: Iterable[AllowedNetwork] = (),
+) -> list[Tool | NativeWebSearch]:
     """The web tools: ``[web_fetch, web_search]``, each fresh.
 
     With ``model`` (a litellm model string, a ``ChatModel``, or anything with
@@ -682,6 +782,9 @@ def tools_web(model: object | None = None) -> list[Tool | NativeWebSearch]:
 
     Args:
         model: The model the tools are for; None for the universal tools.
+        allow_private_network: Passed to :func:`tool_web_fetch` (True: no network guard).
+        allowed_networks: Passed to :func:`tool_web_fetch`: non-public networks or hosts
+            web_fetch may still reach.
 
     Example:
         >>> [t.name for t in tools_web()]
@@ -689,7 +792,11 @@ def tools_web(model: object | None = None) -> list[Tool | NativeWebSearch]:
         >>> type(tools_web("openai/gpt-4o-search-preview")[1]).__name__
         'NativeWebSearch'
     """
-    tools: list[Tool | NativeWebSearch] = [tool_web_fetch()]
+    tools: list[Tool | NativeWebSearch] = [
+        tool_web_fetch(
+            allow_private_network=allow_private_network, allowed_networks=allowed_networks
+        )
+    ]
     native = _native_web_search(model) if model is not None else None
     tools.append(native if native is not None else tool_web_search())
     return tools
