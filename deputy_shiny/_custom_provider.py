@@ -85,10 +85,12 @@ Other litellm facts about custom providers
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import json
 import math
+import re
 import sys
 import threading
 import time
@@ -192,6 +194,115 @@ def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
     if status is not None:
         return status in TRANSIENT_STATUS_CODES, status
     return _is_connection_like(exc), None
+
+
+# litellm's exception text carries lines meant for its own bug tracker and debugging.
+_LITELLM_NOISE = re.compile(
+    r"give feedback / get help|litellm\.info:|_turn_on_debug|if you need to debug this error|"
+    r"received model group=|available model group fallbacks=|litellm retried:|"
+    r"litellm max retries:|this looks like a bug in litellm|file it with one click",
+    re.IGNORECASE,
+)
+# "litellm.MidStreamFallbackError: litellm.RateLimitError: ", "AuthenticationError: ",
+# "OpenAIException - ": class names in front of the provider's own words, often repeated.
+_ERROR_PREFIX = re.compile(
+    r"^(?:(?:litellm\.)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Timeout)\b\s*(?::|-)\s*)+"
+)
+_ORIGINAL_EXCEPTION = re.compile(r"\s*Original exception:.*$", re.IGNORECASE)
+_STATUS_PREFIX = re.compile(r"^Error code:\s*\d+\s*-\s*", re.IGNORECASE)  # the openai client's
+_JSON_MESSAGE = re.compile(
+    r"""(["'])(?:message|detail|error_description)\1\s*:\s*(["'])((?:(?!\2).)+)\2"""
+)
+SUMMARY_LIMIT: Final = 300
+"""At most this many characters of the provider's own words in a one-line summary."""
+
+
+def provider_error_summary(exc: BaseException) -> str:
+    """The provider's own words from what a litellm request raised, as one short line.
+
+    Leaves out what litellm adds around them: tracebacks, its "Give Feedback / Get Help"
+    and "LiteLLM.Info" lines, and the (often repeated) ``litellm.XError:`` prefixes;
+    a JSON error body is reduced to its message. Not redacted: pass the result
+    through the engine's ``redact`` before showing it. Empty when nothing is left.
+
+    Example:
+        >>> from deputy_shiny._custom_provider import provider_error_summary
+        >>> provider_error_summary(RuntimeError(
+        ...     "litellm.AuthenticationError: AuthenticationError: invalid API key\\n"
+        ...     "Give Feedback / Get Help: https://github.com/BerriAI/litellm/issues/new"))
+        'invalid API key'
+    """
+    exc = _unwrap(exc)
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) and message.strip() else str(exc)
+    for line in _meaningful_lines(text):
+        line = _STATUS_PREFIX.sub("", _ORIGINAL_EXCEPTION.sub("", line).strip())
+        if line.startswith(("{", "[")) or _JSON_MESSAGE.search(line):
+            line = _json_error_message(line) or line
+        line = " ".join(line.split())
+        if line:
+            if len(line) > SUMMARY_LIMIT:
+                line = line[: SUMMARY_LIMIT - 1].rstrip() + "…"
+            return line
+    return ""
+
+
+def _meaningful_lines(text: str) -> Iterator[str]:
+    """The lines of an exception text, error-class prefixes stripped, without tracebacks
+    and litellm's help lines."""
+    in_traceback = False
+    for raw in text.splitlines():
+        line = _ERROR_PREFIX.sub("", raw.strip())
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback:
+            if raw[:1].isspace() or not line:
+                continue
+            in_traceback = False  # the traceback's last line: "SomeError: message"
+        if line and not _LITELLM_NOISE.search(line):
+            yield line
+
+
+def _json_error_message(text: str) -> str | None:
+    """The message of a JSON error body (``{"error": {"message": ...}}`` and the like)."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        body: object = None
+        try:
+            body = json.loads(text[start:])
+        except ValueError:
+            try:  # the openai client shows the body as a Python dict
+                body = ast.literal_eval(text[start:])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                body = None
+        found = _message_in(body)
+        if found:
+            return found
+    match = _JSON_MESSAGE.search(text)
+    return match.group(3) if match else None
+
+
+def _message_in(body: object, depth: int = 0) -> str | None:
+    if depth > 4:
+        return None
+    if isinstance(body, list):
+        return next((m for item in body if (m := _message_in(item, depth + 1))), None)
+    if not isinstance(body, dict):
+        return None
+    for key in ("error", "detail"):
+        if key in body:
+            inner = body[key]
+            if isinstance(inner, str) and inner.strip():
+                return inner
+            found = _message_in(inner, depth + 1)
+            if found:
+                return found
+    for key in ("message", "error_description"):
+        value = body.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def deputy_error_cause(exc: BaseException) -> DeputyError | None:

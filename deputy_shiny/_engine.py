@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -951,13 +952,23 @@ def _strip_fences(text: str) -> str:
 
 
 _SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+|(Bearer\s+)\S+|(api[_-]?key[=:]\s*)\S+", re.I
+    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
+    r"|(Bearer\s+)\S+"
+    r"|((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"
+    r"|([?&](?:key|api_key|token|access_token)=)[^&\s\"']+"  # keys in URLs (Gemini)
+    r"|(AIza)[0-9A-Za-z_\-]{8,}",  # Google API keys
+    re.I,
 )
 
 
 def redact(text: str) -> str:
-    """Mask things that look like API keys in provider error messages."""
-    return _SECRET.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + "…", text)
+    """Mask things that look like API keys in provider error messages.
+
+    Example:
+        >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
+        'invalid key sk-test…, see https://x.example/?key=…'
+    """
+    return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
 
 
 _CHECKED_CREDENTIALS: set[str] = set()
@@ -986,29 +997,84 @@ _MISSING_KEY_TEXT = re.compile(r"missing (credentials|\w+ api key)|api_key clien
 
 
 def _provider_error(exc: Exception, model: ChatModel) -> ProviderError:
-    """Map whatever litellm raised to our typed ProviderError with a helpful message."""
-    from ._custom_provider import classify_provider_error, deputy_error_cause
+    """Map whatever litellm raised to a typed ProviderError whose message is one clean line.
+
+    The message is what users see (events, the chat): "<provider> returned <status>:
+    <the provider's own words>", secrets redacted, without litellm's tracebacks and
+    help text. The whole error, redacted too, goes to the log.
+    """
+    error = _classify_provider_error(exc, model)
+    logger.warning(
+        "model request to %s failed (status %s, %s): %s\n%s",
+        model.model,
+        error.status_code,
+        "transient" if error.transient else "not transient",
+        error,
+        redact(_error_detail(exc)).rstrip(),
+    )
+    return error
+
+
+def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
+    from ._custom_provider import (
+        classify_provider_error,
+        deputy_error_cause,
+        provider_error_summary,
+        status_phrase,
+    )
 
     litellm = _litellm.get_litellm()
     ours = deputy_error_cause(exc)
     if ours is not None:
         # ScriptedModelExhausted and friends, raised by our own providers and wrapped by litellm.
-        return ProviderError(str(ours), transient=False)
+        return ProviderError(redact(_one_line(str(ours))), transient=False)
     transient, status = classify_provider_error(exc)
-    detail = redact(f"{type(exc).__name__}: {exc}")
     text = str(exc)
-    if isinstance(exc, litellm.AuthenticationError) or _MISSING_KEY_TEXT.search(text):
-        return MissingCredentialsError(
-            f"{model.model}: the provider rejected the credentials. Set the provider's API key "
-            f"(e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) or pass ChatModel(api_key=...). ({detail})",
-            transient=False,
-            status_code=status,
-        )
-    if "LLM Provider NOT provided" in text or isinstance(exc, litellm.NotFoundError):
+    if "LLM Provider NOT provided" in text:
         return UnknownModelError(
-            f"{model.model!r} is not a model litellm or the provider knows. Check the "
-            f"provider prefix and model name. ({detail})",
+            f"{model.model!r} is not a model litellm knows: check the provider prefix and "
+            "the model name.",
             transient=False,
             status_code=status,
         )
-    return ProviderError(f"{model.model}: {detail}", transient=transient, status_code=status)
+    provider = _provider_name(exc, model)
+    reason = redact(provider_error_summary(exc)) or (
+        status_phrase(status) if status is not None else type(exc).__name__
+    )
+    head = f"{provider} returned {status}" if status is not None else provider
+    message = f"{head}: {reason}"
+    if isinstance(exc, litellm.AuthenticationError) or _MISSING_KEY_TEXT.search(text):
+        if "key" not in reason.lower():
+            message += " (check the API key)"
+        return MissingCredentialsError(message, transient=False, status_code=status)
+    if isinstance(exc, litellm.NotFoundError):
+        return UnknownModelError(
+            f"{message} (check the model name {model.model!r})",
+            transient=False,
+            status_code=status,
+        )
+    return ProviderError(message, transient=transient, status_code=status)
+
+
+def _provider_name(exc: BaseException, model: ChatModel) -> str:
+    """The provider a request went to: the model string's prefix, else litellm's guess."""
+    if "/" in model.model:
+        return model.model.split("/", 1)[0]
+    named = getattr(exc, "llm_provider", None)
+    return named if isinstance(named, str) and named else model.model
+
+
+def _one_line(text: str) -> str:
+    """The first non-blank line of ``text``, whitespace collapsed."""
+    for line in text.splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return ""
+
+
+def _error_detail(exc: BaseException) -> str:
+    """The whole error for the log: type, message and the traceback of every link in its chain."""
+    try:
+        return "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ must not hide the failure itself
+        return f"{type(exc).__name__}: {exc!r}"

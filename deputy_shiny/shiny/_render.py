@@ -78,14 +78,30 @@ def tool_result_block(
 
 
 def stop_note(reason: str, message: str) -> str | None:
-    """The note shown when a run ends other than ``complete`` (None when it completed)."""
+    """The note shown when a run ends other than ``complete`` (None when it completed).
+
+    A failure is one line: the engine's message is already one (the log has the
+    details), and only its first line is shown should another give more.
+
+    Example:
+        >>> stop_note("provider_error", "openai returned 401: invalid API key")
+        'The model request failed: openai returned 401: invalid API key'
+    """
     if reason == "complete":
         return None
+    line = _first_line(message)
     if reason == "provider_error":
-        return f"The model request failed: {message}" if message else "The model request failed."
+        return f"The model request failed: {line}" if line else "The model request failed."
     if reason == "error":
-        return f"The run failed: {message}" if message else "The run failed."
-    return _STOP_NOTES.get(reason, f"Stopped: {message or reason}.")
+        return f"The run failed: {line}" if line else "The run failed."
+    return _STOP_NOTES.get(reason, f"Stopped: {line or reason}.")
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return ""
 
 
 def _as_note(text: str) -> str:

@@ -27,7 +27,13 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InvalidToolError
-from ._function_schema import ArgumentsSchema, arguments_schema, describe_schema, docstring_summary
+from ._function_schema import (
+    ArgumentsSchema,
+    arguments_schema,
+    clean_description,
+    describe_schema,
+    docstring_summary,
+)
 
 __all__ = [
     "EffectiveAnnotations",
@@ -444,7 +450,9 @@ def _check_description(fn: Any, description: str | None, name: str) -> str:
             f"tool {name!r}: description= must be a string, got {type(description).__name__}."
         )
     if description is not None and description.strip():
-        return description.strip()
+        cleaned = clean_description(description)  # the prose, without examples or sections
+        if cleaned:
+            return cleaned
     target = fn
     while isinstance(target, functools.partial):
         target = target.func
