@@ -95,7 +95,7 @@ class Permissions(FrozenConfig):
         file_read: Built-in read tools may read inside the working dir (and write dirs).
         file_write: False, True (the working dir) or a list of absolute, existing
             directories that write tools may write in.
-        run_python / run_bash: Allow the trusted-code tools (off by default).
+        run_python / run_bash: Allow the code tools (they run sandboxed; off by default).
         web: Allow the built-in web tools (in every mode, readonly included) and
             open-world custom tools (not in readonly mode).
         install_packages: Recorded for policies and hooks that govern package

@@ -717,6 +717,11 @@ async def test_allowlist_denies_every_other_tool_hard_in_a_run(tmp_path: Path) -
 # ---------------------------------------------------------------- readonly mode and the web
 
 
+async def public_resolver(host: str, port: int) -> list[str]:
+    """example.com as a public address, without DNS (tests never reach the network)."""
+    return ["93.184.215.14"]
+
+
 @pytest.mark.parametrize("web", [True, False])
 async def test_readonly_mode_allows_the_builtin_web_tools_only_with_web(
     tmp_path: Path, web: bool
@@ -744,7 +749,7 @@ async def test_readonly_mode_allows_the_builtin_web_tools_only_with_web(
         ScriptedModel([reply, "ok"]),
         tools=[
             tool_web_search(backend=backend),
-            tool_web_fetch(transport=httpx.MockTransport(serve)),
+            tool_web_fetch(transport=httpx.MockTransport(serve), resolver=public_resolver),
         ],
         working_dir=tmp_path,
         permissions=permissions_readonly().model_copy(update={"web": web}),

@@ -27,6 +27,7 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
 def workspace_of(chat: AgentChat, app: AppServer) -> Path:
     """The session's workspace, as the model reports it after a tool result."""
     chat.expect_latest_reply("Workspace:")
+    chat.expect_idle()  # the path may still be streaming
     match = re.search(r"Workspace: (\S+)", chat.latest_reply_text())
     assert match, chat.latest_reply_text()
     workspace = Path(match[1]).resolve()

@@ -55,6 +55,8 @@ def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
     modal_a.expect_open("run_bash")
     modal_a.approve()
     chat_a.expect_latest_reply("The command ran in the sandbox", timeout=20_000)
+    chat_a.expect_latest_reply("(Scripted demo reply.)")  # the whole output has streamed
+    chat_a.expect_idle()
     reply = chat_a.latest_reply_text()
     assert "welcome.md" in reply  # the command did run, in A's own workspace
     assert "No such file" in reply  # B's note is not there to read
