@@ -91,6 +91,7 @@ def test_app_serves_the_chat_sidebar_and_demo_banner(start_app: Callable[..., st
     assert 'id="mode-mode"' in page and "Permission mode" in page
     assert 'id="workspace-files"' in page and ">Workspace<" in page
     assert 'id="usage-meter"' in page and ">Usage<" in page
+    assert "Shell commands run in a sandbox" in page  # bubblewrap is installed here
     for asset in ("app.css", "favicon.svg"):
         with urllib.request.urlopen(f"{url}/{asset}", timeout=5) as response:
             assert response.status == 200
@@ -110,3 +111,30 @@ def test_a_model_with_its_api_key_is_used(start_app: Callable[..., str]) -> None
     page = _wait_for_page(url, "Through litellm")
     assert '<code class="deputy-model-name">openai/gpt-4.1-mini' in page
     assert "Offline demo model." not in page
+
+
+def test_without_bubblewrap_the_app_starts_and_leaves_bash_out(
+    start_app: Callable[..., str], tmp_path: Path
+) -> None:
+    # A PATH with no bwrap on it: the app must still start, say why bash is off, and
+    # never fall back to running commands unconfined.
+    url = start_app(PATH=str(tmp_path))
+    page = _get(url)
+    assert "Shell commands are off on this server" in page
+    assert "apt-get install bubblewrap" in page
+    assert "Shell commands run in a sandbox" not in page
+    script = (
+        "import app\n"
+        "from types import SimpleNamespace\n"
+        "import pathlib, tempfile\n"
+        "ctx = SimpleNamespace(working_dir=pathlib.Path(tempfile.mkdtemp()), ask_user=None,"
+        " approval_handler=None, session_id='s')\n"
+        "print(sorted(app.build_agent(ctx, 'deputy/demo').get_tools()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    env["PATH"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "run_bash" not in done.stdout and "write_file" in done.stdout
