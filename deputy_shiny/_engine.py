@@ -1,7 +1,9 @@
 """The governed run loop: request -> tool calls -> limits -> events.
 
 Every public run method of :class:`~deputy_shiny.agent.Agent` is an adapter over
-:meth:`Engine.run`, an async generator of events. One run:
+:meth:`Engine.run`, an async generator of events. The engine reads what a run may use
+from a :class:`~deputy_shiny._run_deps.RunDeps` and writes turns to a
+:class:`~deputy_shiny.conversation.Conversation`; it never reads the Agent. One run:
 
 1. ``start``; the user's turn joins the conversation.
 2. Before each request the limits are checked; the request streams through
@@ -30,14 +32,17 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
 from . import _litellm
 from ._interrupt import Interrupted, Interrupter
+from ._run_deps import RunDeps, RunReport
 from ._tool_gate import CallIds, ToolGate, Verdict
+from .conversation import Conversation
 from .errors import (
+    AgentBusyError,
     DeputyError,
     MissingCredentialsError,
     ProviderError,
@@ -79,14 +84,10 @@ from .messages import (
     ContentToolResult,
     Turn,
     TurnUsage,
-    to_openai_messages,
     tool_request_from_json,
 )
 from .models import ChatModel, missing_credentials
 from .tools import Tool, format_tool_output, tool_context
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 logger = logging.getLogger("deputy_shiny")
 
@@ -169,6 +170,11 @@ class _ProviderFailed(Exception):
 class _RunState:
     run_id: str
     options: RunOptions
+    deps: RunDeps
+    conversation: Conversation
+    gate: ToolGate
+    model: ChatModel
+    fallbacks_used: int = 0
     started: float = field(default_factory=time.monotonic)
     events: list[AgentEvent] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
@@ -206,12 +212,15 @@ class _RunState:
 
 
 class Engine:
-    """Runs tasks for one Agent. Private: use :class:`~deputy_shiny.agent.Agent`."""
+    """Runs one task at a time for its owner. Private: use :class:`~deputy_shiny.agent.Agent`.
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    It holds only what outlives a run: the interrupter, whether a run is active, and
+    the last result and error.
+    """
+
+    def __init__(self) -> None:
         self.interrupter = Interrupter()
-        self.gate = ToolGate(agent)
+        self.running = False
         self.last_result: AgentResult | None = None
         self._last_error: BaseException | None = None
 
@@ -221,8 +230,8 @@ class Engine:
         # model_construct: these values come from the engine itself, and validating
         # every streamed chunk's event would cost more than the rest of the chunk path.
         event = cls.model_construct(
-            agent_id=self.agent.agent_id,
-            session_id=self.agent.session_id,
+            agent_id=st.deps.agent_id,
+            session_id=st.deps.session_id,
             run_id=st.run_id,
             run_context=st.options.run_context,
             timestamp=time.time(),
@@ -242,8 +251,8 @@ class Engine:
             event,
             "__dict__",
             {
-                "agent_id": self.agent.agent_id,
-                "session_id": self.agent.session_id,
+                "agent_id": st.deps.agent_id,
+                "session_id": st.deps.session_id,
                 "run_id": st.run_id,
                 "run_context": st.options.run_context,
                 "timestamp": time.time(),
@@ -259,12 +268,27 @@ class Engine:
 
     # ---------------------------------------------------------------- the run
 
-    async def run(self, options: RunOptions) -> AsyncIterator[AgentEvent]:
-        """Run one task, yielding events; ``self.last_result`` holds the result after."""
-        agent = self.agent
-        agent._begin_run()
+    async def run(
+        self, deps: RunDeps, conversation: Conversation, options: RunOptions
+    ) -> AsyncIterator[AgentEvent]:
+        """Run one task, yielding events; ``self.last_result`` holds the result after.
+
+        ``deps.report`` gets the run's usage and final model when it ends.
+        """
+        if self.running:
+            raise AgentBusyError(
+                "This agent is already running a task; wait for it to finish or interrupt() it."
+            )
+        self.running = True
         self.interrupter.arm()
-        st = _RunState(run_id=f"run_{uuid.uuid4().hex}", options=options)
+        st = _RunState(
+            run_id=f"run_{uuid.uuid4().hex}",
+            options=options,
+            deps=deps,
+            conversation=conversation,
+            gate=ToolGate(deps, conversation),
+            model=deps.model,
+        )
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
@@ -310,7 +334,8 @@ class Engine:
             self.interrupter.disarm()
             self.last_result = self._result(st)
             self._last_error = st.error
-            agent._end_run(st.usage())
+            self.running = False
+            deps.report(RunReport(st.usage(), st.model, st.fallbacks_used))
         if st.stop_reason in LIMIT_STOP_REASONS and options.limits.on_exceed == "error":
             raise UsageLimitExceeded(
                 f"Usage limit reached ({st.stop_reason}): {st.stop_message}",
@@ -320,23 +345,23 @@ class Engine:
 
     async def _observe_hooks(self, st: _RunState, event: str, **extra: Any) -> list[AgentEvent]:
         """Run hooks that only observe (their failures are recorded, never fatal)."""
-        hooks = self.agent._hooks
+        hooks = st.deps.hooks
         if not hooks.matchers(event):
             return []
         run = await hooks.run(
             event,
-            context=self.gate.hook_context(event, st.run_id, st.options.run_context, **extra),
+            context=st.gate.hook_context(event, st.run_id, st.options.run_context, **extra),
         )
         if run.failure is not None:
             logger.warning("%s hook failed: %s", event, run.failure)
-        return self.gate.hook_events(partial(self._emit, st), event, run)
+        return st.gate.hook_events(partial(self._emit, st), event, run)
 
     async def _loop(self, st: _RunState) -> AsyncIterator[AgentEvent]:
         while True:
             if self._limit_before_request(st):
                 return
             response = _Response()
-            async for event in self._request(st, response, tools=self.agent._tool_schemas()):
+            async for event in self._request(st, response, tools=list(st.deps.tool_schemas)):
                 yield event
             turn = self._finish_response(st, response)
             async for event in self._after_request_events(st, turn):
@@ -354,7 +379,7 @@ class Engine:
                 return
 
     def _add_turn(self, st: _RunState, turn: Turn) -> None:
-        self.agent._turns.append(turn)
+        st.conversation.append(turn)
         st.turns.append(turn)
 
     # ---------------------------------------------------------------- limits
@@ -409,10 +434,10 @@ class Engine:
         extra: dict[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """One model request, with fallbacks; fills ``response``."""
-        agent = self.agent
-        messages = to_openai_messages(agent._system_prompt, agent._turns)
+        messages = st.conversation.messages()
+        fallbacks = st.deps.fallbacks
         while True:
-            model = agent._model
+            model = st.model
             yield self._emit(
                 st, RequestStartEvent, request_index=st.requests + 1, model=model.model
             )
@@ -423,9 +448,12 @@ class Engine:
             except _ProviderFailed as failed:
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
-                fallback = agent._next_fallback() if error.transient and not st.progressed else None
-                if fallback is None:
+                can_fall_back = error.transient and not st.progressed
+                if not can_fall_back or st.fallbacks_used >= len(fallbacks):
                     raise
+                # The agent moves to the fallback for good (deps.report tells it).
+                fallback = st.model = fallbacks[st.fallbacks_used]
+                st.fallbacks_used += 1
                 yield self._emit(
                     st,
                     FallbackEvent,
@@ -449,7 +477,7 @@ class Engine:
 
         _check_credentials(model)
         kwargs = model.request_kwargs()
-        kwargs.update(self.agent._request_extras())
+        kwargs.update(st.deps.request_extras)
         kwargs.update(extra or {})
         if tools:
             kwargs["tools"] = tools
@@ -515,13 +543,11 @@ class Engine:
         if input_tokens is None or output_tokens is None:
             # The provider reported no usage: estimate (about four characters a token)
             # so that token limits still hold.
-            input_tokens = _estimate_tokens(
-                to_openai_messages(self.agent._system_prompt, self.agent._turns)
-            )
+            input_tokens = _estimate_tokens(st.conversation.messages())
             output_tokens = max(1, len("".join(response.text)) // 4)
         cost = response.cost
         if cost is None:
-            cost = _known_cost(self.agent._model, input_tokens, output_tokens)
+            cost = _known_cost(st.model, input_tokens, output_tokens)
         st.requests += 1
         st.input_tokens += input_tokens
         st.output_tokens += output_tokens
@@ -571,13 +597,13 @@ class Engine:
                 tool_name=request.name,
                 arguments=request.arguments,
             )
-            prepared = self._prepare_call(request)
+            prepared = self._prepare_call(st, request)
             if isinstance(prepared, ContentToolResult):
                 yield self._finish_call(st, _Outcome(prepared))
                 continue
             tool, arguments = prepared
             verdict = Verdict()
-            async for event in self.gate.decide(
+            async for event in st.gate.decide(
                 partial(self._emit, st),
                 self.interrupter.guard,
                 CallIds(st.run_id, st.options.run_context),
@@ -634,11 +660,11 @@ class Engine:
                 task.cancel()
 
     def _prepare_call(
-        self, request: ContentToolRequest
+        self, st: _RunState, request: ContentToolRequest
     ) -> ContentToolResult | tuple[Tool, dict[str, Any]]:
-        tool = self.agent._tools.get(request.name)
+        tool = st.deps.tools.get(request.name)
         if tool is None:
-            known = ", ".join(sorted(self.agent._tools)) or "none"
+            known = ", ".join(sorted(st.deps.tools)) or "none"
             return _error_result(
                 request, f"Unknown tool {request.name!r}. Available tools: {known}."
             )
@@ -647,7 +673,7 @@ class Engine:
             arguments = tool.parse_arguments(raw)
         except ToolArgumentsError as exc:
             return _error_result(request, str(exc))
-        for callback in list(self.agent._on_tool_request):
+        for callback in st.deps.on_tool_request:
             try:
                 callback(request)
             except ToolRejectedError as exc:
@@ -671,7 +697,7 @@ class Engine:
         started = time.monotonic()
         failed = False
         try:
-            with tool_context(self.agent._tool_context(st.run_id, st.options.run_context, request)):
+            with tool_context(st.deps.tool_context(st.run_id, st.options.run_context, request)):
                 value = await tool.invoke(arguments)
             result = ContentToolResult(
                 call_id=request.id, name=request.name, output=format_tool_output(value)
@@ -685,7 +711,7 @@ class Engine:
             result = result.model_copy(
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}
             )
-        result, hook_run, stop = await self.gate.after_call(
+        result, hook_run, stop = await st.gate.after_call(
             CallIds(st.run_id, st.options.run_context), tool, arguments, result, failed
         )
         return _Outcome(
@@ -696,7 +722,7 @@ class Engine:
         events: list[AgentEvent] = []
         if outcome.hook_run is not None:
             events.extend(
-                self.gate.hook_events(partial(self._emit, st), outcome.hook_event, outcome.hook_run)
+                st.gate.hook_events(partial(self._emit, st), outcome.hook_event, outcome.hook_run)
             )
         if outcome.stop is not None:
             st.hook_stop = outcome.stop
@@ -720,7 +746,7 @@ class Engine:
                 default=str,
             )
             st.loop_counts[signature] += 1
-        for callback in list(self.agent._on_tool_result):
+        for callback in st.deps.on_tool_result:
             try:
                 callback(result)
             except Exception:
@@ -761,10 +787,10 @@ class Engine:
         if st.pending_calls:
             self._add_results_turn(st, why)
             return
-        turns = self.agent._turns
-        if turns and turns[-1].role == "assistant" and turns[-1].tool_requests:
+        unanswered = st.conversation.open_tool_requests()
+        if unanswered is not None:
             # A response with tool calls that a limit stopped before they ran.
-            st.pending_calls = list(turns[-1].tool_requests)
+            st.pending_calls = list(unanswered.tool_requests)
             self._add_results_turn(st, why)
 
     # ---------------------------------------------------------------- structured output
@@ -827,9 +853,9 @@ class Engine:
             stop_reason=st.stop_reason or "interrupted",
             stop_message=st.stop_message,
             structured_output=st.structured_output,
-            agent_id=self.agent.agent_id,
-            agent_name=self.agent.agent_name,
-            session_id=self.agent.session_id,
+            agent_id=st.deps.agent_id,
+            agent_name=st.deps.agent_name,
+            session_id=st.deps.session_id,
             run_id=st.run_id,
             run_context=st.options.run_context,
         )

@@ -16,10 +16,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ._interrupt import Interrupted
+from ._run_deps import RunDeps
 from .approvals import ApprovalDecision, ApprovalRequest
+from .conversation import Conversation
 from .errors import ToolArgumentsError
 from .events import ApprovalEvent, HookEvent, PermissionEvent
 from .hooks import HookContext, HookResultPostToolUse, HookResultPreToolUse, HookRun
@@ -33,9 +35,6 @@ from .permissions import (
     permission_context,
 )
 from .tools import Tool, tool_metadata
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 logger = logging.getLogger("deputy_shiny")
 T = TypeVar("T")
@@ -74,10 +73,15 @@ class CallIds:
 
 
 class ToolGate:
-    """Decides tool calls for one agent. Private: the engine owns one."""
+    """Decides the tool calls of one run. Private: the engine makes one per run.
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    It reads the run's :class:`~deputy_shiny._run_deps.RunDeps` and the conversation's
+    "always allow" approvals, never the Agent.
+    """
+
+    def __init__(self, deps: RunDeps, conversation: Conversation) -> None:
+        self.deps = deps
+        self.conversation = conversation
 
     # ------------------------------------------------------------ decide
 
@@ -85,13 +89,13 @@ class ToolGate:
         self, tool: Tool, ids: CallIds, request: ContentToolRequest
     ) -> PermissionContext:
         """What ``can_use_tool`` learns about this call."""
-        agent = self.agent
+        deps = self.deps
         return permission_context(
             tool,
-            agent.permissions,
-            agent.working_dir,
-            agent_id=agent.agent_id,
-            session_id=agent.session_id,
+            deps.permissions,
+            deps.working_dir,
+            agent_id=deps.agent_id,
+            session_id=deps.session_id,
             run_id=ids.run_id,
             call_id=request.id,
             run_context=ids.run_context,
@@ -108,17 +112,17 @@ class ToolGate:
         verdict: Verdict,
     ) -> AsyncIterator[Any]:
         """Steps 2-9 for one call whose arguments already passed step 1."""
-        agent = self.agent
-        working_dir = agent.working_dir
+        deps = self.deps
+        working_dir = deps.working_dir
         context = self._permission_context(tool, ids, request)
-        decision = await evaluate(agent.permissions, tool, arguments, working_dir, context=context)
+        decision = await evaluate(deps.permissions, tool, arguments, working_dir, context=context)
         yield self._permission_event(emit, request, decision)
 
         # Step 7: PermissionRequest hooks may lift a soft DENY or an ASK, never a hard DENY.
-        if (decision.decision == "ask" or is_soft_denial(decision)) and agent._hooks.matchers(
+        if (decision.decision == "ask" or is_soft_denial(decision)) and deps.hooks.matchers(
             "PermissionRequest", request.name
         ):
-            run = await agent._hooks.run(
+            run = await deps.hooks.run(
                 "PermissionRequest",
                 tool_name=request.name,
                 tool_input=arguments,
@@ -142,8 +146,8 @@ class ToolGate:
         arguments = decision.arguments if decision.arguments is not None else arguments
 
         # Step 8: PreToolUse hooks.
-        if agent._hooks.matchers("PreToolUse", request.name):
-            run = await agent._hooks.run(
+        if deps.hooks.matchers("PreToolUse", request.name):
+            run = await deps.hooks.run(
                 "PreToolUse",
                 tool_name=request.name,
                 tool_input=arguments,
@@ -202,10 +206,10 @@ class ToolGate:
         if result.updated_input is not None:
             # A hook's edit is input like any other: steps 1-4 and 6 judge it again.
             rechecked = await evaluate(
-                self.agent.permissions,
+                self.deps.permissions,
                 tool,
                 result.updated_input,
-                self.agent.working_dir,
+                self.deps.working_dir,
                 context=context,
                 callback_denies_only=decision.decision == "ask",
             )
@@ -230,8 +234,8 @@ class ToolGate:
         decision: PermissionDecision,
         verdict: Verdict,
     ) -> AsyncIterator[Any]:
-        agent = self.agent
-        if tool.name in agent._always_approved:
+        deps = self.deps
+        if tool.name in self.conversation.always_approved:
             verdict.allowed, verdict.arguments = True, arguments
             yield self._permission_event(
                 emit,
@@ -241,7 +245,7 @@ class ToolGate:
                 ),
             )
             return
-        handler = agent._approval_handler
+        handler = deps.approval_handler
         if handler is None:
             verdict.reason = f"{decision.reason} No one can approve this call, so it is denied."
             yield self._permission_event(
@@ -256,8 +260,8 @@ class ToolGate:
             arguments=arguments,
             input_schema=tool.parameters,
             reason=decision.reason,
-            agent_id=agent.agent_id,
-            session_id=agent.session_id,
+            agent_id=deps.agent_id,
+            session_id=deps.session_id,
             run_id=ids.run_id,
         )
         yield self._approval_event(emit, approval, "requested")
@@ -291,7 +295,7 @@ class ToolGate:
                 return
             arguments = rechecked.arguments or arguments
         if answer.always:
-            agent._always_approved.add(tool.name)
+            self.conversation.always_approved.add(tool.name)
         verdict.allowed, verdict.arguments = True, arguments
         yield self._approval_event(emit, approval, "approved")
 
@@ -299,25 +303,25 @@ class ToolGate:
         self, tool: Tool, updated: dict[str, Any], ids: CallIds, request: ContentToolRequest
     ) -> PermissionDecision:
         """Edited input passes steps 1-4, 6 (deny only) and 8 (deny only) again."""
-        agent = self.agent
+        deps = self.deps
         try:
             tool.parse_arguments(updated)
         except ToolArgumentsError as exc:
             return PermissionDecision("deny", str(exc), "arguments", hard=True)
         context = self._permission_context(tool, ids, request)
         decision = await evaluate(
-            agent.permissions,
+            deps.permissions,
             tool,
             updated,
-            agent.working_dir,
+            deps.working_dir,
             context=context,
             callback_denies_only=True,
         )
         if decision.decision == "deny":
             return decision
         arguments = decision.arguments or updated
-        if agent._hooks.matchers("PreToolUse", tool.name):
-            run = await agent._hooks.run(
+        if deps.hooks.matchers("PreToolUse", tool.name):
+            run = await deps.hooks.run(
                 "PreToolUse",
                 tool_name=tool.name,
                 tool_input=arguments,
@@ -350,11 +354,11 @@ class ToolGate:
         failed: bool,
     ) -> tuple[ContentToolResult, HookRun | None, str | None]:
         """PostToolUse (or PostToolUseFailure) hooks: maybe a new output, maybe a stop."""
-        agent = self.agent
+        deps = self.deps
         event = "PostToolUseFailure" if failed else "PostToolUse"
-        if not agent._hooks.matchers(event, tool.name):
+        if not deps.hooks.matchers(event, tool.name):
             return result, None, None
-        run = await agent._hooks.run(
+        run = await deps.hooks.run(
             event,
             tool_name=tool.name,
             tool_input=arguments,
@@ -387,11 +391,11 @@ class ToolGate:
         self, event: str, run_id: str, run_context: dict[str, Any], **extra: Any
     ) -> HookContext:
         """The context hooks receive at ``event`` in run ``run_id`` (extras: call_id, ...)."""
-        agent = self.agent
+        deps = self.deps
         return HookContext(
             event=event,
-            agent_id=agent.agent_id,
-            session_id=agent.session_id,
+            agent_id=deps.agent_id,
+            session_id=deps.session_id,
             run_id=run_id,
             run_context=run_context,
             **extra,

@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from . import _sync
 from ._engine import Engine, RunOptions, ToolMode, Validator
 from ._run_context import merge_run_context, validate_run_context
+from ._run_deps import RunDeps, RunReport
 from .approvals import ApprovalHandler
+from .conversation import Conversation
 from .errors import (
     AgentBusyError,
     AgentRunError,
@@ -62,7 +64,7 @@ from .permissions import (
     permissions_standard,
 )
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
-from .tools import NativeWebSearch, Tool, ToolContext, ToolState
+from .tools import NativeWebSearch, Tool, ToolState
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
@@ -163,8 +165,7 @@ class Agent:
         self._run_context = validate_run_context(run_context or {})
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigurationError("system_prompt must be a string or None")
-        self._system_prompt = system_prompt
-        self._turns: list[Turn] = []
+        self._conversation = Conversation(system_prompt)
         self._tools: dict[str, Tool] = {}
         self._native_tools: dict[str, NativeWebSearch] = {}
         self._tool_schema_cache: list[dict[str, Any]] | None = None
@@ -186,12 +187,10 @@ class Agent:
                 "approval_handler must be an async function (request) -> decision"
             )
         self._approval_handler = approval_handler
-        self._always_approved: set[str] = set()
         self._skills: dict[str, Skill] = {}
         self._usage = AgentUsage()
-        self._running = False
         self._tool_state = ToolState()
-        self._engine = Engine(self)
+        self._engine = Engine()
         self.register_tools(tools)
 
     # ------------------------------------------------------------ identity
@@ -277,13 +276,14 @@ class Agent:
     @property
     def running(self) -> bool:
         """True while a run is in progress."""
-        return self._running
+        return self._engine.running
 
     def __repr__(self) -> str:
         usage = self._usage
         return (
             f"<Agent {self._agent_name or self._agent_id} model={self._model.model} "
-            f"turns={len(self._turns)} tools={len(self._tools)} requests={usage.requests}>"
+            f"turns={len(self._conversation.turns)} tools={len(self._tools)} "
+            f"requests={usage.requests}>"
         )
 
     # ------------------------------------------------------------ runs
@@ -340,7 +340,7 @@ class Agent:
             max_corrections=max_corrections,
             tool_mode=tool_mode,
         )
-        return self._engine.run(options)
+        return self._engine.run(self._run_deps(), self._conversation, options)
 
     async def run_async(
         self,
@@ -695,19 +695,36 @@ class Agent:
             tool_mode=tool_mode,
         )
 
-    def _begin_run(self) -> None:
-        if self._running:
-            raise AgentBusyError(
-                "This agent is already running a task; wait for it to finish or interrupt() it."
-            )
-        self._running = True
+    def _run_deps(self) -> RunDeps:
+        """What the next run may use: a snapshot of this agent's configuration."""
+        return RunDeps(
+            agent_id=self._agent_id,
+            agent_name=self._agent_name,
+            session_id=self._session_id,
+            model=self._model,
+            fallbacks=tuple(self._fallbacks),
+            working_dir=self._working_dir,
+            permissions=self._permissions,
+            hooks=self._hooks,
+            tools=dict(self._tools),
+            tool_schemas=tuple(self._tool_schemas()),
+            request_extras=self._request_extras(),
+            approval_handler=self._approval_handler,
+            on_tool_request=tuple(self._on_tool_request),
+            on_tool_result=tuple(self._on_tool_result),
+            tool_state=self._tool_state,
+            report=self._record_run,
+        )
 
-    def _end_run(self, usage: AgentUsage) -> None:
-        self._running = False
-        self._usage = self._usage + usage
+    def _record_run(self, report: RunReport) -> None:
+        """Count a finished run's usage; a fallback the run moved to stays the model."""
+        self._usage = self._usage + report.usage
+        if report.fallbacks_used:
+            self._model = report.model
+            del self._fallbacks[: report.fallbacks_used]
 
     def _ensure_idle(self, action: str) -> None:
-        if self._running:
+        if self._engine.running:
             raise AgentBusyError(f"Cannot {action} while the agent is running a task.")
 
     # ------------------------------------------------------------ conversation
@@ -722,9 +739,10 @@ class Agent:
             >>> [t.role for t in agent.get_turns()]
             ['user', 'assistant']
         """
-        turns = list(self._turns)
-        if include_system_prompt and self._system_prompt:
-            turns.insert(0, Turn(role="system", contents=[ContentText(text=self._system_prompt)]))
+        turns = list(self._conversation.turns)
+        system = self._conversation.system_turn() if include_system_prompt else None
+        if system is not None:
+            turns.insert(0, system)
         return turns
 
     def turns(self) -> list[Turn]:
@@ -733,7 +751,9 @@ class Agent:
 
     def get_context_turns(self, include_system_prompt: bool = False) -> list[Turn]:
         """The turns the model sees now (the whole conversation until compaction exists)."""
-        return self.get_turns(include_system_prompt)
+        turns = self._conversation.context_turns()
+        system = self._conversation.system_turn() if include_system_prompt else None
+        return [system, *turns] if system is not None else turns
 
     def set_turns(self, turns: Iterable[Turn]) -> Agent:
         """Replace the conversation (not during a run).
@@ -748,7 +768,7 @@ class Agent:
         for turn in new_turns:
             if not isinstance(turn, Turn):
                 raise ConfigurationError(f"set_turns takes Turn objects, not {type(turn).__name__}")
-        self._turns = new_turns
+        self._conversation.turns = new_turns
         return self
 
     def add_turn(self, user: Turn | UserContent, assistant: Turn | str) -> Agent:
@@ -769,26 +789,24 @@ class Agent:
         )
         if user_t.role != "user" or assistant_t.role != "assistant":
             raise ConfigurationError("add_turn takes a user turn, then an assistant turn")
-        self._turns.extend([user_t, assistant_t])
+        self._conversation.turns.extend([user_t, assistant_t])
         return self
 
     def last_turn(self, role: Literal["assistant", "user", "system"] = "assistant") -> Turn | None:
         """The last turn with ``role``, or None (``"system"``: the system prompt as a turn)."""
         if role == "system":
-            if not self._system_prompt:
-                return None
-            return Turn(role="system", contents=[ContentText(text=self._system_prompt)])
-        return next((t for t in reversed(self._turns) if t.role == role), None)
+            return self._conversation.system_turn()
+        return next((t for t in reversed(self._conversation.turns) if t.role == role), None)
 
     def get_system_prompt(self) -> str | None:
         """The system prompt, or None."""
-        return self._system_prompt
+        return self._conversation.system_prompt
 
     def set_system_prompt(self, value: str | None) -> Agent:
         """Replace the system prompt (None removes it)."""
         if value is not None and not isinstance(value, str):
             raise ConfigurationError("system_prompt must be a string or None")
-        self._system_prompt = value
+        self._conversation.system_prompt = value
         return self
 
     def usage(self) -> AgentUsage:
@@ -839,16 +857,9 @@ class Agent:
                 "set_tools() first."
             )
         if new_model.provider != self._model.provider:
-            self._turns = drop_thinking(self._turns)
+            self._conversation.turns = drop_thinking(self._conversation.turns)
         self._model = new_model
         return self
-
-    def _next_fallback(self) -> ChatModel | None:
-        """Move to the next fallback model for good; None when there is none left."""
-        if not self._fallbacks:
-            return None
-        self._model = self._fallbacks.pop(0)
-        return self._model
 
     # ------------------------------------------------------------ tools
 
@@ -947,27 +958,6 @@ class Agent:
             natives[item.name] = item
         return batch, natives
 
-    def _tool_context(
-        self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
-    ) -> ToolContext:
-        """What a tool call may know: directories from the permissions, and who calls."""
-        permissions = self._permissions
-        writes = permissions.mode in ("standard", "full")
-        return ToolContext(
-            working_dir=self._working_dir,
-            read_roots=permissions.sandbox_roots(self._working_dir)
-            if permissions.file_read
-            else (),
-            write_roots=permissions.write_roots(self._working_dir) if writes else (),
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-            run_id=run_id,
-            call_id=request.id,
-            tool_name=request.name,
-            run_context=run_context,
-            state=self._tool_state,
-        )
-
     def _tool_schemas(self) -> list[dict[str, Any]]:
         if self._tool_schema_cache is None:
             self._tool_schema_cache = [t.openai_schema() for t in self._tools.values()]
@@ -1016,7 +1006,7 @@ class Agent:
         self.register_tools(loaded.tools, replace=allow_conflicts)
         section = skill_prompt_section(loaded)
         if section:
-            self._system_prompt = (self._system_prompt or "") + section
+            self._conversation.system_prompt = (self._conversation.system_prompt or "") + section
         self._skills[loaded.name] = loaded
         return self
 

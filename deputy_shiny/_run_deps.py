@@ -1,0 +1,94 @@
+"""RunDeps: everything one run may use, handed from the Agent to the engine.
+
+The engine and the tool gate read a run's model, tools, permissions, hooks, callbacks
+and identity from a frozen :class:`RunDeps` (and write turns to a
+:class:`~deputy_shiny.conversation.Conversation`); they never reach into the
+:class:`~deputy_shiny.agent.Agent`. A subagent or a test runs the same engine over
+another RunDeps. What a run changes beyond the conversation (usage, the fallback
+model it ended on) goes back through :attr:`RunDeps.report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .events import AgentUsage
+from .hooks import HookRegistry
+from .messages import ContentToolRequest, ContentToolResult
+from .models import ChatModel
+from .permissions import Permissions
+from .tools import Tool, ToolContext, ToolState
+
+__all__ = ["RunDeps", "RunReport"]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What a finished run tells its owner: its usage and the model it ended on."""
+
+    usage: AgentUsage
+    model: ChatModel
+    fallbacks_used: int
+
+
+def _ignore_report(report: RunReport) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RunDeps:
+    """What one run may use (frozen: a run never changes its own configuration).
+
+    Attributes:
+        agent_id / agent_name / session_id: Who runs (on every event and result).
+        model: The model requests go to first; ``fallbacks`` are tried in order when a
+            request fails transiently before the run made progress.
+        tools: The registered tools by name, and ``tool_schemas`` as the model sees them.
+        request_extras: Request parameters of provider-native tools.
+        permissions / working_dir: The policy every call passes, and where relative
+            paths resolve.
+        hooks: The hook registry.
+        approval_handler: Who answers an ASK (None: nobody, so ASK denies).
+        on_tool_request / on_tool_result: Observers of each call.
+        tool_state: The agent's per-agent tool state (``run_python`` interpreters).
+        report: Called once when the run ends.
+    """
+
+    agent_id: str
+    session_id: str
+    model: ChatModel
+    working_dir: Path
+    permissions: Permissions
+    hooks: HookRegistry
+    agent_name: str | None = None
+    fallbacks: tuple[ChatModel, ...] = ()
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    tool_schemas: tuple[dict[str, Any], ...] = ()
+    request_extras: Mapping[str, Any] = field(default_factory=dict)
+    approval_handler: Callable[..., Any] | None = None
+    on_tool_request: tuple[Callable[[ContentToolRequest], object], ...] = ()
+    on_tool_result: tuple[Callable[[ContentToolResult], object], ...] = ()
+    tool_state: ToolState = field(default_factory=ToolState)
+    report: Callable[[RunReport], None] = _ignore_report
+
+    def tool_context(
+        self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
+    ) -> ToolContext:
+        """What a tool call may know: directories from the permissions, and who calls."""
+        permissions = self.permissions
+        writes = permissions.mode in ("standard", "full")
+        return ToolContext(
+            working_dir=self.working_dir,
+            read_roots=permissions.sandbox_roots(self.working_dir) if permissions.file_read else (),
+            write_roots=permissions.write_roots(self.working_dir) if writes else (),
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            run_id=run_id,
+            call_id=request.id,
+            tool_name=request.name,
+            run_context=run_context,
+            state=self.tool_state,
+        )
