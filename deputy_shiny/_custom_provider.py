@@ -1,4 +1,4 @@
-"""The bridge from scripted models to litellm's ``CustomLLM`` providers, and error/cost helpers.
+"""The bridge from scripted models to litellm's ``CustomLLM`` providers.
 
 Each test model (:mod:`deputy_shiny.testing`) and the demo model registers a litellm
 custom provider whose handler asks a *reply source* for a reply and streams it as
@@ -85,34 +85,24 @@ Other litellm facts about custom providers
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import inspect
 import json
 import math
-import re
-import sys
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from http import HTTPStatus
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import _litellm
-from .errors import DeputyError
+from ._provider import COST_FIELD
 
 if TYPE_CHECKING:
     from .testing import ProviderFailure
-
-COST_FIELD: Final = "deputy_cost"
-"""Key of the scripted cost (USD) in a chunk's ``provider_specific_fields``."""
-
-TRANSIENT_STATUS_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
-"""HTTP statuses worth retrying on another model."""
 
 # Parameters never copied into ``model.requests[i]["params"]``: set by every request,
 # recorded separately, or possibly secret.
@@ -123,267 +113,6 @@ _SECRET_HINTS: Final = ("key", "secret", "password", "authorization", "credentia
 # With no delay, a long stream never suspends and would starve the event loop (and
 # could not be cancelled); yield to the loop every this many chunks.
 _YIELD_EVERY: Final = 32
-
-
-# --------------------------------------------------------------------------- cost
-
-
-def reported_cost(chunk: object) -> float | None:
-    """The cost (USD) a scripted provider reported on this chunk or response, else None.
-
-    Call it on every streamed chunk (and on a non-streaming ``ModelResponse``) and keep
-    the first non-None value. Real providers never set it: use litellm's own cost
-    calculation for them.
-
-    Example:
-        >>> from deputy_shiny._custom_provider import reported_cost
-        >>> reported_cost(object()) is None
-        True
-    """
-    choices = getattr(chunk, "choices", None)
-    if choices:
-        choice = choices[0]
-        holder = getattr(choice, "delta", None)
-        if holder is None:
-            holder = getattr(choice, "message", None)
-        cost = _cost_in(getattr(holder, "provider_specific_fields", None))
-        if cost is not None:
-            return cost
-    return _cost_in(getattr(chunk, "provider_specific_fields", None))
-
-
-def _cost_in(fields: object) -> float | None:
-    if not isinstance(fields, dict):
-        return None
-    value = fields.get(COST_FIELD)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
-    """Classify what a litellm request raised as (transient?, HTTP status or None).
-
-    Transient means worth trying another model: connection errors, timeouts and HTTP
-    408, 429, 500, 502, 503 and 504. ``MidStreamFallbackError`` is unwrapped to the
-    error it carries. ``APIConnectionError`` (litellm's status 500 there is a
-    placeholder, so the status is None) is transient unless it merely wraps a plain
-    programming error such as ``ValueError`` or ``ScriptedModelExhausted``.
-
-    Example:
-        >>> from deputy_shiny._custom_provider import classify_provider_error
-        >>> classify_provider_error(ConnectionResetError())
-        (True, None)
-        >>> classify_provider_error(ValueError("bad"))
-        (False, None)
-    """
-    exc = _unwrap(exc)
-    openai = sys.modules.get("openai")
-    if openai is not None and isinstance(exc, openai.APIConnectionError):
-        if isinstance(exc, openai.APITimeoutError):  # litellm.Timeout: 408, or 504
-            status = _status_of(exc)
-            return True, status if status is not None else 408
-        causes = list(_causes(exc))
-        if not causes or any(_is_transient_cause(cause) for cause in causes):
-            return True, None
-        return False, None
-    status = _status_of(exc)
-    if status is not None:
-        return status in TRANSIENT_STATUS_CODES, status
-    return _is_connection_like(exc), None
-
-
-# litellm's exception text carries lines meant for its own bug tracker and debugging.
-_LITELLM_NOISE = re.compile(
-    r"give feedback / get help|litellm\.info:|_turn_on_debug|if you need to debug this error|"
-    r"received model group=|available model group fallbacks=|litellm retried:|"
-    r"litellm max retries:|this looks like a bug in litellm|file it with one click",
-    re.IGNORECASE,
-)
-# "litellm.MidStreamFallbackError: litellm.RateLimitError: ", "AuthenticationError: ",
-# "OpenAIException - ": class names in front of the provider's own words, often repeated.
-_ERROR_PREFIX = re.compile(
-    r"^(?:(?:litellm\.)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Timeout)\b\s*(?::|-)\s*)+"
-)
-_ORIGINAL_EXCEPTION = re.compile(r"\s*Original exception:.*$", re.IGNORECASE)
-_STATUS_PREFIX = re.compile(r"^Error code:\s*\d+\s*-\s*", re.IGNORECASE)  # the openai client's
-_JSON_MESSAGE = re.compile(
-    r"""(["'])(?:message|detail|error_description)\1\s*:\s*(["'])((?:(?!\2).)+)\2"""
-)
-SUMMARY_LIMIT: Final = 300
-"""At most this many characters of the provider's own words in a one-line summary."""
-
-
-def provider_error_summary(exc: BaseException) -> str:
-    """The provider's own words from what a litellm request raised, as one short line.
-
-    Leaves out what litellm adds around them: tracebacks, its "Give Feedback / Get Help"
-    and "LiteLLM.Info" lines, and the (often repeated) ``litellm.XError:`` prefixes;
-    a JSON error body is reduced to its message. Not redacted: pass the result
-    through the engine's ``redact`` before showing it. Empty when nothing is left.
-
-    Example:
-        >>> from deputy_shiny._custom_provider import provider_error_summary
-        >>> provider_error_summary(RuntimeError(
-        ...     "litellm.AuthenticationError: AuthenticationError: invalid API key\\n"
-        ...     "Give Feedback / Get Help: https://github.com/BerriAI/litellm/issues/new"))
-        'invalid API key'
-    """
-    exc = _unwrap(exc)
-    message = getattr(exc, "message", None)
-    text = message if isinstance(message, str) and message.strip() else str(exc)
-    for line in _meaningful_lines(text):
-        line = _STATUS_PREFIX.sub("", _ORIGINAL_EXCEPTION.sub("", line).strip())
-        if line.startswith(("{", "[")) or _JSON_MESSAGE.search(line):
-            line = _json_error_message(line) or line
-        line = " ".join(line.split())
-        if line:
-            if len(line) > SUMMARY_LIMIT:
-                line = line[: SUMMARY_LIMIT - 1].rstrip() + "…"
-            return line
-    return ""
-
-
-def _meaningful_lines(text: str) -> Iterator[str]:
-    """The lines of an exception text, error-class prefixes stripped, without tracebacks
-    and litellm's help lines."""
-    in_traceback = False
-    for raw in text.splitlines():
-        line = _ERROR_PREFIX.sub("", raw.strip())
-        if line.startswith("Traceback (most recent call last)"):
-            in_traceback = True
-            continue
-        if in_traceback:
-            if raw[:1].isspace() or not line:
-                continue
-            in_traceback = False  # the traceback's last line: "SomeError: message"
-        if line and not _LITELLM_NOISE.search(line):
-            yield line
-
-
-def _json_error_message(text: str) -> str | None:
-    """The message of a JSON error body (``{"error": {"message": ...}}`` and the like)."""
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start >= 0:
-        body: object = None
-        try:
-            body = json.loads(text[start:])
-        except ValueError:
-            try:  # the openai client shows the body as a Python dict
-                body = ast.literal_eval(text[start:])
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                body = None
-        found = _message_in(body)
-        if found:
-            return found
-    match = _JSON_MESSAGE.search(text)
-    return match.group(3) if match else None
-
-
-def _message_in(body: object, depth: int = 0) -> str | None:
-    if depth > 4:
-        return None
-    if isinstance(body, list):
-        return next((m for item in body if (m := _message_in(item, depth + 1))), None)
-    if not isinstance(body, dict):
-        return None
-    for key in ("error", "detail"):
-        if key in body:
-            inner = body[key]
-            if isinstance(inner, str) and inner.strip():
-                return inner
-            found = _message_in(inner, depth + 1)
-            if found:
-                return found
-    for key in ("message", "error_description"):
-        value = body.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
-
-
-def deputy_error_cause(exc: BaseException) -> DeputyError | None:
-    """The :class:`~deputy_shiny.errors.DeputyError` behind a litellm error, if any.
-
-    litellm turns any non-litellm exception raised by a provider into
-    ``APIConnectionError`` (or ``MidStreamFallbackError``), so a
-    ``ScriptedModelExhausted`` raised by a test model reaches the consumer wrapped;
-    this finds it again so it can be re-raised as itself.
-
-    Example:
-        >>> from deputy_shiny._custom_provider import deputy_error_cause
-        >>> from deputy_shiny.errors import DeputyError
-        >>> try:
-        ...     try:
-        ...         raise DeputyError("original")
-        ...     except DeputyError:
-        ...         raise RuntimeError("wrapper")
-        ... except RuntimeError as exc:
-        ...     print(deputy_error_cause(exc))
-        original
-    """
-    for error in (exc, *_causes(exc)):
-        if isinstance(error, DeputyError):
-            return error
-    return None
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    seen = 0
-    while seen < 5:
-        inner = getattr(exc, "original_exception", None)
-        if not isinstance(inner, BaseException) or inner is exc:
-            break
-        exc = inner
-        seen += 1
-    return exc
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The chain behind ``exc`` (carried originals, ``__cause__``, ``__context__``)."""
-    seen = {id(exc)}
-    current: BaseException | None = exc
-    while current is not None:
-        inner = getattr(current, "original_exception", None)
-        if isinstance(inner, BaseException):
-            nxt: BaseException | None = inner
-        elif current.__cause__ is not None:
-            nxt = current.__cause__
-        elif not current.__suppress_context__:
-            nxt = current.__context__
-        else:
-            nxt = None
-        if nxt is None or id(nxt) in seen:
-            return
-        seen.add(id(nxt))
-        yield nxt
-        current = nxt
-
-
-def _status_of(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and not isinstance(status, bool):
-        return status
-    return None
-
-
-def _is_transient_cause(exc: BaseException) -> bool:
-    return _is_connection_like(exc) or _status_of(exc) in TRANSIENT_STATUS_CODES
-
-
-def _is_connection_like(exc: BaseException) -> bool:
-    if isinstance(exc, OSError):  # ConnectionError, TimeoutError (asyncio's too), socket errors
-        return True
-    httpx = sys.modules.get("httpx")
-    if httpx is not None and isinstance(exc, httpx.TransportError):
-        return True
-    openai = sys.modules.get("openai")
-    if openai is not None and isinstance(exc, openai.APIConnectionError):
-        return True
-    return type(exc).__module__.split(".")[0] == "aiohttp"
 
 
 def provider_exception(
@@ -848,17 +577,3 @@ def _stream(plan: _Plan) -> Iterator[dict[str, Any]]:
     if error is not None:
         raise error
     yield _final_chunk(plan)
-
-
-def status_phrase(status_code: int) -> str:
-    """The standard reason phrase of an HTTP status (``"Too Many Requests"``), or ``"Error"``.
-
-    Example:
-        >>> from deputy_shiny._custom_provider import status_phrase
-        >>> status_phrase(429)
-        'Too Many Requests'
-    """
-    try:
-        return HTTPStatus(status_code).phrase
-    except ValueError:
-        return "Error"

@@ -26,7 +26,6 @@ import json
 import logging
 import re
 import time
-import traceback
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,21 +35,24 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from . import _litellm
 from ._interrupt import Interrupted, Interrupter
+from ._provider import (
+    ProviderFailed,
+    Response,
+    estimate_prompt_tokens,
+    known_cost,
+    stream_response,
+)
 from ._run_deps import RunDeps, RunReport
 from ._tool_gate import CallIds, ToolGate, Verdict
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
     DeputyError,
-    MissingCredentialsError,
-    ProviderError,
     StructuredOutputError,
     ToolArgumentsError,
     ToolInvocationError,
     ToolRejectedError,
-    UnknownModelError,
     UsageLimitExceeded,
 )
 from .events import (
@@ -79,14 +81,12 @@ from .limits import UsageLimits
 from .messages import (
     Content,
     ContentText,
-    ContentThinking,
     ContentToolRequest,
     ContentToolResult,
     Turn,
     TurnUsage,
-    tool_request_from_json,
 )
-from .models import ChatModel, missing_credentials
+from .models import ChatModel
 from .tools import Tool, format_tool_output, tool_context
 
 logger = logging.getLogger("deputy_shiny")
@@ -116,37 +116,6 @@ class RunOptions:
 
 
 @dataclass
-class _Response:
-    """One model response being assembled from stream chunks."""
-
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost: float | None = None
-
-    def reset(self) -> None:
-        """Forget a failed attempt (before a fallback model tries again)."""
-        self.text.clear()
-        self.thinking.clear()
-        self.calls.clear()
-        self.input_tokens = self.output_tokens = self.cost = None
-
-    def turn(self, usage: TurnUsage | None) -> Turn:
-        contents: list[Content] = []
-        if self.thinking:
-            contents.append(ContentThinking(thinking="".join(self.thinking)))
-        if self.text:
-            contents.append(ContentText(text="".join(self.text)))
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
-            contents.append(tool_request_from_json(call_id, call["name"], "".join(call["args"])))
-        return Turn(role="assistant", contents=contents, usage=usage)
-
-
-@dataclass
 class _Outcome:
     """A finished tool call: its result and what the after-call hooks did."""
 
@@ -158,12 +127,6 @@ class _Outcome:
 
 
 _Ready = tuple[ContentToolRequest, Tool, dict[str, Any], "Verdict"]
-
-
-class _ProviderFailed(Exception):
-    def __init__(self, error: ProviderError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 @dataclass
@@ -190,7 +153,7 @@ class _RunState:
     error: BaseException | None = None
     response_text: str = ""
     structured_output: Any = None
-    partial: _Response | None = None
+    partial: Response | None = None
     pending_calls: list[ContentToolRequest] = field(default_factory=list)
     results: dict[str, ContentToolResult] = field(default_factory=dict)
     loop_counts: Counter[str] = field(default_factory=Counter)
@@ -305,7 +268,7 @@ class Engine:
                     yield event
             except Interrupted as stop:
                 st.stop(stop.reason, "The run was interrupted.")
-            except _ProviderFailed as failed:
+            except ProviderFailed as failed:
                 st.error = failed.error
                 st.stop("provider_error", str(failed.error))
             except Exception as exc:  # an engine-level failure must still end the run cleanly
@@ -360,7 +323,7 @@ class Engine:
         while True:
             if self._limit_before_request(st):
                 return
-            response = _Response()
+            response = Response()
             async for event in self._request(st, response, tools=list(st.deps.tool_schemas)):
                 yield event
             turn = self._finish_response(st, response)
@@ -428,7 +391,7 @@ class Engine:
     async def _request(
         self,
         st: _RunState,
-        response: _Response,
+        response: Response,
         *,
         tools: list[dict[str, Any]],
         extra: dict[str, Any] | None = None,
@@ -445,7 +408,7 @@ class Engine:
                 async for event in self._stream(st, model, messages, tools, response, extra):
                     yield event
                 return
-            except _ProviderFailed as failed:
+            except ProviderFailed as failed:
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
                 can_fall_back = error.transient and not st.progressed
@@ -469,85 +432,35 @@ class Engine:
         model: ChatModel,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
-        response: _Response,
+        response: Response,
         extra: dict[str, Any] | None,
     ) -> AsyncIterator[AgentEvent]:
-        litellm = await _load_litellm()
-        from ._custom_provider import reported_cost
-
-        _check_credentials(model)
-        kwargs = model.request_kwargs()
-        kwargs.update(st.deps.request_extras)
-        kwargs.update(extra or {})
-        if tools:
-            kwargs["tools"] = tools
-        guard = self.interrupter.guard
+        params = {**st.deps.request_extras, **(extra or {})}
         include_partial = st.options.include_partial_messages
         st.partial = response
-        stream: Any = None
         try:
-            try:
-                stream = await guard(
-                    litellm.acompletion(
-                        messages=messages,
-                        stream=True,
-                        stream_options={"include_usage": True},
-                        **kwargs,
-                    )
-                )
-                iterator = stream.__aiter__()
-                while True:
-                    try:
-                        chunk = await guard(iterator.__anext__())
-                    except StopAsyncIteration:
-                        break
-                    st.progressed = True
-                    usage = getattr(chunk, "usage", None)
-                    if usage is not None:
-                        response.input_tokens = usage.prompt_tokens
-                        response.output_tokens = usage.completion_tokens
-                    choices = chunk.choices
-                    text = choices[0].delta.content if choices else None
-                    if text:
-                        response.text.append(text)
-                        event = self._text_event(st, text)
-                        if include_partial:
-                            yield event
-                    else:
-                        # Probing a pydantic chunk for an absent attribute is slow, so
-                        # only chunks without text are probed: a reported cost rides on
-                        # an empty chunk, and reasoning chunks carry no content.
-                        if response.cost is None:
-                            response.cost = reported_cost(chunk)
-                        if choices:
-                            reasoning = getattr(choices[0].delta, "reasoning_content", None)
-                            if reasoning:
-                                response.thinking.append(reasoning)
-                    if not choices:
-                        continue
-                    delta = choices[0].delta
-                    if delta.tool_calls:
-                        _add_tool_call_deltas(response, delta.tool_calls)
-            except (Interrupted, asyncio.CancelledError, GeneratorExit):
-                raise
-            except Exception as exc:
-                raise _ProviderFailed(_provider_error(exc, model)) from exc
+            async for text in stream_response(
+                model, messages, tools, params, response, self.interrupter.guard
+            ):
+                event = self._text_event(st, text)
+                if include_partial:
+                    yield event
         finally:
-            if stream is not None:
-                await _close_stream(stream)
+            if response.chunks:
+                st.progressed = True
 
-    def _finish_response(self, st: _RunState, response: _Response) -> Turn:
+    def _finish_response(self, st: _RunState, response: Response) -> Turn:
         st.partial = None
         input_tokens = response.input_tokens
         output_tokens = response.output_tokens
         if input_tokens is None or output_tokens is None:
             # The provider reported no usage: estimate (about four characters a token)
             # so that token limits still hold.
-            input_tokens = _estimate_tokens(st.conversation.messages())
+            input_tokens = estimate_prompt_tokens(st.conversation.messages())
             output_tokens = max(1, len("".join(response.text)) // 4)
         cost = response.cost
         if cost is None:
-            cost = _known_cost(st.model, input_tokens, output_tokens)
+            cost = known_cost(st.model, input_tokens, output_tokens)
         st.requests += 1
         st.input_tokens += input_tokens
         st.output_tokens += output_tokens
@@ -810,7 +723,7 @@ class Engine:
             self._add_turn(st, Turn(role="user", contents=[ContentText(text=prompt)]))
             if self._limit_before_request(st):
                 return
-            response = _Response()
+            response = Response()
             async for event in self._request(st, response, tools=[], extra=_json_format(schema)):
                 yield event
             turn = self._finish_response(st, response)
@@ -901,63 +814,8 @@ def _check_structured(
     )
 
 
-async def _load_litellm() -> Any:
-    if _litellm.is_loaded():
-        return _litellm.get_litellm()
-    # The first import takes seconds: never on the event loop.
-    return await asyncio.to_thread(_litellm.get_litellm)
-
-
-def _add_tool_call_deltas(response: _Response, deltas: Sequence[Any]) -> None:
-    for delta in deltas:
-        index = getattr(delta, "index", None) or 0
-        call = response.calls.get(index)
-        if call is None:
-            call = response.calls[index] = {"id": None, "name": "", "args": []}
-        if delta.id:
-            call["id"] = delta.id
-        function = delta.function
-        if function is not None:
-            if function.name:
-                call["name"] += function.name
-            if function.arguments:
-                call["args"].append(function.arguments)
-
-
-async def _close_stream(stream: Any) -> None:
-    for name in ("aclose", "close"):
-        close = getattr(stream, name, None)
-        if close is None:
-            continue
-        try:
-            outcome = close()
-            if asyncio.iscoroutine(outcome):
-                await outcome
-        except Exception:
-            logger.debug("closing a model stream failed", exc_info=True)
-        return
-
-
 def _error_result(request: ContentToolRequest, message: str) -> ContentToolResult:
     return ContentToolResult(call_id=request.id, name=request.name, output=message, is_error=True)
-
-
-def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    return max(1, len(json.dumps(messages, default=str)) // 4)
-
-
-def _known_cost(model: ChatModel, input_tokens: int, output_tokens: int) -> float | None:
-    """The cost from litellm's price table, or None for models it has no price for."""
-    if not _litellm.is_registered(model.provider):
-        litellm = _litellm.get_litellm()
-        try:
-            prompt_cost, completion_cost = litellm.cost_per_token(
-                model=model.model, prompt_tokens=input_tokens, completion_tokens=output_tokens
-            )
-        except Exception:
-            return None
-        return float(prompt_cost + completion_cost)
-    return None
 
 
 def _json_format(schema: dict[str, Any]) -> dict[str, Any]:
@@ -975,132 +833,3 @@ _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
 def _strip_fences(text: str) -> str:
     match = _FENCE.match(text)
     return match.group(1) if match else text.strip()
-
-
-_SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
-    r"|(Bearer\s+)\S+"
-    r"|((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"
-    r"|([?&](?:key|api_key|token|access_token)=)[^&\s\"']+"  # keys in URLs (Gemini)
-    r"|(AIza)[0-9A-Za-z_\-]{8,}",  # Google API keys
-    re.I,
-)
-
-
-def redact(text: str) -> str:
-    """Mask things that look like API keys in provider error messages.
-
-    Example:
-        >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
-        'invalid key sk-test…, see https://x.example/?key=…'
-    """
-    return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
-
-
-_CHECKED_CREDENTIALS: set[str] = set()
-
-
-def _check_credentials(model: ChatModel) -> None:
-    """Fail before any network traffic when the provider's API key is not set.
-
-    Some providers' clients (Mistral, Groq) would otherwise try to connect first.
-    """
-    if model.model in _CHECKED_CREDENTIALS:
-        return
-    missing = missing_credentials(model)
-    if missing:
-        raise _ProviderFailed(
-            MissingCredentialsError(
-                f"{model.model}: no API key. Set {' or '.join(missing)} in the environment, "
-                "or pass ChatModel(model=..., api_key=...).",
-                transient=False,
-            )
-        )
-    _CHECKED_CREDENTIALS.add(model.model)
-
-
-_MISSING_KEY_TEXT = re.compile(r"missing (credentials|\w+ api key)|api_key client option", re.I)
-
-
-def _provider_error(exc: Exception, model: ChatModel) -> ProviderError:
-    """Map whatever litellm raised to a typed ProviderError whose message is one clean line.
-
-    The message is what users see (events, the chat): "<provider> returned <status>:
-    <the provider's own words>", secrets redacted, without litellm's tracebacks and
-    help text. The whole error, redacted too, goes to the log.
-    """
-    error = _classify_provider_error(exc, model)
-    logger.warning(
-        "model request to %s failed (status %s, %s): %s\n%s",
-        model.model,
-        error.status_code,
-        "transient" if error.transient else "not transient",
-        error,
-        redact(_error_detail(exc)).rstrip(),
-    )
-    return error
-
-
-def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
-    from ._custom_provider import (
-        classify_provider_error,
-        deputy_error_cause,
-        provider_error_summary,
-        status_phrase,
-    )
-
-    litellm = _litellm.get_litellm()
-    ours = deputy_error_cause(exc)
-    if ours is not None:
-        # ScriptedModelExhausted and friends, raised by our own providers and wrapped by litellm.
-        return ProviderError(redact(_one_line(str(ours))), transient=False)
-    transient, status = classify_provider_error(exc)
-    text = str(exc)
-    if "LLM Provider NOT provided" in text:
-        return UnknownModelError(
-            f"{model.model!r} is not a model litellm knows: check the provider prefix and "
-            "the model name.",
-            transient=False,
-            status_code=status,
-        )
-    provider = _provider_name(exc, model)
-    reason = redact(provider_error_summary(exc)) or (
-        status_phrase(status) if status is not None else type(exc).__name__
-    )
-    head = f"{provider} returned {status}" if status is not None else provider
-    message = f"{head}: {reason}"
-    if isinstance(exc, litellm.AuthenticationError) or _MISSING_KEY_TEXT.search(text):
-        if "key" not in reason.lower():
-            message += " (check the API key)"
-        return MissingCredentialsError(message, transient=False, status_code=status)
-    if isinstance(exc, litellm.NotFoundError):
-        return UnknownModelError(
-            f"{message} (check the model name {model.model!r})",
-            transient=False,
-            status_code=status,
-        )
-    return ProviderError(message, transient=transient, status_code=status)
-
-
-def _provider_name(exc: BaseException, model: ChatModel) -> str:
-    """The provider a request went to: the model string's prefix, else litellm's guess."""
-    if "/" in model.model:
-        return model.model.split("/", 1)[0]
-    named = getattr(exc, "llm_provider", None)
-    return named if isinstance(named, str) and named else model.model
-
-
-def _one_line(text: str) -> str:
-    """The first non-blank line of ``text``, whitespace collapsed."""
-    for line in text.splitlines():
-        if line.strip():
-            return " ".join(line.split())
-    return ""
-
-
-def _error_detail(exc: BaseException) -> str:
-    """The whole error for the log: type, message and the traceback of every link in its chain."""
-    try:
-        return "".join(traceback.format_exception(exc))
-    except Exception:  # a broken __str__ must not hide the failure itself
-        return f"{type(exc).__name__}: {exc!r}"

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from . import _custom_provider, _litellm
+from ._provider import status_phrase
 from .errors import ConfigurationError, DeputyError
 from .models import ChatModel
 
@@ -57,7 +58,7 @@ class ScriptedModelExhausted(DeputyError):
 
     It reaches a caller of ``litellm.acompletion`` wrapped in
     ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
-    ``deputy_shiny._custom_provider.deputy_error_cause`` finds it again.
+    ``deputy_shiny._provider.deputy_error_cause`` finds it again.
 
     Example:
         >>> from deputy_shiny.errors import DeputyError
@@ -92,7 +93,7 @@ class ProviderFailure(Exception):
                 f"status_code must be an HTTP error status (400-599), not {status_code}"
             )
         if message is None:
-            phrase = _custom_provider.status_phrase(status_code)
+            phrase = status_phrase(status_code)
             message = f"{phrase} (simulated by deputy_shiny.testing)"
         super().__init__(message)
         self.status_code = status_code
@@ -151,7 +152,7 @@ class ScriptedReply(BaseModel):
         usage: ``{"prompt_tokens": n, "completion_tokens": m}``; None estimates about
             4 characters a token over the prompt messages' text and over the reply
             text plus tool-call arguments (at least 1 each).
-        cost: USD for this request (see ``_custom_provider.reported_cost``); None
+        cost: USD for this request (see ``_provider.reported_cost``); None
             means unknown.
         chunk_size: Characters per streamed chunk.
         delay: Seconds between consecutive chunks (``asyncio.sleep`` when async).

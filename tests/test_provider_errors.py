@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent, AgentEvent, MissingCredentialsError, ProviderError
-from deputy_shiny._custom_provider import provider_error_summary
-from deputy_shiny._engine import redact
+from deputy_shiny._provider import provider_error_summary, redact
 from deputy_shiny.events import RequestErrorEvent, StopEvent
 from deputy_shiny.shiny import render_events
 from deputy_shiny.shiny._render import stop_note
@@ -59,7 +58,7 @@ def assert_one_clean_line(text: str) -> None:
 
 
 def assert_logged_in_full(caplog: pytest.LogCaptureFixture, *details: str) -> None:
-    records = [r for r in caplog.records if r.name == "deputy_shiny" and "failed" in r.message]
+    records = [r for r in caplog.records if r.name.startswith("deputy_shiny") and "failed" in r.message]
     assert records, "the failure was not logged"
     logged = "\n".join(r.getMessage() for r in records)
     for detail in details:

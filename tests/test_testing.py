@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from deputy_shiny import _custom_provider, _litellm
-from deputy_shiny._custom_provider import (
+from deputy_shiny._provider import (
     COST_FIELD,
     classify_provider_error,
     deputy_error_cause,

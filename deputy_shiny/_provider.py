@@ -1,0 +1,639 @@
+"""The provider side of a request: streaming through litellm, assembly, errors, cost.
+
+The engine hands :func:`stream_response` a model, the messages and the tools; it gets
+the response's text chunk by chunk while the :class:`Response` fills with thinking,
+tool calls, usage and a reported cost. Text and tool calls are assembled incrementally
+(``stream_chunk_builder`` would cost as much as litellm itself per chunk).
+
+Whatever litellm raises becomes one typed :class:`~deputy_shiny.errors.ProviderError`
+(:func:`provider_error`) whose message is one readable line, secrets redacted; the
+whole error, redacted too, goes to the log. A missing API key is found before any
+network traffic (:func:`check_credentials`). The scripted-model bridge
+(:mod:`deputy_shiny._custom_provider`) builds on this module, never the reverse.
+
+Example:
+    >>> from deputy_shiny._provider import classify_provider_error, redact
+    >>> classify_provider_error(ConnectionResetError())
+    (True, None)
+    >>> redact("bad key sk-test-SECRET123")
+    'bad key sk-test…'
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import logging
+import re
+import sys
+import traceback
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final, TypeVar
+
+from . import _litellm
+from ._interrupt import Interrupted
+from .errors import DeputyError, MissingCredentialsError, ProviderError, UnknownModelError
+from .messages import Content, ContentText, ContentThinking, Turn, TurnUsage, tool_request_from_json
+from .models import ChatModel, missing_credentials
+
+__all__ = [
+    "COST_FIELD",
+    "TRANSIENT_STATUS_CODES",
+    "ProviderFailed",
+    "Response",
+    "check_credentials",
+    "classify_provider_error",
+    "deputy_error_cause",
+    "estimate_prompt_tokens",
+    "known_cost",
+    "load_litellm",
+    "provider_error",
+    "provider_error_summary",
+    "redact",
+    "reported_cost",
+    "status_phrase",
+    "stream_response",
+]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+Guard = Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]]
+
+COST_FIELD: Final = "deputy_cost"
+"""Key of the scripted cost (USD) in a chunk's ``provider_specific_fields``."""
+
+TRANSIENT_STATUS_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
+"""HTTP statuses worth retrying on another model."""
+
+# --------------------------------------------------------------------------- cost
+
+
+def reported_cost(chunk: object) -> float | None:
+    """The cost (USD) a scripted provider reported on this chunk or response, else None.
+
+    Call it on every streamed chunk (and on a non-streaming ``ModelResponse``) and keep
+    the first non-None value. Real providers never set it: use litellm's own cost
+    calculation for them.
+
+    Example:
+        >>> from deputy_shiny._provider import reported_cost
+        >>> reported_cost(object()) is None
+        True
+    """
+    choices = getattr(chunk, "choices", None)
+    if choices:
+        choice = choices[0]
+        holder = getattr(choice, "delta", None)
+        if holder is None:
+            holder = getattr(choice, "message", None)
+        cost = _cost_in(getattr(holder, "provider_specific_fields", None))
+        if cost is not None:
+            return cost
+    return _cost_in(getattr(chunk, "provider_specific_fields", None))
+
+
+def _cost_in(fields: object) -> float | None:
+    if not isinstance(fields, dict):
+        return None
+    value = fields.get(COST_FIELD)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
+    """Classify what a litellm request raised as (transient?, HTTP status or None).
+
+    Transient means worth trying another model: connection errors, timeouts and HTTP
+    408, 429, 500, 502, 503 and 504. ``MidStreamFallbackError`` is unwrapped to the
+    error it carries. ``APIConnectionError`` (litellm's status 500 there is a
+    placeholder, so the status is None) is transient unless it merely wraps a plain
+    programming error such as ``ValueError`` or ``ScriptedModelExhausted``.
+
+    Example:
+        >>> from deputy_shiny._provider import classify_provider_error
+        >>> classify_provider_error(ConnectionResetError())
+        (True, None)
+        >>> classify_provider_error(ValueError("bad"))
+        (False, None)
+    """
+    exc = _unwrap(exc)
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, openai.APITimeoutError):  # litellm.Timeout: 408, or 504
+            status = _status_of(exc)
+            return True, status if status is not None else 408
+        causes = list(_causes(exc))
+        if not causes or any(_is_transient_cause(cause) for cause in causes):
+            return True, None
+        return False, None
+    status = _status_of(exc)
+    if status is not None:
+        return status in TRANSIENT_STATUS_CODES, status
+    return _is_connection_like(exc), None
+
+
+# litellm's exception text carries lines meant for its own bug tracker and debugging.
+_LITELLM_NOISE = re.compile(
+    r"give feedback / get help|litellm\.info:|_turn_on_debug|if you need to debug this error|"
+    r"received model group=|available model group fallbacks=|litellm retried:|"
+    r"litellm max retries:|this looks like a bug in litellm|file it with one click",
+    re.IGNORECASE,
+)
+# "litellm.MidStreamFallbackError: litellm.RateLimitError: ", "AuthenticationError: ",
+# "OpenAIException - ": class names in front of the provider's own words, often repeated.
+_ERROR_PREFIX = re.compile(
+    r"^(?:(?:litellm\.)?(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Timeout)\b\s*(?::|-)\s*)+"
+)
+_ORIGINAL_EXCEPTION = re.compile(r"\s*Original exception:.*$", re.IGNORECASE)
+_STATUS_PREFIX = re.compile(r"^Error code:\s*\d+\s*-\s*", re.IGNORECASE)  # the openai client's
+_JSON_MESSAGE = re.compile(
+    r"""(["'])(?:message|detail|error_description)\1\s*:\s*(["'])((?:(?!\2).)+)\2"""
+)
+SUMMARY_LIMIT: Final = 300
+"""At most this many characters of the provider's own words in a one-line summary."""
+
+
+def provider_error_summary(exc: BaseException) -> str:
+    """The provider's own words from what a litellm request raised, as one short line.
+
+    Leaves out what litellm adds around them: tracebacks, its "Give Feedback / Get Help"
+    and "LiteLLM.Info" lines, and the (often repeated) ``litellm.XError:`` prefixes;
+    a JSON error body is reduced to its message. Not redacted: pass the result
+    through the engine's ``redact`` before showing it. Empty when nothing is left.
+
+    Example:
+        >>> from deputy_shiny._provider import provider_error_summary
+        >>> provider_error_summary(RuntimeError(
+        ...     "litellm.AuthenticationError: AuthenticationError: invalid API key\\n"
+        ...     "Give Feedback / Get Help: https://github.com/BerriAI/litellm/issues/new"))
+        'invalid API key'
+    """
+    exc = _unwrap(exc)
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) and message.strip() else str(exc)
+    for line in _meaningful_lines(text):
+        line = _STATUS_PREFIX.sub("", _ORIGINAL_EXCEPTION.sub("", line).strip())
+        if line.startswith(("{", "[")) or _JSON_MESSAGE.search(line):
+            line = _json_error_message(line) or line
+        line = " ".join(line.split())
+        if line:
+            if len(line) > SUMMARY_LIMIT:
+                line = line[: SUMMARY_LIMIT - 1].rstrip() + "…"
+            return line
+    return ""
+
+
+def _meaningful_lines(text: str) -> Iterator[str]:
+    """The lines of an exception text, error-class prefixes stripped, without tracebacks
+    and litellm's help lines."""
+    in_traceback = False
+    for raw in text.splitlines():
+        line = _ERROR_PREFIX.sub("", raw.strip())
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback:
+            if raw[:1].isspace() or not line:
+                continue
+            in_traceback = False  # the traceback's last line: "SomeError: message"
+        if line and not _LITELLM_NOISE.search(line):
+            yield line
+
+
+def _json_error_message(text: str) -> str | None:
+    """The message of a JSON error body (``{"error": {"message": ...}}`` and the like)."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        body: object = None
+        try:
+            body = json.loads(text[start:])
+        except ValueError:
+            try:  # the openai client shows the body as a Python dict
+                body = ast.literal_eval(text[start:])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                body = None
+        found = _message_in(body)
+        if found:
+            return found
+    match = _JSON_MESSAGE.search(text)
+    return match.group(3) if match else None
+
+
+def _message_in(body: object, depth: int = 0) -> str | None:
+    if depth > 4:
+        return None
+    if isinstance(body, list):
+        return next((m for item in body if (m := _message_in(item, depth + 1))), None)
+    if not isinstance(body, dict):
+        return None
+    for key in ("error", "detail"):
+        if key in body:
+            inner = body[key]
+            if isinstance(inner, str) and inner.strip():
+                return inner
+            found = _message_in(inner, depth + 1)
+            if found:
+                return found
+    for key in ("message", "error_description"):
+        value = body.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def deputy_error_cause(exc: BaseException) -> DeputyError | None:
+    """The :class:`~deputy_shiny.errors.DeputyError` behind a litellm error, if any.
+
+    litellm turns any non-litellm exception raised by a provider into
+    ``APIConnectionError`` (or ``MidStreamFallbackError``), so a
+    ``ScriptedModelExhausted`` raised by a test model reaches the consumer wrapped;
+    this finds it again so it can be re-raised as itself.
+
+    Example:
+        >>> from deputy_shiny._provider import deputy_error_cause
+        >>> from deputy_shiny.errors import DeputyError
+        >>> try:
+        ...     try:
+        ...         raise DeputyError("original")
+        ...     except DeputyError:
+        ...         raise RuntimeError("wrapper")
+        ... except RuntimeError as exc:
+        ...     print(deputy_error_cause(exc))
+        original
+    """
+    for error in (exc, *_causes(exc)):
+        if isinstance(error, DeputyError):
+            return error
+    return None
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    seen = 0
+    while seen < 5:
+        inner = getattr(exc, "original_exception", None)
+        if not isinstance(inner, BaseException) or inner is exc:
+            break
+        exc = inner
+        seen += 1
+    return exc
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The chain behind ``exc`` (carried originals, ``__cause__``, ``__context__``)."""
+    seen = {id(exc)}
+    current: BaseException | None = exc
+    while current is not None:
+        inner = getattr(current, "original_exception", None)
+        if isinstance(inner, BaseException):
+            nxt: BaseException | None = inner
+        elif current.__cause__ is not None:
+            nxt = current.__cause__
+        elif not current.__suppress_context__:
+            nxt = current.__context__
+        else:
+            nxt = None
+        if nxt is None or id(nxt) in seen:
+            return
+        seen.add(id(nxt))
+        yield nxt
+        current = nxt
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        return status
+    return None
+
+
+def _is_transient_cause(exc: BaseException) -> bool:
+    return _is_connection_like(exc) or _status_of(exc) in TRANSIENT_STATUS_CODES
+
+
+def _is_connection_like(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):  # ConnectionError, TimeoutError (asyncio's too), socket errors
+        return True
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(exc, httpx.TransportError):
+        return True
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.APIConnectionError):
+        return True
+    return type(exc).__module__.split(".")[0] == "aiohttp"
+
+
+def status_phrase(status_code: int) -> str:
+    """The standard reason phrase of an HTTP status (``"Too Many Requests"``), or ``"Error"``.
+
+    Example:
+        >>> from deputy_shiny._provider import status_phrase
+        >>> status_phrase(429)
+        'Too Many Requests'
+    """
+    try:
+        return HTTPStatus(status_code).phrase
+    except ValueError:
+        return "Error"
+
+
+# --------------------------------------------------------------------------- responses
+
+
+@dataclass
+class Response:
+    """One model response being assembled from stream chunks."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    chunks: int = 0  # chunks received: once any arrived, fallbacks no longer apply
+
+    def reset(self) -> None:
+        """Forget a failed attempt (before a fallback model tries again)."""
+        self.text.clear()
+        self.thinking.clear()
+        self.calls.clear()
+        self.input_tokens = self.output_tokens = self.cost = None
+        self.chunks = 0
+
+    def turn(self, usage: TurnUsage | None) -> Turn:
+        contents: list[Content] = []
+        if self.thinking:
+            contents.append(ContentThinking(thinking="".join(self.thinking)))
+        if self.text:
+            contents.append(ContentText(text="".join(self.text)))
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            contents.append(tool_request_from_json(call_id, call["name"], "".join(call["args"])))
+        return Turn(role="assistant", contents=contents, usage=usage)
+
+
+class ProviderFailed(Exception):
+    """A request failed at the provider; carries the typed error for the engine."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+async def stream_response(
+    model: ChatModel,
+    messages: list[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+    params: Mapping[str, Any],
+    response: Response,
+    guard: Guard[Any],
+) -> AsyncIterator[str]:
+    """Stream one request, yielding its text chunks and filling ``response``.
+
+    ``params`` are extra request parameters (provider-native tools, a response
+    format); ``guard`` wraps every await so an interrupt lands exactly there. Raises
+    :class:`ProviderFailed` for anything the provider (or litellm) raised.
+    """
+    litellm = await load_litellm()
+    check_credentials(model)
+    kwargs = model.request_kwargs()
+    kwargs.update(params)
+    if tools:
+        kwargs["tools"] = list(tools)
+    stream: Any = None
+    try:
+        try:
+            stream = await guard(
+                litellm.acompletion(
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    **kwargs,
+                )
+            )
+            iterator = stream.__aiter__()
+            while True:
+                try:
+                    chunk = await guard(iterator.__anext__())
+                except StopAsyncIteration:
+                    break
+                response.chunks += 1
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    response.input_tokens = usage.prompt_tokens
+                    response.output_tokens = usage.completion_tokens
+                choices = chunk.choices
+                text = choices[0].delta.content if choices else None
+                if text:
+                    response.text.append(text)
+                    yield text
+                else:
+                    # Probing a pydantic chunk for an absent attribute is slow, so only
+                    # chunks without text are probed: a reported cost rides on an empty
+                    # chunk, and reasoning chunks carry no content.
+                    if response.cost is None:
+                        response.cost = reported_cost(chunk)
+                    if choices:
+                        reasoning = getattr(choices[0].delta, "reasoning_content", None)
+                        if reasoning:
+                            response.thinking.append(reasoning)
+                if not choices:
+                    continue
+                delta = choices[0].delta
+                if delta.tool_calls:
+                    _add_tool_call_deltas(response, delta.tool_calls)
+        except (Interrupted, asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception as exc:
+            raise ProviderFailed(provider_error(exc, model)) from exc
+    finally:
+        if stream is not None:
+            await _close_stream(stream)
+
+
+async def load_litellm() -> Any:
+    if _litellm.is_loaded():
+        return _litellm.get_litellm()
+    # The first import takes seconds: never on the event loop.
+    return await asyncio.to_thread(_litellm.get_litellm)
+
+
+def _add_tool_call_deltas(response: Response, deltas: Sequence[Any]) -> None:
+    for delta in deltas:
+        index = getattr(delta, "index", None) or 0
+        call = response.calls.get(index)
+        if call is None:
+            call = response.calls[index] = {"id": None, "name": "", "args": []}
+        if delta.id:
+            call["id"] = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name:
+                call["name"] += function.name
+            if function.arguments:
+                call["args"].append(function.arguments)
+
+
+async def _close_stream(stream: Any) -> None:
+    for name in ("aclose", "close"):
+        close = getattr(stream, name, None)
+        if close is None:
+            continue
+        try:
+            outcome = close()
+            if asyncio.iscoroutine(outcome):
+                await outcome
+        except Exception:
+            logger.debug("closing a model stream failed", exc_info=True)
+        return
+
+
+def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    return max(1, len(json.dumps(messages, default=str)) // 4)
+
+
+def known_cost(model: ChatModel, input_tokens: int, output_tokens: int) -> float | None:
+    """The cost from litellm's price table, or None for models it has no price for."""
+    if not _litellm.is_registered(model.provider):
+        litellm = _litellm.get_litellm()
+        try:
+            prompt_cost, completion_cost = litellm.cost_per_token(
+                model=model.model, prompt_tokens=input_tokens, completion_tokens=output_tokens
+            )
+        except Exception:
+            return None
+        return float(prompt_cost + completion_cost)
+    return None
+
+
+_SECRET = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
+    r"|(Bearer\s+)\S+"
+    r"|((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"
+    r"|([?&](?:key|api_key|token|access_token)=)[^&\s\"']+"  # keys in URLs (Gemini)
+    r"|(AIza)[0-9A-Za-z_\-]{8,}",  # Google API keys
+    re.I,
+)
+
+
+def redact(text: str) -> str:
+    """Mask things that look like API keys in provider error messages.
+
+    Example:
+        >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
+        'invalid key sk-test…, see https://x.example/?key=…'
+    """
+    return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
+
+
+_CHECKED_CREDENTIALS: set[str] = set()
+
+
+def check_credentials(model: ChatModel) -> None:
+    """Fail before any network traffic when the provider's API key is not set.
+
+    Some providers' clients (Mistral, Groq) would otherwise try to connect first.
+    """
+    if model.model in _CHECKED_CREDENTIALS:
+        return
+    missing = missing_credentials(model)
+    if missing:
+        raise ProviderFailed(
+            MissingCredentialsError(
+                f"{model.model}: no API key. Set {' or '.join(missing)} in the environment, "
+                "or pass ChatModel(model=..., api_key=...).",
+                transient=False,
+            )
+        )
+    _CHECKED_CREDENTIALS.add(model.model)
+
+
+_MISSING_KEY_TEXT = re.compile(r"missing (credentials|\w+ api key)|api_key client option", re.I)
+
+
+def provider_error(exc: Exception, model: ChatModel) -> ProviderError:
+    """Map whatever litellm raised to a typed ProviderError whose message is one clean line.
+
+    The message is what users see (events, the chat): "<provider> returned <status>:
+    <the provider's own words>", secrets redacted, without litellm's tracebacks and
+    help text. The whole error, redacted too, goes to the log.
+    """
+    error = _classify_provider_error(exc, model)
+    logger.warning(
+        "model request to %s failed (status %s, %s): %s\n%s",
+        model.model,
+        error.status_code,
+        "transient" if error.transient else "not transient",
+        error,
+        redact(_error_detail(exc)).rstrip(),
+    )
+    return error
+
+
+def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
+    litellm = _litellm.get_litellm()
+    ours = deputy_error_cause(exc)
+    if ours is not None:
+        # ScriptedModelExhausted and friends, raised by our own providers and wrapped by litellm.
+        return ProviderError(redact(_one_line(str(ours))), transient=False)
+    transient, status = classify_provider_error(exc)
+    text = str(exc)
+    if "LLM Provider NOT provided" in text:
+        return UnknownModelError(
+            f"{model.model!r} is not a model litellm knows: check the provider prefix and "
+            "the model name.",
+            transient=False,
+            status_code=status,
+        )
+    provider = _provider_name(exc, model)
+    reason = redact(provider_error_summary(exc)) or (
+        status_phrase(status) if status is not None else type(exc).__name__
+    )
+    head = f"{provider} returned {status}" if status is not None else provider
+    message = f"{head}: {reason}"
+    if isinstance(exc, litellm.AuthenticationError) or _MISSING_KEY_TEXT.search(text):
+        if "key" not in reason.lower():
+            message += " (check the API key)"
+        return MissingCredentialsError(message, transient=False, status_code=status)
+    if isinstance(exc, litellm.NotFoundError):
+        return UnknownModelError(
+            f"{message} (check the model name {model.model!r})",
+            transient=False,
+            status_code=status,
+        )
+    return ProviderError(message, transient=transient, status_code=status)
+
+
+def _provider_name(exc: BaseException, model: ChatModel) -> str:
+    """The provider a request went to: the model string's prefix, else litellm's guess."""
+    if "/" in model.model:
+        return model.model.split("/", 1)[0]
+    named = getattr(exc, "llm_provider", None)
+    return named if isinstance(named, str) and named else model.model
+
+
+def _one_line(text: str) -> str:
+    """The first non-blank line of ``text``, whitespace collapsed."""
+    for line in text.splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return ""
+
+
+def _error_detail(exc: BaseException) -> str:
+    """The whole error for the log: type, message and the traceback of every link in its chain."""
+    try:
+        return "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ must not hide the failure itself
+        return f"{type(exc).__name__}: {exc!r}"
