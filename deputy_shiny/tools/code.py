@@ -57,6 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._timeouts import timeout
 from ..errors import InvalidToolError, ToolInvocationError
 from ._context import current_tool_context
 from ._tool import Tool, ToolSource, tool, tool_annotations
@@ -181,7 +182,7 @@ async def _wait_exit(proc: subprocess.Popen[bytes], seconds: float) -> bool:
     except (AttributeError, OSError):
         pidfd = -1
     try:
-        async with asyncio.timeout(seconds):
+        async with timeout(seconds):
             while proc.poll() is None:
                 if pidfd < 0:
                     await asyncio.sleep(0.02)
@@ -423,7 +424,7 @@ class PythonSession:
         finished = False
         try:
             try:
-                async with asyncio.timeout(seconds):
+                async with timeout(seconds):
                     reply = await _exchange(proc, self._reply_fd, request, stdout, stderr)
             except TimeoutError:
                 self.close()
