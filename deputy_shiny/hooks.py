@@ -61,6 +61,7 @@ from pydantic import Field
 from ._config import FrozenConfig
 from ._dangerous_bash import dangerous_bash_reason
 from ._run_context import is_credential_key
+from ._timeouts import timeout
 from .errors import ConfigurationError
 
 __all__ = [
@@ -757,10 +758,8 @@ class HookRegistry:
             started = time.perf_counter()
             timed_out = False
             try:
-                if matcher.timeout is None:
+                async with timeout(matcher.timeout):
                     value, exc = await _invoke(matcher, args)
-                else:
-                    value, exc = await asyncio.wait_for(_invoke(matcher, args), matcher.timeout)
             except TimeoutError:
                 timed_out, value, exc = True, None, None
             duration = time.perf_counter() - started

@@ -23,6 +23,8 @@ from htmltools import Tag
 from shiny import reactive, ui
 from shiny.session import Session
 
+from .._timeouts import timeout
+
 logger = logging.getLogger("deputy_shiny")
 
 ANSWER_INPUT = "deputy_modal_answer"
@@ -73,7 +75,9 @@ class SessionPrompts:
         self._queue.append(prompt)
         await self._changed()
         try:
-            async with asyncio.timeout(wait_seconds):
+            # Not asyncio.timeout: its cancelled timer would keep this session's context
+            # (so the whole session) alive for the rest of ``wait_seconds``.
+            async with timeout(wait_seconds):
                 return await prompt.future
         finally:
             # Answered, timed out, interrupted or closed: the prompt leaves the queue.
@@ -125,16 +129,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_by_session: weakref.WeakKeyDictionary[Any, SessionPrompts] = weakref.WeakKeyDictionary()
+# Session id -> its queue, held weakly: the session owns its queue (through the
+# on_ended callback registered below), so the entry dies with the session. A
+# WeakKeyDictionary keyed by the session cannot do this: the queue (and its effect)
+# refers to the session, so the entry would keep its own key, and every ended
+# session's Agent and chat, alive for the life of the process.
+_by_session: weakref.WeakValueDictionary[str, SessionPrompts] = weakref.WeakValueDictionary()
 
 
 def session_prompts(session: Session) -> SessionPrompts:
     """The prompt queue of ``session``'s browser session (created on first use)."""
     root = session.root_scope()
-    prompts = _by_session.get(root)
+    prompts = _by_session.get(root.id)
     if prompts is None:
         prompts = SessionPrompts(root)
-        _by_session[root] = prompts
+        _by_session[root.id] = prompts
 
         # No ignore_init: with it, an effect on an input the browser has not set yet
         # never subscribes to it (shiny 1.8), and answers would never arrive. The first
@@ -147,5 +156,6 @@ def session_prompts(session: Session) -> SessionPrompts:
         # Shiny holds effects weakly: without this reference the effect is collected
         # and answers are never routed.
         prompts.effects.append(_route_answer)
+        # Also the session's (strong) reference to its queue while it lives.
         root.on_ended(prompts.close)
     return prompts

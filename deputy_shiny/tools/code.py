@@ -65,6 +65,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._timeouts import timeout
 from ..errors import InvalidToolError, ToolInvocationError
 from ..sandbox import ConfinedCommand, Sandbox
 from ._context import ToolState, current_tool_context
@@ -192,7 +193,7 @@ async def _wait_exit(proc: subprocess.Popen[bytes], seconds: float) -> bool:
     except (AttributeError, OSError):
         pidfd = -1
     try:
-        async with asyncio.timeout(seconds):
+        async with timeout(seconds):
             while proc.poll() is None:
                 if pidfd < 0:
                     await asyncio.sleep(0.02)
@@ -448,7 +449,7 @@ class PythonSession:
         finished = False
         try:
             try:
-                async with asyncio.timeout(seconds):
+                async with timeout(seconds):
                     reply = await _exchange(proc, self._reply_fd, request, stdout, stderr)
             except TimeoutError:
                 self.close()

@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._timeouts import timeout as _timeout
 from ..errors import ToolInvocationError
 from ._tool import Tool, ToolAnnotations, ToolSource, _is_async_callable, tool, tool_annotations
 
@@ -519,7 +520,7 @@ def tool_web_fetch(
         url = url.strip()
         _check_scheme(url)
         try:
-            async with asyncio.timeout(timeout):
+            async with _timeout(timeout):
                 page = await _download(
                     url,
                     seconds=timeout,
