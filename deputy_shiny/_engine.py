@@ -24,16 +24,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from ._interrupt import Interrupted, Interrupter
 from ._provider import (
@@ -44,6 +43,13 @@ from ._provider import (
     stream_response,
 )
 from ._run_deps import RunDeps, RunReport
+from ._structured import (
+    Validator,
+    check_structured,
+    correction_prompt,
+    json_format,
+    structured_prompt,
+)
 from ._tool_gate import CallIds, ToolGate, Verdict
 from .conversation import Conversation
 from .errors import (
@@ -77,7 +83,6 @@ from .events import (
     UsageEvent,
 )
 from .hooks import HookRun
-from .limits import UsageLimits
 from .messages import (
     Content,
     ContentText,
@@ -88,11 +93,11 @@ from .messages import (
 )
 from .models import ChatModel
 from .tools import Tool, format_tool_output, tool_context
+from .usage import UsageLimits, limit_reached
 
 logger = logging.getLogger("deputy_shiny")
 
 ToolMode = Literal["concurrent", "sequential"]
-Validator = Callable[[Any], object]
 
 _NOT_RUN = "Tool call not run: {why}."
 _TEXT_FIELDS = frozenset(
@@ -355,36 +360,10 @@ class Engine:
         return False
 
     def _limit_after_request(self, st: _RunState) -> bool:
-        limits = st.options.limits
-        checks = (
-            ("input_token_limit", limits.max_input_tokens, st.input_tokens, "input tokens"),
-            ("output_token_limit", limits.max_output_tokens, st.output_tokens, "output tokens"),
-            (
-                "total_token_limit",
-                limits.max_total_tokens,
-                st.input_tokens + st.output_tokens,
-                "tokens",
-            ),
-        )
-        for reason, limit, used, what in checks:
-            if limit is not None and used > limit:
-                st.stop(reason, f"The run used {used} {what}, over its limit of {limit}.")
-                return True
-        if limits.max_cost_usd is not None:
-            if st.cost_missing:
-                st.stop(
-                    "cost_unavailable",
-                    "The run has a cost limit but the provider reported no cost for a "
-                    "request, so the limit cannot be enforced.",
-                )
-                return True
-            if st.cost > limits.max_cost_usd:
-                st.stop(
-                    "cost_limit",
-                    f"The run cost ${st.cost:.6f}, over its limit of ${limits.max_cost_usd:.6f}.",
-                )
-                return True
-        return False
+        reached = limit_reached(st.options.limits, st.usage())
+        if reached is not None:
+            st.stop(*reached)
+        return reached is not None
 
     # ---------------------------------------------------------------- requests
 
@@ -713,10 +692,7 @@ class Engine:
         adapter = options.output_type
         assert adapter is not None
         schema = adapter.json_schema()
-        prompt = (
-            "Now give the requested data as one JSON value that matches this JSON schema. "
-            "Reply with the JSON only, no other text.\n\nSchema:\n" + json.dumps(schema)
-        )
+        prompt = structured_prompt(schema)
         attempt = 0
         while True:
             attempt += 1
@@ -724,7 +700,7 @@ class Engine:
             if self._limit_before_request(st):
                 return
             response = Response()
-            async for event in self._request(st, response, tools=[], extra=_json_format(schema)):
+            async for event in self._request(st, response, tools=[], extra=json_format(schema)):
                 yield event
             turn = self._finish_response(st, response)
             async for event in self._after_request_events(st, turn):
@@ -734,7 +710,7 @@ class Engine:
                 self._add_results_turn(st, "tools are not available now; reply with the JSON only")
             if self._limit_after_request(st):
                 return
-            accepted, value, message = _check_structured(adapter, turn, options.validate)
+            accepted, value, message = check_structured(adapter, turn, options.validate)
             yield self._emit(
                 st, StructuredAttemptEvent, attempt=attempt, accepted=accepted, message=message
             )
@@ -745,10 +721,7 @@ class Engine:
                 raise StructuredOutputError(
                     f"Structured output was rejected after {attempt} attempt(s): {message}"
                 )
-            prompt = (
-                f"That value was rejected: {message}\n"
-                "Please correct it and reply with the JSON only."
-            )
+            prompt = correction_prompt(message)
 
     # ---------------------------------------------------------------- result
 
@@ -782,54 +755,5 @@ class Engine:
 # -------------------------------------------------------------------- helpers
 
 
-def _check_structured(
-    adapter: TypeAdapter[Any], turn: Turn, validate: Validator | None
-) -> tuple[bool, Any, str]:
-    """Parse and validate one structured-output reply: (accepted, value, feedback)."""
-    text = _strip_fences(turn.text)
-    try:
-        value = adapter.validate_json(text)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        return False, None, f"it does not match the schema ({problems})"
-    if validate is None:
-        return True, value, "accepted"
-    try:
-        verdict = validate(value)
-    except Exception as exc:
-        raise StructuredOutputError(
-            f"The validate function failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    if verdict is True:
-        return True, value, "accepted"
-    if verdict is False:
-        return False, value, "the value did not pass validation"
-    if isinstance(verdict, str):
-        return False, value, verdict
-    raise StructuredOutputError(
-        f"validate must return True, False or a message, not {type(verdict).__name__}"
-    )
-
-
 def _error_result(request: ContentToolRequest, message: str) -> ContentToolResult:
     return ContentToolResult(call_id=request.id, name=request.name, output=message, is_error=True)
-
-
-def _json_format(schema: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": "structured_output", "schema": schema},
-        }
-    }
-
-
-_FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-
-
-def _strip_fences(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text.strip()

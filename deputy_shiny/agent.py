@@ -24,12 +24,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import TypeAdapter
 
 from . import _sync
-from ._engine import Engine, RunOptions, ToolMode, Validator
+from ._engine import Engine, RunOptions, ToolMode
 from ._run_context import merge_run_context, validate_run_context
 from ._run_deps import RunDeps, RunReport
+from ._structured import Validator
 from .approvals import ApprovalHandler
 from .conversation import Conversation
 from .errors import (
@@ -65,34 +66,12 @@ from .permissions import (
 )
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
 from .tools import NativeWebSearch, Tool, ToolState
+from .usage import ConversationCost
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
 
 _TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
-
-
-class ConversationCost(BaseModel):
-    """Tokens and cost of a whole conversation (see :meth:`Agent.cost`).
-
-    ``total`` is None unless every request's cost was known (``complete``);
-    ``missing`` counts the requests whose cost was unknown.
-
-    Example:
-        >>> cost = ConversationCost(
-        ...     input_tokens=10, output_tokens=5, total=None, complete=False, missing=1
-        ... )
-        >>> cost.total is None
-        True
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input_tokens: int
-    output_tokens: int
-    total: float | None
-    complete: bool
-    missing: int
 
 
 class Agent:

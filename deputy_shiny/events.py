@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .messages import Turn
+from .usage import AgentUsage, CostSummary, RequestUsage
 
 StopReason = Literal[
     "complete",
@@ -47,62 +48,6 @@ LIMIT_STOP_REASONS = frozenset(
         "cost_unavailable",
     }
 )
-
-
-class AgentUsage(BaseModel):
-    """Usage of a run (or of a whole conversation).
-
-    Attributes:
-        requests: Model requests made.
-        tool_calls: Tool calls the model asked for that the agent handled.
-        input_tokens / output_tokens: Summed over requests.
-        total_tokens: input plus output.
-        cost: US dollars, or None when any request's cost was unknown.
-        cost_missing: How many requests had no known cost.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    requests: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-    cost: float | None = 0.0
-    cost_missing: int = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _total(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "total_tokens" not in data:
-            data = {
-                **data,
-                "total_tokens": data.get("input_tokens", 0) + data.get("output_tokens", 0),
-            }
-        return data
-
-    def __add__(self, other: AgentUsage) -> AgentUsage:
-        missing = self.cost_missing + other.cost_missing
-        cost = (
-            None if missing or self.cost is None or other.cost is None else self.cost + other.cost
-        )
-        return AgentUsage(
-            requests=self.requests + other.requests,
-            tool_calls=self.tool_calls + other.tool_calls,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cost=cost,
-            cost_missing=missing,
-        )
-
-
-class RequestUsage(BaseModel):
-    """Tokens of one model request (the ``usage`` of a ``request_end`` event)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 class _EventBase(BaseModel):
@@ -271,16 +216,6 @@ AgentEvent = Annotated[
 """Any event of a run; dispatch on ``event.type``."""
 
 agent_event_adapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
-
-
-class CostSummary(BaseModel):
-    """The cost of a run: ``total`` is None unless every request's cost was known."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    total: float | None = 0.0
-    complete: bool = True
-    missing: int = 0
 
 
 class AgentResult(BaseModel):

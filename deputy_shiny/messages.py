@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .errors import ConfigurationError
+from .usage import TurnUsage
 
 
 class _Content(BaseModel):
@@ -125,16 +126,6 @@ Content = Annotated[
     Field(discriminator="type"),
 ]
 _content_adapter: TypeAdapter[Content] = TypeAdapter(Content)
-
-
-class TurnUsage(BaseModel):
-    """Tokens and cost of the request that produced an assistant turn."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
 
 
 class Turn(BaseModel):

@@ -858,14 +858,14 @@ async def test_hooks_default_to_a_30_second_timeout_in_runs(
 ) -> None:
     import deputy_shiny.hooks as hooks_module
 
-    waited: list[float] = []
-    real_wait_for = asyncio.wait_for
+    waited: list[float | None] = []
+    real_timeout = hooks_module.timeout
 
-    async def recording_wait_for(awaitable: Any, *args: Any) -> Any:
-        waited.append(args[0])  # the hook registry passes the timeout positionally
-        return await real_wait_for(awaitable, *args)
+    def recording_timeout(seconds: float | None) -> Any:
+        waited.append(seconds)
+        return real_timeout(seconds)
 
-    monkeypatch.setattr(hooks_module.asyncio, "wait_for", recording_wait_for)
+    monkeypatch.setattr(hooks_module, "timeout", recording_timeout)
     default = HookMatcher("PreToolUse", lambda name, args, ctx: None)
     forever = HookMatcher("Stop", lambda ctx: None, timeout=None)
     assert default.timeout == 30.0 and forever.timeout is None
@@ -877,7 +877,7 @@ async def test_hooks_default_to_a_30_second_timeout_in_runs(
     )
     await agent.run_async("go")
     assert (tmp_path / "a.txt").exists()
-    assert waited == [30.0]  # the PreToolUse hook; the Stop hook waits forever
+    assert waited == [30.0, None]  # the PreToolUse hook; the Stop hook waits forever
 
 
 ASK_ARGS = {

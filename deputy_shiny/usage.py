@@ -1,0 +1,228 @@
+"""Usage and its limits: what requests, tool calls, tokens and dollars a run used.
+
+``TurnUsage`` is one request's tokens and cost (on an assistant turn),
+``RequestUsage`` the tokens of a ``request_end`` event, ``AgentUsage`` a run's or a
+conversation's totals, ``CostSummary`` / ``ConversationCost`` the cost views of a run
+and a conversation, and :class:`UsageLimits` what one run may spend
+(:func:`limit_reached` is the check the engine makes after each request).
+
+Example:
+    >>> from deputy_shiny.usage import AgentUsage, UsageLimits, limit_reached
+    >>> usage = AgentUsage(requests=1, input_tokens=900, output_tokens=200)
+    >>> limit_reached(UsageLimits(max_total_tokens=1000), usage)
+    ('total_token_limit', 'The run used 1100 tokens, over its limit of 1000.')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._config import FrozenConfig
+from .errors import ConfigurationError, InvalidLimitError
+
+__all__ = [
+    "AgentUsage",
+    "ConversationCost",
+    "CostSummary",
+    "RequestUsage",
+    "TurnUsage",
+    "UsageLimits",
+    "limit_reached",
+]
+
+
+class TurnUsage(BaseModel):
+    """Tokens and cost of the request that produced an assistant turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+
+class RequestUsage(BaseModel):
+    """Tokens of one model request (the ``usage`` of a ``request_end`` event)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class AgentUsage(BaseModel):
+    """Usage of a run (or of a whole conversation).
+
+    Attributes:
+        requests: Model requests made.
+        tool_calls: Tool calls the model asked for that the agent handled.
+        input_tokens / output_tokens: Summed over requests.
+        total_tokens: input plus output.
+        cost: US dollars, or None when any request's cost was unknown.
+        cost_missing: How many requests had no known cost.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost: float | None = 0.0
+    cost_missing: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "total_tokens" not in data:
+            data = {
+                **data,
+                "total_tokens": data.get("input_tokens", 0) + data.get("output_tokens", 0),
+            }
+        return data
+
+    def __add__(self, other: AgentUsage) -> AgentUsage:
+        missing = self.cost_missing + other.cost_missing
+        cost = (
+            None if missing or self.cost is None or other.cost is None else self.cost + other.cost
+        )
+        return AgentUsage(
+            requests=self.requests + other.requests,
+            tool_calls=self.tool_calls + other.tool_calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=cost,
+            cost_missing=missing,
+        )
+
+
+class CostSummary(BaseModel):
+    """The cost of a run: ``total`` is None unless every request's cost was known."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: float | None = 0.0
+    complete: bool = True
+    missing: int = 0
+
+
+class ConversationCost(BaseModel):
+    """Tokens and cost of a whole conversation (see :meth:`Agent.cost`).
+
+    ``total`` is None unless every request's cost was known (``complete``);
+    ``missing`` counts the requests whose cost was unknown.
+
+    Example:
+        >>> cost = ConversationCost(
+        ...     input_tokens=10, output_tokens=5, total=None, complete=False, missing=1
+        ... )
+        >>> cost.total is None
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int
+    output_tokens: int
+    total: float | None
+    complete: bool
+    missing: int
+
+
+_COUNT_FIELDS = (
+    "max_requests",
+    "max_tool_calls",
+    "max_input_tokens",
+    "max_output_tokens",
+    "max_total_tokens",
+)
+
+
+class UsageLimits(FrozenConfig):
+    """Limits applied to each run separately; None means no limit on that measure.
+
+    Attributes:
+        max_requests: Model requests per run (each structured-output attempt counts).
+        max_tool_calls: Tool calls per run (denied and failed calls count too).
+        max_input_tokens: Prompt tokens summed over the run's requests.
+        max_output_tokens: Completion tokens summed over the run's requests.
+        max_total_tokens: Input plus output tokens.
+        max_cost_usd: Cost in US dollars. When a request's cost is unknown the run
+            stops with ``cost_unavailable``, since the limit can no longer be enforced.
+        on_exceed: ``"stop"`` ends the run with the limit's stop reason; ``"error"``
+            also raises :class:`~deputy_shiny.errors.UsageLimitExceeded`.
+
+    Example:
+        >>> UsageLimits(max_requests=3, on_exceed="error").on_exceed
+        'error'
+    """
+
+    _config_error: ClassVar[type[ConfigurationError]] = InvalidLimitError
+
+    max_requests: int | None = Field(default=None, strict=True, ge=0)
+    max_tool_calls: int | None = Field(default=None, strict=True, ge=0)
+    max_input_tokens: int | None = Field(default=None, strict=True, ge=0)
+    max_output_tokens: int | None = Field(default=None, strict=True, ge=0)
+    max_total_tokens: int | None = Field(default=None, strict=True, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    on_exceed: Literal["stop", "error"] = "stop"
+
+    @field_validator("max_cost_usd", mode="before")
+    @classmethod
+    def _cost_is_a_number(cls, value: object) -> object:
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("must be a number of US dollars")
+        if not math.isfinite(value):
+            raise ValueError("must be finite")
+        return float(value)
+
+    def clamp_to(self, ceiling: UsageLimits) -> UsageLimits:
+        """Combine per-run limits (self) with the agent's (ceiling).
+
+        A field left None takes the ceiling's value; a looser value is clamped to it.
+        ``on_exceed`` is taken from self when self sets a limit, else from the ceiling.
+        """
+        merged: dict[str, object] = {}
+        for name in (*_COUNT_FIELDS, "max_cost_usd"):
+            own, cap = getattr(self, name), getattr(ceiling, name)
+            merged[name] = cap if own is None else own if cap is None else min(own, cap)
+        own_sets_any = any(getattr(self, n) is not None for n in (*_COUNT_FIELDS, "max_cost_usd"))
+        merged["on_exceed"] = self.on_exceed if own_sets_any else ceiling.on_exceed
+        return UsageLimits(**merged)  # type: ignore[arg-type]
+
+
+def limit_reached(limits: UsageLimits, usage: AgentUsage) -> tuple[str, str] | None:
+    """The token or cost limit a run's ``usage`` has passed: (stop reason, message), or None.
+
+    A cost limit with a request of unknown cost is ``cost_unavailable``: the limit can
+    no longer be enforced.
+    """
+    checks = (
+        ("input_token_limit", limits.max_input_tokens, usage.input_tokens, "input tokens"),
+        ("output_token_limit", limits.max_output_tokens, usage.output_tokens, "output tokens"),
+        ("total_token_limit", limits.max_total_tokens, usage.total_tokens, "tokens"),
+    )
+    for reason, limit, used, what in checks:
+        if limit is not None and used > limit:
+            return reason, f"The run used {used} {what}, over its limit of {limit}."
+    if limits.max_cost_usd is None:
+        return None
+    if usage.cost_missing:
+        return (
+            "cost_unavailable",
+            "The run has a cost limit but the provider reported no cost for a request, so "
+            "the limit cannot be enforced.",
+        )
+    cost = usage.cost or 0.0
+    if cost > limits.max_cost_usd:
+        return (
+            "cost_limit",
+            f"The run cost ${cost:.6f}, over its limit of ${limits.max_cost_usd:.6f}.",
+        )
+    return None
