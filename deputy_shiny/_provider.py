@@ -9,7 +9,7 @@ Whatever litellm raises becomes one typed :class:`~deputy_shiny.errors.ProviderE
 (:func:`provider_error`) whose message is one readable line, secrets redacted; the
 whole error, redacted too, goes to the log. A missing API key is found before any
 network traffic (:func:`check_credentials`). The scripted-model bridge
-(:mod:`deputy_shiny._custom_provider`) builds on this module, never the reverse.
+(:mod:`deputy_shiny.models._custom_provider`) builds on this module, never the reverse.
 
 Example:
     >>> from deputy_shiny._provider import classify_provider_error, redact
@@ -38,7 +38,7 @@ from . import _litellm
 from ._interrupt import Interrupted
 from .errors import DeputyError, MissingCredentialsError, ProviderError, UnknownModelError
 from .messages import Content, ContentText, ContentThinking, Turn, TurnUsage, tool_request_from_json
-from .models import ChatModel, missing_credentials
+from .models._chat_model import ChatModel, missing_credentials
 
 __all__ = [
     "COST_FIELD",

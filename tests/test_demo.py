@@ -19,9 +19,9 @@ from deputy_shiny import (
     tools_interactive,
     tools_preset,
 )
-from deputy_shiny import demo as demo_module
 from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
-from deputy_shiny.demo import (
+from deputy_shiny.models import demo as demo_module
+from deputy_shiny.models.demo import (
     CHUNK_SIZE,
     INTRO,
     MENU,

@@ -16,16 +16,22 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from deputy_shiny import _custom_provider, _litellm
+from deputy_shiny import _litellm
 from deputy_shiny._provider import (
     COST_FIELD,
     classify_provider_error,
     deputy_error_cause,
     reported_cost,
 )
-from deputy_shiny.demo import INTRO, demo_reply, ensure_demo_registered
 from deputy_shiny.errors import ConfigurationError
-from deputy_shiny.models import DEMO_MODEL, DEMO_PROVIDER, ChatModel, resolve_model
+from deputy_shiny.models import (
+    DEMO_MODEL,
+    DEMO_PROVIDER,
+    ChatModel,
+    _custom_provider,
+    resolve_model,
+)
+from deputy_shiny.models.demo import INTRO, demo_reply, ensure_demo_registered
 from deputy_shiny.testing import (
     FunctionModel,
     ProviderFailure,
@@ -105,10 +111,10 @@ def assemble(chunks: list[Any]) -> dict[str, Any]:
 def test_importing_testing_and_demo_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
-        "import deputy_shiny.testing, deputy_shiny.demo, deputy_shiny._custom_provider\n"
+        "import deputy_shiny.testing, deputy_shiny.models.demo, deputy_shiny.models._custom_provider\n"
         "from deputy_shiny.testing import ScriptedModel, FunctionModel\n"
         "m = ScriptedModel(['hi']); f = FunctionModel(lambda m, t: 'x')\n"
-        "deputy_shiny.demo.ensure_demo_registered()\n"
+        "deputy_shiny.models.demo.ensure_demo_registered()\n"
         "from deputy_shiny.models import resolve_model; resolve_model('deputy/demo')\n"
         "assert m.as_chat_model().model.startswith('deputy-scripted-')\n"
         "print('litellm' in sys.modules)\n"

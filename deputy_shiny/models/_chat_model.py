@@ -1,13 +1,10 @@
-"""Model configuration: every request goes through litellm, named by a model string.
+"""ChatModel: one litellm model string with its credentials and request parameters.
 
-An Agent accepts a litellm model string (``"openai/gpt-4.1-mini"``), a frozen
-:class:`ChatModel` with credentials and request parameters, or any object with an
-``as_chat_model()`` method (the test models in :mod:`deputy_shiny.testing`).
+The provider module (:mod:`deputy_shiny._provider`) needs only this, so it lives apart
+from :func:`deputy_shiny.models.resolve_model`, which knows the demo model.
 
 Example:
-    >>> from deputy_shiny.models import ChatModel, resolve_model
-    >>> resolve_model("openai/gpt-4.1-mini").provider
-    'openai'
+    >>> from deputy_shiny.models import ChatModel
     >>> ChatModel(model="anthropic/claude-sonnet-4-5", params={"temperature": 0}).name
     'claude-sonnet-4-5'
 """
@@ -20,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from .errors import InvalidModelError
+from ..errors import InvalidModelError
 
 # Shape only: litellm knows the providers, and asking it means importing it. An optional
 # "provider/" prefix, then a model name that may itself contain slashes
@@ -110,7 +107,7 @@ def missing_credentials(model: ChatModel) -> list[str]:
         >>> missing_credentials(ChatModel(model="openai/gpt-4.1-mini", api_key="sk-test"))
         []
     """
-    from ._litellm import get_litellm, is_registered
+    from .._litellm import get_litellm, is_registered
 
     if model.api_key is not None or model.api_base is not None or is_registered(model.provider):
         return []
@@ -135,35 +132,6 @@ def check_model_string(value: object) -> str:
             "for the offline demo model."
         )
     return value
-
-
-def resolve_model(model: object) -> ChatModel:
-    """Turn a model string, :class:`ChatModel` or test model into a :class:`ChatModel`.
-
-    Raises:
-        InvalidModelError: for anything else, or a string that is not a model string.
-    """
-    if isinstance(model, ChatModel):
-        return model
-    if isinstance(model, str):
-        if check_model_string(model).startswith(f"{DEMO_PROVIDER}/"):
-            from .demo import ensure_demo_registered
-
-            ensure_demo_registered()
-        return ChatModel(model=model)
-    if isinstance(model, SupportsChatModel):
-        resolved = model.as_chat_model()
-        if not isinstance(resolved, ChatModel):
-            raise InvalidModelError(
-                f"{type(model).__name__}.as_chat_model() returned {type(resolved).__name__}, "
-                "not a ChatModel."
-            )
-        return resolved
-    raise InvalidModelError(
-        f"Cannot use a {type(model).__name__} as a model. Pass a litellm model string "
-        "('openai/gpt-4.1-mini'), a deputy_shiny.ChatModel, or a test model from "
-        "deputy_shiny.testing."
-    )
 
 
 DEMO_PROVIDER = "deputy"

@@ -96,13 +96,11 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
-from . import _litellm
-from ._provider import COST_FIELD
-
-if TYPE_CHECKING:
-    from .testing import ProviderFailure
+from .. import _litellm
+from .._provider import COST_FIELD
+from ._replies import ProviderFailure, ScriptedReply
 
 # Parameters never copied into ``model.requests[i]["params"]``: set by every request,
 # recorded separately, or possibly secret.
@@ -129,7 +127,7 @@ def provider_exception(
 
     Example:
         >>> from deputy_shiny.testing import ProviderFailure
-        >>> from deputy_shiny._custom_provider import provider_exception
+        >>> from deputy_shiny.models._custom_provider import provider_exception
         >>> provider_exception(ProviderFailure(429), provider="p", model="p/m").status_code
         429
     """
@@ -193,7 +191,7 @@ def register_source(provider: str, source: ReplySource, *, weak: bool) -> None:
     Deferred until litellm is imported, like every :func:`_litellm.register_provider`.
 
     Example:
-        >>> from deputy_shiny._custom_provider import register_source
+        >>> from deputy_shiny.models._custom_provider import register_source
         >>> from deputy_shiny import _litellm
         >>> class Echo:
         ...     def _scripted_response(self, request):
@@ -309,7 +307,6 @@ def _define_handler(litellm: ModuleType) -> type:
                     "reference to the ScriptedModel or FunctionModel while it is used."
                 )
             request = _request_record(kwargs.get("messages"), kwargs.get("optional_params"))
-            from .testing import ProviderFailure
 
             try:
                 return source._scripted_response(request), request, model
@@ -347,7 +344,6 @@ def _define_handler(litellm: ModuleType) -> type:
 
 async def _guarded(outcome: Awaitable[object], provider: str, model: str) -> object:
     """Await an async FunctionModel's result, turning a raised ProviderFailure into litellm's."""
-    from .testing import ProviderFailure
 
     try:
         return await outcome
@@ -393,7 +389,7 @@ def plain_copy(value: Any) -> Any:
     """A deep copy of ``value`` as plain JSON data (pydantic objects become dicts).
 
     Example:
-        >>> from deputy_shiny._custom_provider import plain_copy
+        >>> from deputy_shiny.models._custom_provider import plain_copy
         >>> plain_copy([{"role": "user", "content": "hi"}])
         [{'role': 'user', 'content': 'hi'}]
     """
@@ -410,7 +406,6 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _make_plan(outcome: object, request: dict[str, Any], *, provider: str, model: str) -> _Plan:
-    from .testing import ProviderFailure, ScriptedReply
 
     if isinstance(outcome, ProviderFailure):
         raise provider_exception(outcome, provider=provider, model=model) from outcome
@@ -468,7 +463,7 @@ def estimate_tokens(chars: int) -> int:
     """Estimated tokens for ``chars`` characters: about 4 characters a token, at least 1.
 
     Example:
-        >>> from deputy_shiny._custom_provider import estimate_tokens
+        >>> from deputy_shiny.models._custom_provider import estimate_tokens
         >>> estimate_tokens(0), estimate_tokens(4), estimate_tokens(9)
         (1, 1, 3)
     """

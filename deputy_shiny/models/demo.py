@@ -22,7 +22,7 @@ that quote the message back. Replies stream in small chunks with a tiny delay, s
 streaming is visible, and cost nothing (cost 0.0).
 
 Example:
-    >>> from deputy_shiny.demo import demo_reply
+    >>> from deputy_shiny.models.demo import demo_reply
     >>> reply = demo_reply([{"role": "user", "content": "Hello"}], [])
     >>> "scripted replies, not an LLM" in reply.text
     True
@@ -44,9 +44,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from . import _custom_provider, _litellm
-from .models import DEMO_PROVIDER
-from .testing import ScriptedReply, ScriptedToolCall
+from .. import _litellm
+from . import _custom_provider
+from ._chat_model import DEMO_PROVIDER
+from ._replies import ScriptedReply, ScriptedToolCall
 
 __all__ = [
     "CHUNK_DELAY",
@@ -236,7 +237,7 @@ def ensure_demo_registered() -> None:
     Registration is deferred until litellm is imported; nothing is imported here.
 
     Example:
-        >>> from deputy_shiny.demo import ensure_demo_registered
+        >>> from deputy_shiny.models.demo import ensure_demo_registered
         >>> ensure_demo_registered()
         >>> ensure_demo_registered()  # a second call does nothing
     """

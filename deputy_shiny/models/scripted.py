@@ -1,0 +1,196 @@
+"""ScriptedModel and FunctionModel: test models that are real litellm providers.
+
+Import them from :mod:`deputy_shiny.testing` (its docstring has the example). Each
+model registers its own litellm ``CustomLLM`` provider name through
+:mod:`deputy_shiny.models._custom_provider` and records every request.
+
+Example:
+    >>> from deputy_shiny.testing import ScriptedModel
+    >>> ScriptedModel(["Hi"]).remaining
+    1
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, ClassVar, TypeAlias
+
+from pydantic import PrivateAttr
+
+from .. import _litellm
+from ..errors import ConfigurationError, DeputyError
+from . import _custom_provider
+from ._chat_model import ChatModel
+from ._replies import ProviderFailure, Reply, ScriptedReply, ScriptedToolCall
+
+__all__ = [
+    "FunctionModel",
+    "ProviderFailure",
+    "ScriptedModel",
+    "ScriptedModelExhausted",
+    "ScriptedReply",
+    "ScriptedToolCall",
+]
+
+
+class ScriptedModelExhausted(DeputyError):
+    """A :class:`ScriptedModel` got a request after all its replies were used.
+
+    It reaches a caller of ``litellm.acompletion`` wrapped in
+    ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
+    ``deputy_shiny._provider.deputy_error_cause`` finds it again.
+
+    Example:
+        >>> from deputy_shiny.errors import DeputyError
+        >>> issubclass(ScriptedModelExhausted, DeputyError)
+        True
+    """
+
+
+class _ScriptedChatModel(ChatModel):
+    """A ChatModel that keeps its test model alive (so its provider stays registered)."""
+
+    _source: Any = PrivateAttr(default=None)
+
+
+class _TestModel:
+    """Shared machinery: an own litellm provider, request log, unregistration on collection."""
+
+    _kind: ClassVar[str] = "scripted"
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._provider = f"deputy-scripted-{uuid.uuid4().hex[:12]}"
+        _custom_provider.register_source(self._provider, self, weak=True)
+        finalizer = weakref.finalize(self, _litellm.forget_provider, self._provider)
+        finalizer.atexit = False
+
+    def as_chat_model(self) -> ChatModel:
+        """The :class:`~deputy_shiny.models.ChatModel` that sends requests to this model.
+
+        The returned ChatModel keeps this model alive, so an agent holding only the
+        ChatModel still reaches it.
+
+        Example:
+            >>> ScriptedModel(["Hi"]).as_chat_model().model.endswith("/scripted")
+            True
+        """
+        chat_model = _ScriptedChatModel(model=f"{self._provider}/{self._kind}")
+        chat_model._source = self
+        return chat_model
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._provider}, {len(self.requests)} requests>"
+
+    def _scripted_response(self, request: dict[str, Any]) -> object:
+        raise NotImplementedError
+
+
+class ScriptedModel(_TestModel):
+    """A test model that answers each request with the next scripted reply, in order.
+
+    A str reply is ``ScriptedReply(text=...)``. An exception reply makes the request
+    itself fail (``await litellm.acompletion(...)`` raises, before any chunk);
+    :class:`ProviderFailure` becomes the litellm exception for its status, other
+    litellm exceptions are raised as they are. A request after the last reply raises
+    :class:`ScriptedModelExhausted`. ``requests`` records every request as
+    ``{"messages": [...], "tools": [...], "params": {...}}``.
+
+    Example:
+        >>> from deputy_shiny import Agent
+        >>> model = ScriptedModel(["Paris.", ProviderFailure(429)])
+        >>> Agent(model).chat("Capital of France?")
+        'Paris.'
+        >>> model.requests[0]["messages"][-1]
+        {'role': 'user', 'content': 'Capital of France?'}
+    """
+
+    _kind = "scripted"
+
+    def __init__(self, responses: Iterable[Reply]) -> None:
+        if isinstance(responses, str | bytes | ScriptedReply | BaseException):
+            raise ConfigurationError(
+                "ScriptedModel takes a list of replies, e.g. ScriptedModel(['Hello!'])."
+            )
+        replies: list[ScriptedReply | Exception] = []
+        for position, item in enumerate(responses):
+            if isinstance(item, str):
+                replies.append(ScriptedReply(text=item))
+            elif isinstance(item, ScriptedReply | Exception):
+                replies.append(item)
+            else:
+                raise ConfigurationError(
+                    f"Reply {position} is a {type(item).__name__}; a ScriptedModel reply must "
+                    "be a str, a ScriptedReply or an exception instance."
+                )
+        self._replies: deque[ScriptedReply | Exception] = deque(replies)
+        self._total = len(replies)
+        self._lock = threading.Lock()
+        super().__init__()
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies are left.
+
+        Example:
+            >>> ScriptedModel(["a", "b"]).remaining
+            2
+        """
+        return len(self._replies)
+
+    def _scripted_response(self, request: dict[str, Any]) -> object:
+        with self._lock:
+            self.requests.append(request)
+            if self._replies:
+                return self._replies.popleft()
+        raise ScriptedModelExhausted(
+            f"ScriptedModel got request {len(self.requests)} but was given only "
+            f"{self._total} repl{'y' if self._total == 1 else 'ies'}. Add a reply for "
+            "every model request the test makes (each tool round trip is one more request)."
+        )
+
+
+ReplyFunction: TypeAlias = Callable[
+    [list[dict[str, Any]], list[dict[str, Any]]], "Reply | Awaitable[Reply]"
+]
+
+
+class FunctionModel(_TestModel):
+    """A test model that answers with ``fn(messages, tools)``, sync or async.
+
+    ``messages`` and ``tools`` are in OpenAI chat format (plain dicts, a fresh copy
+    per call). ``fn`` returns a str, a :class:`ScriptedReply` or an exception
+    (returned or raised: either fails the request, like an exception reply of a
+    :class:`ScriptedModel`). A sync ``fn`` may be called in a worker thread (litellm
+    dispatches provider calls there); an async one is awaited on the event loop.
+
+    Example:
+        >>> def echo(messages, tools):
+        ...     return "You said: " + messages[-1]["content"]
+        >>> model = FunctionModel(echo)
+        >>> async def pick_tool(messages, tools):
+        ...     name = tools[0]["function"]["name"]
+        ...     return ScriptedReply(tool_calls=[ScriptedToolCall(name=name, arguments={})])
+        >>> tool_caller = FunctionModel(pick_tool)
+    """
+
+    _kind = "function"
+
+    def __init__(self, fn: ReplyFunction) -> None:
+        if not callable(fn):
+            raise ConfigurationError(
+                f"FunctionModel needs a function (messages, tools) -> reply, "
+                f"not {type(fn).__name__}."
+            )
+        self._fn = fn
+        super().__init__()
+
+    def _scripted_response(self, request: dict[str, Any]) -> object:
+        self.requests.append(request)
+        messages = _custom_provider.plain_copy(request["messages"])
+        tools = _custom_provider.plain_copy(request["tools"])
+        return self._fn(messages, tools)
