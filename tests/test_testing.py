@@ -111,7 +111,8 @@ def assemble(chunks: list[Any]) -> dict[str, Any]:
 def test_importing_testing_and_demo_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
-        "import deputy_shiny.testing, deputy_shiny.models.demo, deputy_shiny.models._custom_provider\n"
+        "import deputy_shiny.testing, deputy_shiny.models.demo\n"
+        "import deputy_shiny.models._custom_provider\n"
         "from deputy_shiny.testing import ScriptedModel, FunctionModel\n"
         "m = ScriptedModel(['hi']); f = FunctionModel(lambda m, t: 'x')\n"
         "deputy_shiny.models.demo.ensure_demo_registered()\n"
