@@ -724,10 +724,6 @@ class Agent:
             turns.insert(0, system)
         return turns
 
-    def turns(self) -> list[Turn]:
-        """The whole conversation; the same as :meth:`get_turns`."""
-        return self.get_turns()
-
     def get_context_turns(self, include_system_prompt: bool = False) -> list[Turn]:
         """The turns the model sees now (the whole conversation until compaction exists)."""
         turns = self._conversation.context_turns()
@@ -808,10 +804,6 @@ class Agent:
             complete=usage.cost_missing == 0,
             missing=usage.cost_missing,
         )
-
-    def provider(self) -> dict[str, str]:
-        """The provider and model names: ``{"name": "openai", "model": "gpt-4.1-mini"}``."""
-        return {"name": self._model.provider, "model": self._model.name}
 
     def get_model(self) -> str:
         """The litellm model string requests go to."""

@@ -52,7 +52,7 @@ def test_bad_models_are_typed_errors(bad: object) -> None:
 
 def test_model_string_shape_only_is_checked_at_construction() -> None:
     agent = Agent("someprovider/some-model")  # unknown provider: found at first request
-    assert agent.provider() == {"name": "someprovider", "model": "some-model"}
+    assert (agent.model.provider, agent.model.name) == ("someprovider", "some-model")
     assert agent.get_model() == "someprovider/some-model"
 
 
@@ -219,7 +219,7 @@ def test_conversation_api() -> None:
     agent.set_system_prompt("Be terse.")
     assert agent.get_system_prompt() == "Be terse."
     agent.chat("again")
-    assert agent.turns()[-1].text == "reply"
+    assert agent.get_turns()[-1].text == "reply"
 
     agent.set_turns([])
     assert agent.get_turns() == []
@@ -249,7 +249,7 @@ def test_set_model_across_providers_drops_thinking() -> None:
     agent.set_model(ScriptedModel([]))  # another provider name: thinking goes
     assert agent.get_turns()[-1].contents == [ContentText(text="ok")]
     agent.set_model("openai/gpt-4.1-mini")
-    assert agent.provider()["name"] == "openai"
+    assert agent.model.provider == "openai"
 
 
 def test_set_model_keeps_history_and_tools_and_the_new_model_is_used() -> None:
