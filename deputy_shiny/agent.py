@@ -31,6 +31,7 @@ from ._engine import Engine, RunOptions, ToolMode
 from ._run_context import merge_run_context, validate_run_context
 from ._run_deps import RunDeps, RunReport
 from ._structured import Validator
+from ._tool_registry import ToolRegistry
 from .approvals import ApprovalHandler
 from .conversation import Conversation
 from .errors import (
@@ -38,7 +39,6 @@ from .errors import (
     AgentRunError,
     ConfigurationError,
     InvalidLimitError,
-    InvalidToolError,
     ProviderError,
     StructuredOutputError,
     ToolNameConflictError,
@@ -59,9 +59,7 @@ from .messages import (
 from .models import ChatModel, ModelLike, resolve_model
 from .permissions import (
     Permissions,
-    PermissionsError,
     narrow_mode,
-    native_web_refusal,
     permissions_standard,
 )
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
@@ -70,8 +68,6 @@ from .usage import ConversationCost
 
 TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
-
-_TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
 
 
 class Agent:
@@ -145,9 +141,7 @@ class Agent:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigurationError("system_prompt must be a string or None")
         self._conversation = Conversation(system_prompt)
-        self._tools: dict[str, Tool] = {}
-        self._native_tools: dict[str, NativeWebSearch] = {}
-        self._tool_schema_cache: list[dict[str, Any]] | None = None
+        self._tools = ToolRegistry()
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         if permissions is None:
@@ -231,9 +225,7 @@ class Agent:
         """
         self._permissions = narrow_mode(self._permissions, mode)
         # Provider-native tools can't be checked per call: drop those the new mode refuses.
-        for name in list(self._native_tools):
-            if native_web_refusal(self._permissions, name) is not None:
-                del self._native_tools[name]
+        self._tools.drop_refused_natives(self._permissions)
         return self
 
     def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
@@ -261,7 +253,7 @@ class Agent:
         usage = self._usage
         return (
             f"<Agent {self._agent_name or self._agent_id} model={self._model.model} "
-            f"turns={len(self._conversation.turns)} tools={len(self._tools)} "
+            f"turns={len(self._conversation.turns)} tools={len(self._tools.tools)} "
             f"requests={usage.requests}>"
         )
 
@@ -685,9 +677,9 @@ class Agent:
             working_dir=self._working_dir,
             permissions=self._permissions,
             hooks=self._hooks,
-            tools=dict(self._tools),
-            tool_schemas=tuple(self._tool_schemas()),
-            request_extras=self._request_extras(),
+            tools=dict(self._tools.tools),
+            tool_schemas=tuple(self._tools.schemas()),
+            request_extras=self._tools.request_extras(),
             approval_handler=self._approval_handler,
             on_tool_request=tuple(self._on_tool_request),
             on_tool_result=tuple(self._on_tool_result),
@@ -822,7 +814,7 @@ class Agent:
         """
         self._ensure_idle("change the model")
         new_model = resolve_model(model)
-        if self._native_tools and new_model.provider != self._model.provider:
+        if self._tools.natives and new_model.provider != self._model.provider:
             raise ConfigurationError(
                 "Provider-native tools can't move to another provider; remove them with "
                 "set_tools() first."
@@ -858,81 +850,17 @@ class Agent:
         (from ``tools_web(model)``) is authorized here, once: it needs web access, an
         explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
         """
-        batch, natives = self._check_batch(tools)
-        if not replace:
-            registered = set(self._tools) | set(self._native_tools)
-            clashes = sorted(name for name in (*batch, *natives) if name in registered)
-            if clashes:
-                raise ToolNameConflictError(
-                    f"Tools already registered: {', '.join(clashes)}. Pass replace=True to "
-                    "replace them."
-                )
-        for name in batch:
-            self._native_tools.pop(name, None)
-        for name in natives:
-            self._tools.pop(name, None)
-        self._tools.update(batch)
-        self._native_tools.update(natives)
-        self._tool_schema_cache = None
+        self._tools.add(tools, self._permissions, provider=self._model.provider, replace=replace)
         return self
 
     def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Agent:
         """Replace all registered tools (the batch is checked first)."""
-        batch, natives = self._check_batch(tools)
-        self._tools = batch
-        self._native_tools = natives
-        self._tool_schema_cache = None
+        self._tools.replace_all(tools, self._permissions, provider=self._model.provider)
         return self
 
     def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
         """The registered tools by name (provider-native ones included)."""
-        return {**self._tools, **self._native_tools}
-
-    def _request_extras(self) -> dict[str, Any]:
-        """Request parameters the provider-native tools add to every request."""
-        extras: dict[str, Any] = {}
-        for native in self._native_tools.values():
-            extras.update(native.request_kwargs())
-        return extras
-
-    def _check_batch(
-        self, tools: Iterable[Tool | NativeWebSearch]
-    ) -> tuple[dict[str, Tool], dict[str, NativeWebSearch]]:
-        if isinstance(tools, Tool | NativeWebSearch):
-            tools = [tools]
-        try:
-            items = list(tools)
-        except TypeError:
-            raise InvalidToolError(
-                f"tools must be a list of tools, not {type(tools).__name__}. {_TOOL_NAME_HINT}"
-            ) from None
-        batch: dict[str, Tool] = {}
-        natives: dict[str, NativeWebSearch] = {}
-        for item in items:
-            if not isinstance(item, Tool | NativeWebSearch):
-                raise InvalidToolError(
-                    f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
-                )
-            if item.name in batch or item.name in natives:
-                raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
-            if isinstance(item, Tool):
-                batch[item.name] = item
-                continue
-            refusal = native_web_refusal(self._permissions, item.name)
-            if refusal is not None:
-                raise PermissionsError(refusal)
-            if item.provider != self._model.provider:
-                raise InvalidToolError(
-                    f"Provider-native {item.name} is for {item.provider}, but this agent talks "
-                    f"to {self._model.provider}."
-                )
-            natives[item.name] = item
-        return batch, natives
-
-    def _tool_schemas(self) -> list[dict[str, Any]]:
-        if self._tool_schema_cache is None:
-            self._tool_schema_cache = [t.openai_schema() for t in self._tools.values()]
-        return self._tool_schema_cache
+        return self._tools.all()
 
     # ------------------------------------------------------------ skills
 
@@ -962,7 +890,7 @@ class Agent:
             warnings.warn(
                 f"Skill {loaded.name!r}: " + "; ".join(check.messages), UserWarning, stacklevel=2
             )
-        clashes = sorted(t.name for t in loaded.tools if t.name in self._tools)
+        clashes = sorted(t.name for t in loaded.tools if t.name in self._tools.tools)
         if clashes and not allow_conflicts:
             raise ToolNameConflictError(
                 f"Skill {loaded.name!r} brings tools already registered: {', '.join(clashes)}. "

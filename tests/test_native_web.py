@@ -24,7 +24,9 @@ def test_native_search_registers_when_the_policy_allows_it() -> None:
     tools = agent.get_tools()
     assert isinstance(tools["web_search"], NativeWebSearch)
     assert isinstance(tools["web_fetch"], Tool)
-    assert agent._request_extras() == {"web_search_options": {"search_context_size": "medium"}}
+    assert agent._run_deps().request_extras == {
+        "web_search_options": {"search_context_size": "medium"}
+    }
 
 
 @pytest.mark.parametrize(
@@ -60,7 +62,7 @@ def test_narrowing_away_web_removes_native_search() -> None:
     agent.register_tools(tools_web(agent.model))
     agent.set_permission_mode("readonly")
     assert "web_search" not in agent.get_tools()
-    assert agent._request_extras() == {}
+    assert agent._run_deps().request_extras == {}
 
 
 def test_native_search_cannot_follow_a_provider_switch() -> None:

@@ -1,0 +1,135 @@
+"""ToolRegistry: the tools an agent has registered, checked as a batch.
+
+An :class:`~deputy_shiny.agent.Agent` keeps its tools here: ordinary tools, which every
+call's permission check governs, and provider-native web search, which is authorized
+once, at registration (it runs at the provider, where no per-call check can reach).
+The registry also caches the tool schemas the model sees and the request parameters
+native tools add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import InvalidToolError, ToolNameConflictError
+from .permissions import Permissions, PermissionsError, native_web_refusal
+from .tools import NativeWebSearch, Tool
+
+__all__ = ["ToolRegistry"]
+
+_TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
+
+Batch = tuple[dict[str, Tool], dict[str, NativeWebSearch]]
+
+
+class ToolRegistry:
+    """The registered tools of one agent, by name.
+
+    Example:
+        >>> from deputy_shiny import Permissions, tool_read_file
+        >>> registry = ToolRegistry()
+        >>> registry.add([tool_read_file()], Permissions(), provider="openai")
+        >>> sorted(registry.all())
+        ['read_file']
+    """
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+        self.natives: dict[str, NativeWebSearch] = {}
+        self._schemas: list[dict[str, Any]] | None = None
+
+    def add(
+        self,
+        items: Iterable[Tool | NativeWebSearch],
+        permissions: Permissions,
+        *,
+        provider: str,
+        replace: bool = False,
+    ) -> None:
+        """Add a checked batch; a name clash is an error unless ``replace=True``."""
+        batch, natives = self.check_batch(items, permissions, provider=provider)
+        if not replace:
+            registered = set(self.tools) | set(self.natives)
+            clashes = sorted(name for name in (*batch, *natives) if name in registered)
+            if clashes:
+                raise ToolNameConflictError(
+                    f"Tools already registered: {', '.join(clashes)}. Pass replace=True to "
+                    "replace them."
+                )
+        for name in batch:
+            self.natives.pop(name, None)
+        for name in natives:
+            self.tools.pop(name, None)
+        self.tools.update(batch)
+        self.natives.update(natives)
+        self._schemas = None
+
+    def replace_all(
+        self, items: Iterable[Tool | NativeWebSearch], permissions: Permissions, *, provider: str
+    ) -> None:
+        """Replace every registered tool with a checked batch."""
+        self.tools, self.natives = self.check_batch(items, permissions, provider=provider)
+        self._schemas = None
+
+    def all(self) -> dict[str, Tool | NativeWebSearch]:
+        """Every registered tool by name (provider-native ones included)."""
+        return {**self.tools, **self.natives}
+
+    def drop_refused_natives(self, permissions: Permissions) -> None:
+        """Remove the provider-native tools ``permissions`` no longer allow."""
+        for name in list(self.natives):
+            if native_web_refusal(permissions, name) is not None:
+                del self.natives[name]
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tool schemas the model sees (OpenAI format), cached until tools change."""
+        if self._schemas is None:
+            self._schemas = [t.openai_schema() for t in self.tools.values()]
+        return self._schemas
+
+    def request_extras(self) -> dict[str, Any]:
+        """Request parameters the provider-native tools add to every request."""
+        extras: dict[str, Any] = {}
+        for native in self.natives.values():
+            extras.update(native.request_kwargs())
+        return extras
+
+    @staticmethod
+    def check_batch(
+        items: Iterable[Tool | NativeWebSearch] | Tool | NativeWebSearch,
+        permissions: Permissions,
+        *,
+        provider: str,
+    ) -> Batch:
+        """Check a batch: tools only, unique names, native tools authorized for ``provider``."""
+        if isinstance(items, Tool | NativeWebSearch):
+            items = [items]
+        try:
+            listed = list(items)
+        except TypeError:
+            raise InvalidToolError(
+                f"tools must be a list of tools, not {type(items).__name__}. {_TOOL_NAME_HINT}"
+            ) from None
+        batch: dict[str, Tool] = {}
+        natives: dict[str, NativeWebSearch] = {}
+        for item in listed:
+            if not isinstance(item, Tool | NativeWebSearch):
+                raise InvalidToolError(
+                    f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
+                )
+            if item.name in batch or item.name in natives:
+                raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
+            if isinstance(item, Tool):
+                batch[item.name] = item
+                continue
+            refusal = native_web_refusal(permissions, item.name)
+            if refusal is not None:
+                raise PermissionsError(refusal)
+            if item.provider != provider:
+                raise InvalidToolError(
+                    f"Provider-native {item.name} is for {item.provider}, but this agent talks "
+                    f"to {provider}."
+                )
+            natives[item.name] = item
+        return batch, natives
