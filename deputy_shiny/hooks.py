@@ -61,7 +61,7 @@ from pydantic import Field
 from ._config import FrozenConfig
 from ._dangerous_bash import dangerous_bash_reason
 from ._run_context import is_credential_key
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidHookError
 
 __all__ = [
     "DEFAULT_HOOK_TIMEOUT",
@@ -122,10 +122,6 @@ TOOL_HOOK_EVENTS: frozenset[str] = frozenset(
 
 _GATING_EVENTS = frozenset({"PreToolUse", "PermissionRequest"})
 _MAX_ERROR_CHARS = 500
-
-
-class InvalidHookError(ConfigurationError):
-    """A hook matcher, hook result or built-in hook was given a value it cannot use."""
 
 
 def _check_event(event: object, where: str = "event") -> str:

@@ -47,7 +47,7 @@ from pydantic import ConfigDict, Field, field_validator
 from . import _sync
 from ._config import FrozenConfig
 from ._paths import PathDenied, confine
-from .errors import ConfigurationError, ToolArgumentsError
+from .errors import ConfigurationError, PermissionsError, ToolArgumentsError
 from .tools import Tool, tool_metadata
 from .tools._tool import EffectiveAnnotations, ToolMetadata
 
@@ -81,10 +81,6 @@ ASK_TOOLS = frozenset({"ask_user"})
 FILE_TOOLS = READ_TOOLS | WRITE_TOOLS
 # Arguments that hold paths (or path patterns) in the built-in file tools.
 PATH_ARGUMENTS = ("path", "pattern")
-
-
-class PermissionsError(ConfigurationError):
-    """A Permissions value, mode or permission callback is malformed."""
 
 
 class Permissions(FrozenConfig):

@@ -23,13 +23,11 @@ from htmltools import Tag
 from shiny import reactive, ui
 from shiny.session import Session
 
+from ..errors import PromptClosed
+
 logger = logging.getLogger("deputy_shiny")
 
 ANSWER_INPUT = "deputy_modal_answer"
-
-
-class PromptClosed(Exception):
-    """The prompt ended without an answer (session ended, run stopped)."""
 
 
 @dataclass

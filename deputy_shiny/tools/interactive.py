@@ -49,7 +49,7 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import DeputyError, ToolInvocationError
+from ..errors import AskUserDeclined, ToolInvocationError
 from ._context import current_tool_context
 from ._tool import Tool, ToolSource, _is_async_callable, tool, tool_annotations
 
@@ -75,17 +75,6 @@ ASK_USER_ANNOTATIONS = tool_annotations(
 _SOURCE = ToolSource(type="package", package="deputy_shiny")
 
 DECLINED_MESSAGE = "The user declined to answer the questions."
-
-
-class AskUserDeclined(DeputyError):
-    """Raise from an ask_user callback when the user will not answer (closed the form, etc.).
-
-    The model then gets a normal result saying the user declined to answer.
-
-    Example:
-        >>> def never(questions, context):
-        ...     raise AskUserDeclined("closed the dialog")
-    """
 
 
 # --------------------------------------------------------------------------- arguments
