@@ -45,13 +45,12 @@ from .hooks import (
     HookContext,
     HookEventName,
     HookMatcher,
+    HookPoint,
     HookResultPostToolUse,
     HookResultPreCompact,
     HookResultPreToolUse,
-    hook_block_dangerous_bash,
-    hook_limit_file_writes,
-    hook_log_tools,
 )
+from .hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes, hook_log_tools
 from .limits import UsageLimits
 from .messages import (
     ContentImage,
@@ -132,6 +131,7 @@ __all__ = [
     "HookContext",
     "HookEventName",
     "HookMatcher",
+    "HookPoint",
     "HookResultPostToolUse",
     "HookResultPreCompact",
     "HookResultPreToolUse",
