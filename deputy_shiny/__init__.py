@@ -10,6 +10,15 @@ Example:
     'Hello from a scripted model.'
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
+try:
+    __version__: str = _distribution_version("deputy_shiny")
+    """The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
+except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed
+    __version__ = "0.0.0"
+
 from ._litellm import warm_up
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
@@ -168,6 +177,7 @@ __all__ = [
     "UnknownModelError",
     "UsageLimitExceeded",
     "UsageLimits",
+    "__version__",
     "hook_block_dangerous_bash",
     "hook_limit_file_writes",
     "hook_log_tools",

@@ -88,7 +88,7 @@ from .tools import Tool, format_tool_output, tool_context
 if TYPE_CHECKING:
     from .agent import Agent
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 
 ToolMode = Literal["concurrent", "sequential"]
 Validator = Callable[[Any], object]

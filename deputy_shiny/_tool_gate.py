@@ -37,7 +37,7 @@ from .tools import Tool, tool_metadata
 if TYPE_CHECKING:
     from .agent import Agent
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Emit = Callable[..., Any]

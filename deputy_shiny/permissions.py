@@ -40,7 +40,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -60,15 +60,36 @@ flags allow, custom tools included."""
 ApprovalEffect = Literal["write", "destructive", "open_world"]
 Decision = Literal["allow", "deny", "ask"]
 
-MODES: tuple[PermissionMode, ...] = ("standard", "plan", "readonly", "full")
+MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+"""Every permission mode (the order error messages list them in)."""
 
-# Which narrower modes each mode may switch to (set_permission_mode only narrows).
 NARROWER: dict[str, frozenset[str]] = {
     "full": frozenset({"standard", "plan", "readonly"}),
     "standard": frozenset({"readonly"}),
     "plan": frozenset({"readonly"}),
     "readonly": frozenset(),
 }
+"""Which narrower modes each mode may switch to (``set_permission_mode`` only narrows)."""
+
+MODES_WIDEST_FIRST: tuple[PermissionMode, ...] = tuple(
+    sorted(MODES, key=lambda mode: -len(NARROWER[mode]))
+)
+"""The modes from the widest to the narrowest: ``full``, ``standard``, ``plan``,
+``readonly`` (the order a mode picker lists them in)."""
+
+
+def allowed_modes(mode: str) -> list[PermissionMode]:
+    """``mode`` and the modes it may narrow to, widest first (empty for an unknown mode).
+
+    Example:
+        >>> allowed_modes("full")
+        ['full', 'standard', 'plan', 'readonly']
+        >>> allowed_modes("plan")
+        ['plan', 'readonly']
+    """
+    narrower = NARROWER.get(mode, frozenset())
+    return [m for m in MODES_WIDEST_FIRST if m == mode or m in narrower]
+
 
 BUILTIN_PACKAGE = "deputy_shiny"
 READ_TOOLS = frozenset(

@@ -59,7 +59,9 @@ def assert_one_clean_line(text: str) -> None:
 
 
 def assert_logged_in_full(caplog: pytest.LogCaptureFixture, *details: str) -> None:
-    records = [r for r in caplog.records if r.name == "deputy_shiny" and "failed" in r.message]
+    records = [
+        r for r in caplog.records if r.name.startswith("deputy_shiny") and "failed" in r.message
+    ]
     assert records, "the failure was not logged"
     logged = "\n".join(r.getMessage() for r in records)
     for detail in details:

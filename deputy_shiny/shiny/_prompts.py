@@ -25,7 +25,7 @@ from shiny.session import Session
 
 from ..errors import PromptClosed
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 
 ANSWER_INPUT = "deputy_modal_answer"
 
