@@ -49,7 +49,7 @@ from ._config import FrozenConfig
 from ._paths import PathDenied, confine
 from .errors import ConfigurationError, PermissionsError, ToolArgumentsError
 from .tools import Tool, tool_metadata
-from .tools._tool import EffectiveAnnotations, ToolMetadata
+from .tools._tool import BUILTIN_PACKAGE, EffectiveAnnotations, ToolMetadata
 
 PermissionMode = Literal["standard", "plan", "readonly", "full"]
 """``standard`` (the default): reads and writes in the working dir, no code or web
@@ -91,15 +91,6 @@ def allowed_modes(mode: str) -> list[PermissionMode]:
     return [m for m in MODES_WIDEST_FIRST if m == mode or m in narrower]
 
 
-BUILTIN_PACKAGE = "deputy_shiny"
-READ_TOOLS = frozenset(
-    {"read_file", "read_markdown", "list_files", "glob_files", "grep_files", "read_csv"}
-)
-WRITE_TOOLS = frozenset({"write_file", "edit_file", "multi_edit"})
-CODE_TOOLS = frozenset({"run_python", "run_bash"})
-WEB_TOOLS = frozenset({"web_fetch", "web_search"})
-ASK_TOOLS = frozenset({"ask_user"})
-FILE_TOOLS = READ_TOOLS | WRITE_TOOLS
 # Arguments that hold paths (or path patterns) in the built-in file tools.
 PATH_ARGUMENTS = ("path", "pattern")
 
@@ -420,24 +411,22 @@ ToolKind = Literal["read", "write", "code", "web", "ask", "custom"]
 
 
 def tool_kind(t: Tool) -> ToolKind:
-    """How the mode table sees a tool: built-ins by name, everything else ``custom``.
+    """How the mode table sees a tool: a built-in by the kind it records, else ``custom``.
 
-    Only tools whose source is deputy_shiny's own package count as built-in.
+    Each built-in factory records its kind on the tool's source
+    (:func:`~deputy_shiny.tools._tool.builtin_source`); only tools whose source is
+    deputy_shiny's own package count. Custom and MCP tools have no kind: the mode table
+    judges them by their annotations.
+
+    Example:
+        >>> from deputy_shiny.tools import tool, tool_read_file
+        >>> tool_kind(tool_read_file()), tool_kind(tool(lambda: 1, name="one", description="One."))
+        ('read', 'custom')
     """
-    if t.source.type != "package" or t.source.package != BUILTIN_PACKAGE:
+    source = t.source
+    if source.type != "package" or source.package != BUILTIN_PACKAGE or source.kind is None:
         return "custom"
-    name = t.name
-    if name in READ_TOOLS:
-        return "read"
-    if name in WRITE_TOOLS:
-        return "write"
-    if name in CODE_TOOLS:
-        return "code"
-    if name in WEB_TOOLS:
-        return "web"
-    if name in ASK_TOOLS:
-        return "ask"
-    return "custom"
+    return source.kind
 
 
 # ---------------------------------------------------------------- steps 1-4

@@ -176,6 +176,10 @@ def effective_annotations(annotations: ToolAnnotations) -> EffectiveAnnotations:
 # --------------------------------------------------------------------------- source
 
 
+BuiltinKind = Literal["read", "write", "code", "web", "ask"]
+"""What a built-in tool does, as the permission mode table sees it."""
+
+
 class ToolSource(BaseModel):
     """Where a tool comes from: a user function, a package's built-in, or an MCP server.
 
@@ -193,6 +197,27 @@ class ToolSource(BaseModel):
     remote_name: str | None = Field(
         default=None, description='For "mcp": the tool\'s name on the server.'
     )
+    kind: BuiltinKind | None = Field(
+        default=None,
+        description=(
+            'For deputy_shiny\'s built-ins: what the tool does ("read", "write", "code", '
+            '"web", "ask"), which the permission mode table judges it by. None for every '
+            "other tool (judged by its annotations)."
+        ),
+    )
+
+
+BUILTIN_PACKAGE = "deputy_shiny"
+
+
+def builtin_source(kind: BuiltinKind) -> ToolSource:
+    """The source of one of deputy_shiny's built-in tools, recording its ``kind``.
+
+    Example:
+        >>> builtin_source("read").kind, builtin_source("read").package
+        ('read', 'deputy_shiny')
+    """
+    return ToolSource(type="package", package=BUILTIN_PACKAGE, kind=kind)
 
 
 def _module_of(fn: Any) -> str | None:
@@ -320,6 +345,11 @@ class Tool:
     def source(self) -> ToolSource:
         """Where the tool comes from."""
         return self._source
+
+    @property
+    def kind(self) -> BuiltinKind | None:
+        """What a deputy_shiny built-in does (``"read"``, ``"write"``...); None otherwise."""
+        return self._source.kind
 
     @property
     def fn(self) -> Callable[..., Any]:

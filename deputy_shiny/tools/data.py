@@ -36,7 +36,7 @@ from pathlib import Path
 from .._paths import PathDenied, confine
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
-from ._tool import Tool, ToolSource, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = ["MAX_CSV_BYTES", "MAX_PREVIEW_ROWS", "read_csv", "tool_read_csv"]
 
@@ -368,5 +368,5 @@ def tool_read_csv() -> Tool:
         annotations=tool_annotations(
             read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
         ),
-        source=ToolSource(type="package", package="deputy_shiny"),
+        source=builtin_source("read"),
     )

@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._paths import PathDenied, confine
 from ..errors import ToolInvocationError
 from ._context import ToolContext, current_tool_context
-from ._tool import Tool, ToolSource, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = [
     "FileEdit",
@@ -61,7 +61,6 @@ __all__ = [
     "tool_write_file",
 ]
 
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 _READ_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
 )
@@ -394,7 +393,7 @@ def tool_read_file() -> Tool:
             "documents."
         ),
         annotations=_READ_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("read"),
     )
 
 
@@ -503,7 +502,7 @@ def tool_read_markdown() -> Tool:
             "limit. The last line says how many lines there are."
         ),
         annotations=_READ_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("read"),
     )
 
 
@@ -568,7 +567,7 @@ def tool_write_file() -> Tool:
             "end. To change part of an existing file, prefer edit_file."
         ),
         annotations=_WRITE_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("write"),
     )
 
 
@@ -717,7 +716,7 @@ def tool_edit_file() -> Tool:
             "changes to one file use multi_edit."
         ),
         annotations=_WRITE_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("write"),
     )
 
 
@@ -767,7 +766,7 @@ def tool_multi_edit() -> Tool:
             "edit_file. If any edit fails, nothing is written."
         ),
         annotations=_WRITE_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("write"),
     )
 
 
@@ -912,7 +911,7 @@ def tool_list_files() -> Tool:
             "subdirectories too."
         ),
         annotations=_READ_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("read"),
     )
 
 
@@ -1091,7 +1090,7 @@ def tool_glob_files() -> Tool:
             "(starting with '.') match only when the pattern spells out the dot."
         ),
         annotations=_READ_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("read"),
     )
 
 
@@ -1247,5 +1246,5 @@ def tool_grep_files() -> Tool:
             "directories such as .git are skipped."
         ),
         annotations=_READ_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("read"),
     )

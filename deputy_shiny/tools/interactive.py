@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import AskUserDeclined, ToolInvocationError
 from ._context import current_tool_context
-from ._tool import Tool, ToolSource, _is_async_callable, tool, tool_annotations
+from ._tool import Tool, _is_async_callable, builtin_source, tool, tool_annotations
 
 __all__ = [
     "Answer",
@@ -72,7 +72,6 @@ logger = logging.getLogger(__name__)
 ASK_USER_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=False
 )
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 
 DECLINED_MESSAGE = "The user declined to answer the questions."
 
@@ -421,7 +420,9 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             ) from None
         return _format_answers(questions, _check_answers(questions, answers))
 
-    made = tool(ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=_SOURCE)
+    made = tool(
+        ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=builtin_source("ask")
+    )
     # Kept so a host (the Shiny kit) can check the tool answers to *its* session.
     made.ask_user_callback = callback  # type: ignore[attr-defined]
     return made

@@ -32,7 +32,7 @@ from urllib.parse import urljoin, urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ToolInvocationError
-from ._tool import Tool, ToolAnnotations, ToolSource, _is_async_callable, tool, tool_annotations
+from ._tool import Tool, ToolAnnotations, _is_async_callable, builtin_source, tool, tool_annotations
 
 if TYPE_CHECKING:
     import httpx
@@ -51,7 +51,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 
 WEB_FETCH_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=True, idempotent_hint=True
@@ -545,7 +544,7 @@ def tool_web_fetch(
         web_fetch,
         name="web_fetch",
         annotations=WEB_FETCH_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("web"),
     )
 
 
@@ -709,7 +708,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
         web_search,
         name="web_search",
         annotations=WEB_SEARCH_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("web"),
     )
 
 
