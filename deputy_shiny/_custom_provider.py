@@ -103,6 +103,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from . import _litellm
+from ._chain import causes as _causes
 from .errors import DeputyError
 
 if TYPE_CHECKING:
@@ -340,27 +341,6 @@ def _unwrap(exc: BaseException) -> BaseException:
         exc = inner
         seen += 1
     return exc
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The chain behind ``exc`` (carried originals, ``__cause__``, ``__context__``)."""
-    seen = {id(exc)}
-    current: BaseException | None = exc
-    while current is not None:
-        inner = getattr(current, "original_exception", None)
-        if isinstance(inner, BaseException):
-            nxt: BaseException | None = inner
-        elif current.__cause__ is not None:
-            nxt = current.__cause__
-        elif not current.__suppress_context__:
-            nxt = current.__context__
-        else:
-            nxt = None
-        if nxt is None or id(nxt) in seen:
-            return
-        seen.add(id(nxt))
-        yield nxt
-        current = nxt
 
 
 def _status_of(exc: BaseException) -> int | None:

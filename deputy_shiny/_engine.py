@@ -36,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import _litellm
 from ._interrupt import Interrupted, Interrupter
+from ._redact import redact
 from ._tool_gate import CallIds, ToolGate, Verdict
 from .errors import (
     DeputyError,
@@ -949,26 +950,6 @@ _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
 def _strip_fences(text: str) -> str:
     match = _FENCE.match(text)
     return match.group(1) if match else text.strip()
-
-
-_SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
-    r"|(Bearer\s+)\S+"
-    r"|((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"
-    r"|([?&](?:key|api_key|token|access_token)=)[^&\s\"']+"  # keys in URLs (Gemini)
-    r"|(AIza)[0-9A-Za-z_\-]{8,}",  # Google API keys
-    re.I,
-)
-
-
-def redact(text: str) -> str:
-    """Mask things that look like API keys in provider error messages.
-
-    Example:
-        >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
-        'invalid key sk-test…, see https://x.example/?key=…'
-    """
-    return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
 
 
 _CHECKED_CREDENTIALS: set[str] = set()

@@ -60,6 +60,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
+from ._callables import is_async_callable
 from ._config import FrozenConfig
 from ._text import truncate
 from .errors import ConfigurationError, InvalidHookError
@@ -292,13 +293,6 @@ def _callable_name(fn: object) -> str:
     return str(name)
 
 
-def _is_async_callable(fn: object) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ is what we look for
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
 _SIGNATURES = {
     1: "(context)",
     3: "(tool_name, tool_input, context)",
@@ -431,7 +425,7 @@ class HookMatcher:
                 )
             object.__setattr__(self, "timeout", float(timeout))
         object.__setattr__(self, "_regex", regex)
-        object.__setattr__(self, "_async", _is_async_callable(callback))
+        object.__setattr__(self, "_async", is_async_callable(callback))
 
     def matches(self, tool_name: str | None = None) -> bool:
         """True if this matcher applies to ``tool_name`` (None: only pattern-less matchers).

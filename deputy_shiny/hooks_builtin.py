@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._dangerous_bash import dangerous_bash_reason
+from ._redact import REDACTED, redact_values
 from ._run_context import is_credential_key
 from ._text import truncate
 from .errors import InvalidHookError
@@ -71,21 +72,6 @@ def hook_block_dangerous_bash() -> HookMatcher:
 
 # =========================================================================== logging
 
-_REDACTED = "<redacted>"
-
-
-def _redact(value: Any, depth: int = 0) -> Any:
-    if depth > 6:
-        return "…"
-    if isinstance(value, Mapping):
-        return {
-            k: _REDACTED if isinstance(k, str) and is_credential_key(k) else _redact(v, depth + 1)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact(v, depth + 1) for v in value]
-    return value
-
 
 def _summarize_input(tool_input: Any, max_chars: int) -> str:
     if isinstance(tool_input, Mapping):
@@ -93,16 +79,16 @@ def _summarize_input(tool_input: Any, max_chars: int) -> str:
         parts = []
         for key, value in tool_input.items():
             if isinstance(key, str) and is_credential_key(key):
-                shown = _REDACTED
+                shown = REDACTED
             else:
-                shown = truncate(repr(_redact(value)), per_value)
+                shown = truncate(repr(redact_values(value)), per_value)
             parts.append(f"{key}={shown}")
         return truncate(", ".join(parts), max_chars)
-    return truncate(repr(_redact(tool_input)), max_chars)
+    return truncate(repr(redact_values(tool_input)), max_chars)
 
 
 def _summarize_output(output: Any, max_chars: int) -> str:
-    text = output if isinstance(output, str) else repr(_redact(output))
+    text = output if isinstance(output, str) else repr(redact_values(output))
     return truncate(text.replace("\r", "\\r").replace("\n", "\\n"), max_chars)
 
 

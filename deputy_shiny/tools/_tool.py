@@ -26,6 +26,7 @@ from typing import Any, Literal, TypedDict, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._callables import dunder_call, is_async_callable
 from ..errors import InvalidToolError
 from ._function_schema import (
     ArgumentsSchema,
@@ -233,29 +234,11 @@ def _module_of(fn: Any) -> str | None:
 # --------------------------------------------------------------------------- tool
 
 
-def _dunder_call(obj: Any) -> Any:
-    """The ``__call__`` function of a callable object's class (None if it has none)."""
-    for klass in type(obj).__mro__:
-        if "__call__" in klass.__dict__:
-            return klass.__dict__["__call__"]
-    return None
-
-
-def _is_async_callable(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
-    if not (inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn)):
-        return inspect.iscoroutinefunction(_dunder_call(fn))
-    return False
-
-
 def _is_generator_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-        fn = _dunder_call(fn) or fn
+        fn = dunder_call(fn) or fn
     return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 
 
@@ -315,7 +298,7 @@ class Tool:
         self._source = source or ToolSource(type="function", module=_module_of(fn))
         self._schema = schema or arguments_schema(fn, tool_name=self._name, arguments=arguments)
         self._fn = fn
-        self._is_async = _is_async_callable(fn)
+        self._is_async = is_async_callable(fn)
         self.__wrapped__ = fn  # inspect.signature(tool) shows the function's signature
         self.__doc__ = getattr(fn, "__doc__", None)
 

@@ -45,6 +45,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._paths import PathDenied, confine
+from .._text import plural
 from ..errors import ToolInvocationError
 from ._context import ToolContext, current_tool_context
 from ._tool import Tool, builtin_source, tool, tool_annotations
@@ -120,10 +121,6 @@ def _size(n: int) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KB"
     return f"{n / (1024 * 1024):.1f} MB"
-
-
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _os_problem(exc: OSError, doing: str, shown: str) -> ToolInvocationError:
@@ -300,12 +297,12 @@ def _window_footer(shown: str, offset: int, shown_count: int, total: int, what: 
         )
     if offset > 0:
         return f"[{what} {shown}: lines {offset + 1}-{total} of {total} shown (end of file).]"
-    return f"[{shown}: all {_plural(total, 'line')} shown.]"
+    return f"[{shown}: all {plural(total, 'line')} shown.]"
 
 
 def _past_end(shown: str, offset: int, total: int) -> ToolInvocationError:
     return ToolInvocationError(
-        f"offset={offset} is past the end of {shown}, which has {_plural(total, 'line')}; "
+        f"offset={offset} is past the end of {shown}, which has {plural(total, 'line')}; "
         f"use an offset below {total}."
     )
 
@@ -694,7 +691,7 @@ def _edit_file(path: str, old_string: str, new_string: str, replace_all: bool = 
     _atomic_write(target, new_text.encode("utf-8", errors="replace"), shown)
     where = "line" if len(lines) == 1 else "lines"
     return (
-        f"Edited {shown}: replaced {_plural(len(lines), 'occurrence')} "
+        f"Edited {shown}: replaced {plural(len(lines), 'occurrence')} "
         f"({where} {_list_lines(lines)})."
     )
 
@@ -745,8 +742,7 @@ def _multi_edit(path: str, edits: list[FileEdit]) -> str:
         replaced += len(lines)
     _atomic_write(target, text.encode("utf-8", errors="replace"), shown)
     return (
-        f"Edited {shown}: applied {_plural(len(edits), 'edit')} "
-        f"({_plural(replaced, 'replacement')})."
+        f"Edited {shown}: applied {plural(len(edits), 'edit')} ({plural(replaced, 'replacement')})."
     )
 
 
@@ -883,12 +879,12 @@ def _list_files(
     else:
         total = len(listed) + more
         kind = " (recursive)" if recursive else ""
-        lines = [f"Contents of {where}{kind}: {_plural(total, 'entry', 'entries')}", *listed]
+        lines = [f"Contents of {where}{kind}: {plural(total, 'entry', 'entries')}", *listed]
     if more:
         lines.append(f"[{more} more not shown. List a subdirectory, or raise max_entries.]")
     if hidden:
         lines.append(
-            f"[{_plural(hidden, 'hidden entry', 'hidden entries')} not shown; pass "
+            f"[{plural(hidden, 'hidden entry', 'hidden entries')} not shown; pass "
             "include_hidden=true to see them.]"
         )
     return "\n".join(lines) + _stopped_note(walker)
@@ -1211,7 +1207,7 @@ def _grep_files(
     if too_big:
         listed = ", ".join(too_big[:5]) + (", …" if len(too_big) > 5 else "")
         notes.append(
-            f"[Skipped {_plural(len(too_big), 'file')} over {_size(MAX_READ_BYTES)}: {listed}. "
+            f"[Skipped {plural(len(too_big), 'file')} over {_size(MAX_READ_BYTES)}: {listed}. "
             "Read them in parts with read_file.]"
         )
     stopped = _stopped_note(walker) if walker is not None else ""
@@ -1220,7 +1216,7 @@ def _grep_files(
         where = "the working directory" if where == "." else where
         head = (
             f"No matches for {pattern!r} in {where} "
-            f"({_plural(searched, 'file')} searched"
+            f"({plural(searched, 'file')} searched"
             + (f", glob {glob!r}" if glob is not None else "")
             + ")."
         )

@@ -49,9 +49,10 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._callables import is_async_callable
 from ..errors import AskUserDeclined, ToolInvocationError
 from ._context import current_tool_context
-from ._tool import Tool, _is_async_callable, builtin_source, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = [
     "Answer",
@@ -350,7 +351,7 @@ async def _resolve_context(context: Any) -> Any:
 
 
 async def _call(callback: AskUserCallback, questions: list[Question], ctx: AskUserContext) -> Any:
-    if _is_async_callable(callback):
+    if is_async_callable(callback):
         return await callback(questions, ctx)  # type: ignore[misc]
     result = await asyncio.to_thread(callback, questions, ctx)
     if inspect.isawaitable(result):

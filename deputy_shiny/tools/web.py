@@ -24,15 +24,17 @@ import inspect
 import logging
 import re
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._callables import is_async_callable
+from .._chain import causes
 from ..errors import ToolInvocationError
-from ._tool import Tool, ToolAnnotations, _is_async_callable, builtin_source, tool, tool_annotations
+from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 
 if TYPE_CHECKING:
     import httpx
@@ -190,17 +192,8 @@ def _binary_refusal(url: str, media_type: str) -> ToolInvocationError:
     )
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _connect_problem(exc: BaseException, url: httpx.URL) -> str:
-    chain = list(_causes(exc))
+    chain = [exc, *causes(exc, suppressed=True)]
     root = chain[-1]
     text = str(root) or type(root).__name__
     lowered = " ".join(str(e) for e in chain).lower()
@@ -689,7 +682,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
         if not query:
             raise ToolInvocationError("web_search: the query is empty.")
         try:
-            if _is_async_callable(search):
+            if is_async_callable(search):
                 raw: Any = await search(query, max_results)  # type: ignore[misc]
             else:
                 raw = await asyncio.to_thread(search, query, max_results)
