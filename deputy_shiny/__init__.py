@@ -10,21 +10,37 @@ Example:
     'Hello from a scripted model.'
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
+try:
+    __version__: str = _distribution_version("deputy_shiny")
+    """The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
+except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed
+    __version__ = "0.0.0"
+
 from ._litellm import warm_up
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
 from .errors import (
     AgentBusyError,
     AgentRunError,
+    AskUserDeclined,
     ConfigurationError,
     DeputyError,
+    InvalidHookError,
     InvalidLimitError,
     InvalidModelError,
     InvalidToolError,
     MissingCredentialsError,
+    PathDenied,
+    PermissionsError,
     ProviderError,
     RunContextError,
     SandboxUnavailableError,
+    ScriptedModelExhausted,
+    SkillError,
+    SkillLoadError,
     StructuredOutputError,
     SyncInAsyncError,
     ToolArgumentsError,
@@ -33,20 +49,18 @@ from .errors import (
     ToolRejectedError,
     UnknownModelError,
     UsageLimitExceeded,
-    tool_reject,
 )
 from .events import AgentEvent, AgentResult, AgentUsage, CostSummary, StopReason
 from .hooks import (
     HookContext,
     HookEventName,
     HookMatcher,
+    HookPoint,
     HookResultPostToolUse,
     HookResultPreCompact,
     HookResultPreToolUse,
-    hook_block_dangerous_bash,
-    hook_limit_file_writes,
-    hook_log_tools,
 )
+from .hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes, hook_log_tools
 from .limits import UsageLimits
 from .messages import (
     ContentImage,
@@ -73,7 +87,6 @@ from .permissions import (
 from .sandbox import Sandbox, sandbox_unavailable_reason
 from .skills import Skill, skill_check_requirements, skill_create, skill_load
 from .tools import (
-    AskUserDeclined,
     Tool,
     ToolAnnotations,
     ToolState,
@@ -128,23 +141,30 @@ __all__ = [
     "HookContext",
     "HookEventName",
     "HookMatcher",
+    "HookPoint",
     "HookResultPostToolUse",
     "HookResultPreCompact",
     "HookResultPreToolUse",
+    "InvalidHookError",
     "InvalidLimitError",
     "InvalidModelError",
     "InvalidToolError",
     "MissingCredentialsError",
+    "PathDenied",
     "PermissionDecision",
     "PermissionResultAllow",
     "PermissionResultDeny",
     "PermissionResultPending",
     "Permissions",
+    "PermissionsError",
     "ProviderError",
     "RunContextError",
     "Sandbox",
     "SandboxUnavailableError",
+    "ScriptedModelExhausted",
     "Skill",
+    "SkillError",
+    "SkillLoadError",
     "StopReason",
     "StructuredOutputError",
     "SyncInAsyncError",
@@ -159,6 +179,7 @@ __all__ = [
     "UnknownModelError",
     "UsageLimitExceeded",
     "UsageLimits",
+    "__version__",
     "hook_block_dangerous_bash",
     "hook_limit_file_writes",
     "hook_log_tools",
@@ -185,7 +206,6 @@ __all__ = [
     "tool_read_csv",
     "tool_read_file",
     "tool_read_markdown",
-    "tool_reject",
     "tool_run_bash",
     "tool_run_python",
     "tool_web_fetch",

@@ -95,7 +95,7 @@ from .models import ChatModel
 from .tools import Tool, format_tool_output, tool_context
 from .usage import UsageLimits, limit_reached
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 
 ToolMode = Literal["concurrent", "sequential"]
 

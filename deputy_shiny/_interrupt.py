@@ -16,15 +16,9 @@ import threading
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from .errors import Interrupted
+
 T = TypeVar("T")
-
-
-class Interrupted(Exception):
-    """Raised inside the engine when the run was interrupted; carries the stop reason."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Interrupter:

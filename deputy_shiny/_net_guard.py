@@ -53,6 +53,8 @@ from urllib.parse import unquote
 
 import httpx
 
+from .errors import AddressRefused
+
 __all__ = [
     "AddressRefused",
     "GuardedTransport",
@@ -85,20 +87,6 @@ _NAT64 = (ip_network("64:ff9b::/96"), ip_network("64:ff9b:1::/48"))
 _NUMERIC_V4 = re.compile(r"^[0-9a-fx.]+$")
 # One DNS label (underscores are tolerated: real names carry them).
 _LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
-
-
-class AddressRefused(Exception):
-    """A URL's host is (or resolves to) an address the policy does not allow.
-
-    ``str(exc)`` says what was found (``"localhost resolves to 127.0.0.1, a loopback
-    address"``); ``rule`` is the short reason (``"a loopback address"``).
-    """
-
-    def __init__(self, message: str, *, host: str, address: IPAddress, rule: str) -> None:
-        super().__init__(message)
-        self.host = host
-        self.address = address
-        self.rule = rule
 
 
 # --------------------------------------------------------------------------- addresses
@@ -342,7 +330,7 @@ def check_literal(host: str, policy: NetworkPolicy) -> None:
         >>> check_literal("0177.0.0.1", NetworkPolicy())
         Traceback (most recent call last):
         ...
-        deputy_shiny._net_guard.AddressRefused: 0177.0.0.1 is 127.0.0.1, a loopback address
+        deputy_shiny.errors.AddressRefused: 0177.0.0.1 is 127.0.0.1, a loopback address
     """
     target = normalize_host(host)
     if isinstance(target, (IPv4Address, IPv6Address)) and not policy.allows_address(target):

@@ -34,21 +34,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from .errors import DeputyError
-
-
-class PathDenied(DeputyError):
-    """A path falls outside the directories a tool may touch.
-
-    Attributes:
-        rule: ``traversal``, ``home``, ``outside``, ``symlink`` or ``invalid``.
-        path: The path as given.
-    """
-
-    def __init__(self, message: str, *, rule: str, path: str) -> None:
-        super().__init__(message)
-        self.rule = rule
-        self.path = path
+from .errors import PathDenied
 
 
 def real_roots(roots: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:

@@ -35,10 +35,18 @@ from http import HTTPStatus
 from typing import Any, Final, TypeVar
 
 from . import _litellm
+from ._chain import causes
+from ._chat_model import ChatModel, missing_credentials
 from ._interrupt import Interrupted
-from .errors import DeputyError, MissingCredentialsError, ProviderError, UnknownModelError
+from ._redact import redact
+from .errors import (
+    DeputyError,
+    MissingCredentialsError,
+    ProviderError,
+    ProviderFailed,
+    UnknownModelError,
+)
 from .messages import Content, ContentText, ContentThinking, Turn, TurnUsage, tool_request_from_json
-from .models._chat_model import ChatModel, missing_credentials
 
 __all__ = [
     "COST_FIELD",
@@ -130,8 +138,8 @@ def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
         if isinstance(exc, openai.APITimeoutError):  # litellm.Timeout: 408, or 504
             status = _status_of(exc)
             return True, status if status is not None else 408
-        causes = list(_causes(exc))
-        if not causes or any(_is_transient_cause(cause) for cause in causes):
+        chain = list(causes(exc))
+        if not chain or any(_is_transient_cause(cause) for cause in chain):
             return True, None
         return False, None
     status = _status_of(exc)
@@ -269,7 +277,7 @@ def deputy_error_cause(exc: BaseException) -> DeputyError | None:
         ...     print(deputy_error_cause(exc))
         original
     """
-    for error in (exc, *_causes(exc)):
+    for error in (exc, *causes(exc)):
         if isinstance(error, DeputyError):
             return error
     return None
@@ -284,27 +292,6 @@ def _unwrap(exc: BaseException) -> BaseException:
         exc = inner
         seen += 1
     return exc
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The chain behind ``exc`` (carried originals, ``__cause__``, ``__context__``)."""
-    seen = {id(exc)}
-    current: BaseException | None = exc
-    while current is not None:
-        inner = getattr(current, "original_exception", None)
-        if isinstance(inner, BaseException):
-            nxt: BaseException | None = inner
-        elif current.__cause__ is not None:
-            nxt = current.__cause__
-        elif not current.__suppress_context__:
-            nxt = current.__context__
-        else:
-            nxt = None
-        if nxt is None or id(nxt) in seen:
-            return
-        seen.add(id(nxt))
-        yield nxt
-        current = nxt
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -378,14 +365,6 @@ class Response:
             call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
             contents.append(tool_request_from_json(call_id, call["name"], "".join(call["args"])))
         return Turn(role="assistant", contents=contents, usage=usage)
-
-
-class ProviderFailed(Exception):
-    """A request failed at the provider; carries the typed error for the engine."""
-
-    def __init__(self, error: ProviderError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 # --------------------------------------------------------------------------- streaming
@@ -515,26 +494,6 @@ def known_cost(model: ChatModel, input_tokens: int, output_tokens: int) -> float
             return None
         return float(prompt_cost + completion_cost)
     return None
-
-
-_SECRET = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
-    r"|(Bearer\s+)\S+"
-    r"|((?:x-)?api[_-]?key[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"
-    r"|([?&](?:key|api_key|token|access_token)=)[^&\s\"']+"  # keys in URLs (Gemini)
-    r"|(AIza)[0-9A-Za-z_\-]{8,}",  # Google API keys
-    re.I,
-)
-
-
-def redact(text: str) -> str:
-    """Mask things that look like API keys in provider error messages.
-
-    Example:
-        >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
-        'invalid key sk-test…, see https://x.example/?key=…'
-    """
-    return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
 
 
 _CHECKED_CREDENTIALS: set[str] = set()

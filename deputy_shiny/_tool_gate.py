@@ -36,7 +36,7 @@ from .permissions import (
 )
 from .tools import Tool, tool_metadata
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Emit = Callable[..., Any]

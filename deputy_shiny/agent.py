@@ -232,7 +232,7 @@ class Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
 
         Example:
-            >>> from deputy_shiny.hooks import hook_block_dangerous_bash
+            >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).add_hook(hook_block_dangerous_bash())
         """

@@ -12,10 +12,41 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from ipaddress import IPv4Address, IPv6Address
+from typing import Any
 
-if TYPE_CHECKING:
-    from .events import AgentResult
+__all__ = [
+    "AddressRefused",
+    "AgentBusyError",
+    "AgentRunError",
+    "AskUserDeclined",
+    "ConfigurationError",
+    "DeputyError",
+    "Interrupted",
+    "InvalidHookError",
+    "InvalidLimitError",
+    "InvalidModelError",
+    "InvalidToolError",
+    "MissingCredentialsError",
+    "PathDenied",
+    "PermissionsError",
+    "PromptClosed",
+    "ProviderError",
+    "ProviderFailed",
+    "RunContextError",
+    "SandboxUnavailableError",
+    "ScriptedModelExhausted",
+    "SkillError",
+    "SkillLoadError",
+    "StructuredOutputError",
+    "SyncInAsyncError",
+    "ToolArgumentsError",
+    "ToolInvocationError",
+    "ToolNameConflictError",
+    "ToolRejectedError",
+    "UnknownModelError",
+    "UsageLimitExceeded",
+]
 
 
 class DeputyError(Exception):
@@ -49,6 +80,26 @@ class ToolNameConflictError(InvalidToolError):
     ``replace=True``)."""
 
 
+class PermissionsError(ConfigurationError):
+    """A :class:`~deputy_shiny.permissions.Permissions` value, mode or permission callback is
+    malformed (raised when the value is made or the mode is set)."""
+
+
+class InvalidHookError(ConfigurationError):
+    """A hook matcher, hook result or built-in hook was given a value it cannot use (raised
+    when the :class:`~deputy_shiny.hooks.HookMatcher` or result is made)."""
+
+
+class SkillError(ConfigurationError):
+    """A Skill, its requirements, or an argument of a skill function is malformed (raised by
+    ``Skill(...)``, :func:`~deputy_shiny.skills.skill_create` and friends)."""
+
+
+class SkillLoadError(SkillError):
+    """:func:`~deputy_shiny.skills.skill_load` cannot load a skill directory; the message
+    names the file and field."""
+
+
 class RunContextError(ConfigurationError):
     """``run_context`` holds a credential-like key, a non-JSON value, or tries to change an
     ID field."""
@@ -79,7 +130,7 @@ class ProviderError(DeputyError):
         super().__init__(message)
         self.transient = transient
         self.status_code = status_code
-        self.result: AgentResult | None = None
+        self.result: Any = None
 
 
 class MissingCredentialsError(ProviderError):
@@ -98,7 +149,7 @@ class UsageLimitExceeded(DeputyError):
         result: The partial :class:`~deputy_shiny.events.AgentResult` of the run.
     """
 
-    def __init__(self, message: str, *, stop_reason: str, result: AgentResult | None = None):
+    def __init__(self, message: str, *, stop_reason: str, result: Any = None):
         super().__init__(message)
         self.stop_reason = stop_reason
         self.result = result
@@ -107,7 +158,7 @@ class UsageLimitExceeded(DeputyError):
 class StructuredOutputError(DeputyError):
     """Structured output could not be extracted or was still rejected after ``max_corrections``."""
 
-    def __init__(self, message: str, *, result: AgentResult | None = None):
+    def __init__(self, message: str, *, result: Any = None):
         super().__init__(message)
         self.result = result
 
@@ -115,10 +166,38 @@ class StructuredOutputError(DeputyError):
 class AgentRunError(DeputyError):
     """A run ended with an error; ``result`` holds what was done before it."""
 
-    def __init__(self, message: str, *, result: AgentResult | None = None, cause: Any = None):
+    def __init__(self, message: str, *, result: Any = None, cause: Any = None):
         super().__init__(message)
         self.result = result
         self.cause = cause
+
+
+class PathDenied(DeputyError):
+    """A path falls outside the directories a tool may touch.
+
+    Raised by the path confinement behind the built-in file and data tools (and the
+    permission check of their path arguments); the tool call fails with the message.
+
+    Attributes:
+        rule: ``traversal``, ``home``, ``outside``, ``symlink`` or ``invalid``.
+        path: The path as given.
+    """
+
+    def __init__(self, message: str, *, rule: str, path: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.path = path
+
+
+class AskUserDeclined(DeputyError):
+    """Raise from an ask_user callback when the user will not answer (closed the form, etc.).
+
+    The model then gets a normal result saying the user declined to answer.
+
+    Example:
+        >>> def never(questions, context):
+        ...     raise AskUserDeclined("closed the dialog")
+    """
 
 
 class ToolInvocationError(DeputyError):
@@ -133,21 +212,16 @@ class SandboxUnavailableError(ToolInvocationError):
 
 
 class ToolRejectedError(DeputyError):
-    """Raised by an ``on_tool_request`` callback (see :func:`tool_reject`) to refuse a call.
+    """Raise from an ``on_tool_request`` callback to refuse that one tool call.
 
-    The model sees ``Tool call rejected: <reason>`` as the call's error result.
-    """
-
-
-def tool_reject(reason: str = "The user rejected this tool call.") -> None:
-    """Refuse the current tool call from inside an ``on_tool_request`` callback.
+    The call does not run; the model sees ``Tool call rejected: <reason>`` as the
+    call's error result and the run goes on.
 
     Example:
         >>> def no_deletes(request):
         ...     if request.name == "delete_file":
-        ...         tool_reject("deleting files is not allowed here")
+        ...         raise ToolRejectedError("deleting files is not allowed here")
     """
-    raise ToolRejectedError(reason)
 
 
 class ToolArgumentsError(DeputyError):
@@ -164,3 +238,67 @@ class ToolArgumentsError(DeputyError):
     def __init__(self, message: str, *, tool_name: str | None = None):
         super().__init__(message)
         self.tool_name = tool_name
+
+
+# --------------------------------------------------------------------------- internal signals
+# Raised and caught inside the library; they never reach an app, so they are not
+# exported from ``deputy_shiny``.
+
+
+class ProviderFailed(Exception):
+    """Raised inside the engine when a model request failed; carries the typed
+    :class:`ProviderError` that the run reports (internal: never reaches callers)."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Interrupted(Exception):
+    """Raised inside the engine when the run was interrupted; carries the stop reason.
+
+    Raised by :class:`~deputy_shiny._interrupt.Interrupter` at the await a run is
+    parked on; the engine turns it into the run's stop reason.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class AddressRefused(Exception):
+    """A URL's host is (or resolves to) an address the policy does not allow.
+
+    Raised by the web tools' network guard before any connection is made; the web
+    tools turn it into a tool error. ``str(exc)`` says what was found (``"localhost
+    resolves to 127.0.0.1, a loopback address"``); ``rule`` is the short reason (``"a
+    loopback address"``).
+    """
+
+    def __init__(
+        self, message: str, *, host: str, address: IPv4Address | IPv6Address, rule: str
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.address = address
+        self.rule = rule
+
+
+class PromptClosed(Exception):
+    """The kit's modal prompt ended without an answer (session ended, run stopped).
+
+    Raised to the code waiting on a Shiny kit prompt (approval or ask_user form).
+    """
+
+
+class ScriptedModelExhausted(DeputyError):
+    """A :class:`~deputy_shiny.testing.ScriptedModel` got a request after all its replies were used.
+
+    It reaches a caller of ``litellm.acompletion`` wrapped in
+    ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
+    ``deputy_shiny._provider.deputy_error_cause`` finds it again.
+
+    Example:
+        >>> issubclass(ScriptedModelExhausted, DeputyError)
+        True
+    """

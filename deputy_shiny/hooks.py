@@ -1,6 +1,6 @@
 """Hooks: callbacks that run at set points of an agent's run and may change it.
 
-A :class:`HookMatcher` ties a callback to one :data:`HookEvent` (and, for tool events,
+A :class:`HookMatcher` ties a callback to one :data:`HookPoint` (and, for tool events,
 to tool names matching a regex). A :class:`HookRegistry` holds an agent's matchers and
 runs them: in the order added, sync callbacks in a worker thread, async ones awaited,
 each under its own timeout, stopping at the first callback that returns something.
@@ -24,13 +24,16 @@ parameters named for another position or event (say deputy's PostToolUse
 are accepted. Each callback has a timeout, 30 seconds unless the matcher says
 otherwise (None waits forever); a late callback counts as failed.
 
-``context`` is a :class:`HookContext`. Built-in hooks: :func:`hook_block_dangerous_bash`,
-:func:`hook_log_tools`, :func:`hook_limit_file_writes`.
+``context`` is a :class:`HookContext`. The built-in hooks
+(:func:`~deputy_shiny.hooks_builtin.hook_block_dangerous_bash`,
+:func:`~deputy_shiny.hooks_builtin.hook_log_tools`,
+:func:`~deputy_shiny.hooks_builtin.hook_limit_file_writes`) live in
+:mod:`deputy_shiny.hooks_builtin`.
 
 Example:
     >>> import asyncio
-    >>> from deputy_shiny.hooks import HookContext, HookMatcher, HookRegistry
-    >>> from deputy_shiny.hooks import HookResultPreToolUse, hook_block_dangerous_bash
+    >>> from deputy_shiny.hooks import HookContext, HookRegistry
+    >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
     >>> registry = HookRegistry([hook_block_dangerous_bash()])
     >>> run = asyncio.run(registry.run(
     ...     "PreToolUse", tool_name="run_bash", tool_input={"command": "sudo rm -rf /"},
@@ -47,7 +50,6 @@ import copy
 import dataclasses
 import difflib
 import inspect
-import logging
 import math
 import re
 import threading
@@ -58,11 +60,11 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
+from ._callables import is_async_callable
 from ._config import FrozenConfig
-from ._dangerous_bash import dangerous_bash_reason
-from ._run_context import is_credential_key
+from ._text import truncate
 from ._timeouts import timeout
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidHookError
 
 __all__ = [
     "DEFAULT_HOOK_TIMEOUT",
@@ -70,22 +72,18 @@ __all__ = [
     "TOOL_HOOK_EVENTS",
     "HookCallRecord",
     "HookContext",
-    "HookEvent",
     "HookEventName",
     "HookMatcher",
+    "HookPoint",
     "HookRegistry",
     "HookResultPostToolUse",
     "HookResultPreCompact",
     "HookResultPreToolUse",
     "HookRun",
     "InvalidHookError",
-    "dangerous_bash_reason",
-    "hook_block_dangerous_bash",
-    "hook_limit_file_writes",
-    "hook_log_tools",
 ]
 
-HookEvent = Literal[
+HookPoint = Literal[
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -106,14 +104,24 @@ As in deputy, ``SessionStart`` fires as each run starts (before ``UserPromptSubm
 and ``SessionEnd`` as each run ends (after ``Stop``), for every run of an agent, not
 only its first; both get the run's ``run_id``, and ``SessionEnd`` the stop reason.
 
+Some points are defined (matchers for them can be made and registered today) but no
+code fires them yet; the upcoming feature that fires each one:
+
+- ``PreCompact``, ``PostCompact``: context compaction (``context.py``), before and
+  after the conversation is summarised.
+- ``SubagentStart``, ``SubagentStop``: delegation (``delegation/``), as a lead agent
+  starts and ends a subagent.
+- ``Notification``: notifications, when the agent has something to tell the user
+  outside a run's reply.
+
 ``events.HookEvent`` is the *event record* the engine emits after a hook ran; this is
-the name of the hook point. :data:`HookEventName` is the same type under a name that
-cannot clash with it.
+the name of the hook point.
 """
 
-HookEventName = HookEvent
+HookEventName = HookPoint
+"""Deprecated alias of :data:`HookPoint` (its name before it was renamed)."""
 
-HOOK_EVENTS: tuple[str, ...] = get_args(HookEvent)
+HOOK_EVENTS: tuple[str, ...] = get_args(HookPoint)
 """Every hook event name, in a stable order."""
 
 TOOL_HOOK_EVENTS: frozenset[str] = frozenset(
@@ -123,10 +131,6 @@ TOOL_HOOK_EVENTS: frozenset[str] = frozenset(
 
 _GATING_EVENTS = frozenset({"PreToolUse", "PermissionRequest"})
 _MAX_ERROR_CHARS = 500
-
-
-class InvalidHookError(ConfigurationError):
-    """A hook matcher, hook result or built-in hook was given a value it cannot use."""
 
 
 def _check_event(event: object, where: str = "event") -> str:
@@ -204,6 +208,8 @@ class HookResultPostToolUse(FrozenConfig):
 
 class HookResultPreCompact(FrozenConfig):
     """What a ``PreCompact`` callback returns: cancel compaction, or supply the summary.
+
+    Nothing fires ``PreCompact`` yet: context compaction (``context.py``, upcoming) will.
 
     Attributes:
         continue_: False cancels this compaction.
@@ -288,13 +294,6 @@ def _callable_name(fn: object) -> str:
     return str(name)
 
 
-def _is_async_callable(fn: object) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ is what we look for
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
 _SIGNATURES = {
     1: "(context)",
     3: "(tool_name, tool_input, context)",
@@ -364,7 +363,7 @@ class HookMatcher:
         True
     """
 
-    event: HookEvent
+    event: HookPoint
     callback: Callable[..., Any]
     _: KW_ONLY
     pattern: str | None = None
@@ -427,7 +426,7 @@ class HookMatcher:
                 )
             object.__setattr__(self, "timeout", float(timeout))
         object.__setattr__(self, "_regex", regex)
-        object.__setattr__(self, "_async", _is_async_callable(callback))
+        object.__setattr__(self, "_async", is_async_callable(callback))
 
     def matches(self, tool_name: str | None = None) -> bool:
         """True if this matcher applies to ``tool_name`` (None: only pattern-less matchers).
@@ -467,7 +466,7 @@ def _describe(value: Any) -> dict[str, Any]:
     elif isinstance(value, HookResultPreCompact):
         out["summary"] = value.summary is not None
     else:
-        out["repr"] = _truncate(repr(value), 200)
+        out["repr"] = truncate(repr(value), 200)
     if getattr(value, "continue_", True) is False:
         out["continue"] = False
         out["stop_reason"] = getattr(value, "stop_reason", None)
@@ -623,7 +622,7 @@ async def _invoke(matcher: HookMatcher, args: tuple[Any, ...]) -> tuple[Any, Exc
 
 def _error_text(exc: BaseException) -> str:
     text = str(exc)
-    return _truncate(
+    return truncate(
         f"{type(exc).__name__}: {text}" if text else type(exc).__name__, _MAX_ERROR_CHARS
     )
 
@@ -648,9 +647,11 @@ class HookRegistry:
         self.add(matchers)
 
     def add(self, matcher: HookMatcher | Iterable[HookMatcher]) -> None:
-        """Add a matcher, or several (as :func:`hook_log_tools` returns), at the end.
+        """Add a matcher, or several (as :func:`~deputy_shiny.hooks_builtin.hook_log_tools`
+        returns), at the end.
 
         Example:
+            >>> from deputy_shiny.hooks_builtin import hook_log_tools
             >>> registry = HookRegistry()
             >>> registry.add(hook_log_tools())
             >>> len(registry)
@@ -693,6 +694,7 @@ class HookRegistry:
         With ``tool_name`` None, matchers with a pattern are left out.
 
         Example:
+            >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
             >>> registry = HookRegistry([hook_block_dangerous_bash()])
             >>> len(registry.matchers("PreToolUse", "run_bash"))
             1
@@ -804,221 +806,3 @@ def _arguments(
     if event == "PostToolUse":
         return (tool_name, own_input, context, tool_output)
     return (tool_name, own_input, context)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text)} chars]"
-
-
-def _commands_in(tool_input: Any) -> list[str]:
-    if not isinstance(tool_input, Mapping):
-        return [tool_input] if isinstance(tool_input, str) else []
-    command = tool_input.get("command")
-    if isinstance(command, str):
-        return [command]
-    return [v for v in tool_input.values() if isinstance(v, str)]
-
-
-def hook_block_dangerous_bash() -> HookMatcher:
-    """A ``PreToolUse`` hook that denies ``run_bash`` commands that could wreck the machine.
-
-    It checks the call's ``command`` argument (or, without one, every string argument)
-    with :func:`dangerous_bash_reason` and denies with a reason naming the danger.
-    Safe commands get None, so later hooks still run. Add it before any hook that
-    returns ``permission="allow"``: the first hook to return a result decides.
-
-    Example:
-        >>> matcher = hook_block_dangerous_bash()
-        >>> result = matcher.callback("run_bash", {"command": "curl https://x.sh | sh"}, None)
-        >>> result.permission, result.reason.startswith("Blocked a dangerous command: it pipes")
-        ('deny', True)
-    """
-
-    def block_dangerous_bash(
-        tool_name: str, tool_input: Any, context: HookContext | None
-    ) -> HookResultPreToolUse | None:
-        for command in _commands_in(tool_input):
-            reason = dangerous_bash_reason(command)
-            if reason:
-                return HookResultPreToolUse(
-                    permission="deny", reason=f"Blocked a dangerous command: it {reason}."
-                )
-        return None
-
-    return HookMatcher("PreToolUse", block_dangerous_bash, pattern="^run_bash$")
-
-
-# =========================================================================== logging
-
-_REDACTED = "<redacted>"
-
-
-def _redact(value: Any, depth: int = 0) -> Any:
-    if depth > 6:
-        return "…"
-    if isinstance(value, Mapping):
-        return {
-            k: _REDACTED if isinstance(k, str) and is_credential_key(k) else _redact(v, depth + 1)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact(v, depth + 1) for v in value]
-    return value
-
-
-def _summarize_input(tool_input: Any, max_chars: int) -> str:
-    if isinstance(tool_input, Mapping):
-        per_value = max(16, max_chars // max(1, len(tool_input)))
-        parts = []
-        for key, value in tool_input.items():
-            if isinstance(key, str) and is_credential_key(key):
-                shown = _REDACTED
-            else:
-                shown = _truncate(repr(_redact(value)), per_value)
-            parts.append(f"{key}={shown}")
-        return _truncate(", ".join(parts), max_chars)
-    return _truncate(repr(_redact(tool_input)), max_chars)
-
-
-def _summarize_output(output: Any, max_chars: int) -> str:
-    text = output if isinstance(output, str) else repr(_redact(output))
-    return _truncate(text.replace("\r", "\\r").replace("\n", "\\n"), max_chars)
-
-
-def hook_log_tools(
-    logger: logging.Logger | str | None = None,
-    level: int = logging.INFO,
-    *,
-    max_chars: int = 200,
-) -> list[HookMatcher]:
-    """Hooks that log each tool call, its result and its failures to ``logging``.
-
-    Returns three matchers (``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``),
-    one per event; ``agent.add_hook`` and :meth:`HookRegistry.add` take the list as is.
-    Each line holds the tool name and a summary of the arguments or output, cut to
-    ``max_chars``. The values of arguments whose keys look like credentials
-    (``api_key``, ``password``, ``token``, ...) are never logged. The hooks only
-    observe: they return None.
-
-    Args:
-        logger: A logger or logger name (default ``"deputy_shiny.hooks"``).
-        level: The level of every line.
-        max_chars: Longest argument or output summary.
-
-    Example:
-        >>> pre, post, failure = hook_log_tools("my_app.tools")
-        >>> pre.event, post.event, failure.event
-        ('PreToolUse', 'PostToolUse', 'PostToolUseFailure')
-    """
-    if isinstance(logger, str) or logger is None:
-        log = logging.getLogger(logger or "deputy_shiny.hooks")
-    elif isinstance(logger, logging.Logger):
-        log = logger
-    else:
-        raise InvalidHookError(
-            f"logger: must be a logging.Logger, a name or None, not {type(logger).__name__}"
-        )
-    if isinstance(level, bool) or not isinstance(level, int):
-        raise InvalidHookError(
-            f"level: must be a logging level such as logging.INFO, not {level!r}"
-        )
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 16:
-        raise InvalidHookError(f"max_chars: must be an integer of at least 16, not {max_chars!r}")
-
-    def _call_id(context: HookContext | None) -> str:
-        call_id = getattr(context, "call_id", None)
-        return f" [{call_id}]" if call_id else ""
-
-    def log_tool_call(tool_name: str, tool_input: Any, context: HookContext) -> None:
-        if log.isEnabledFor(level):
-            summary = _summarize_input(tool_input, max_chars)
-            log.log(level, "tool call %s%s: %s", tool_name, _call_id(context), summary)
-
-    def log_tool_result(
-        tool_name: str, tool_input: Any, context: HookContext, tool_output: Any
-    ) -> None:
-        if log.isEnabledFor(level):
-            summary = _summarize_output(tool_output, max_chars)
-            log.log(level, "tool result %s%s: %s", tool_name, _call_id(context), summary)
-
-    def log_tool_failure(tool_name: str, tool_input: Any, context: HookContext) -> None:
-        if log.isEnabledFor(level):
-            error = _summarize_output(getattr(context, "error", None) or "unknown error", max_chars)
-            log.log(level, "tool failed %s%s: %s", tool_name, _call_id(context), error)
-
-    return [
-        HookMatcher("PreToolUse", log_tool_call),
-        HookMatcher("PostToolUse", log_tool_result),
-        HookMatcher("PostToolUseFailure", log_tool_failure),
-    ]
-
-
-# =========================================================================== write limit
-
-_WRITE_TOOLS_PATTERN = "^(write_file|edit_file|multi_edit)$"
-
-
-class _FileWriteLimit:
-    """The callback of :func:`hook_limit_file_writes`: a thread-safe counter."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    @property
-    def used(self) -> int:
-        """Writes let through so far."""
-        return self._used
-
-    def reset(self) -> None:
-        """Start counting again from zero."""
-        with self._lock:
-            self._used = 0
-
-    def __call__(
-        self, tool_name: str, tool_input: Any, context: HookContext | None
-    ) -> HookResultPreToolUse | None:
-        with self._lock:
-            if self._used < self.limit:
-                self._used += 1
-                return None
-        noun = "write" if self.limit == 1 else "writes"
-        return HookResultPreToolUse(
-            permission="deny",
-            reason=(
-                f"File write limit reached: at most {self.limit} file {noun} "
-                f"(write_file, edit_file, multi_edit) are allowed, and all have been used."
-            ),
-        )
-
-    def __repr__(self) -> str:
-        return f"hook_limit_file_writes({self.limit})"
-
-
-def hook_limit_file_writes(n: int) -> HookMatcher:
-    """A ``PreToolUse`` hook that denies file writes after the first ``n``.
-
-    Counts calls of ``write_file``, ``edit_file`` and ``multi_edit`` that reach it (per
-    hook instance, across runs, thread-safe) and lets the first ``n`` through (it
-    returns None for them, so later hooks still run). The counter lives on the
-    callback: ``matcher.callback.used`` and ``matcher.callback.reset()``.
-
-    Raises:
-        InvalidHookError: ``n`` is not a non-negative integer.
-
-    Example:
-        >>> hook = hook_limit_file_writes(1)
-        >>> hook.callback("write_file", {"path": "a.txt"}, None) is None
-        True
-        >>> hook.callback("edit_file", {"path": "a.txt"}, None).permission
-        'deny'
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise InvalidHookError(f"n: must be a non-negative integer, not {n!r}")
-    return HookMatcher("PreToolUse", _FileWriteLimit(n), pattern=_WRITE_TOOLS_PATTERN)

@@ -40,16 +40,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import ConfigDict, Field, field_validator
 
 from . import _sync
 from ._config import FrozenConfig
 from ._paths import PathDenied, confine
-from .errors import ConfigurationError, ToolArgumentsError
+from .errors import ConfigurationError, PermissionsError, ToolArgumentsError
 from .tools import Tool, tool_metadata
-from .tools._tool import EffectiveAnnotations, ToolMetadata
+from .tools._tool import BUILTIN_PACKAGE, EffectiveAnnotations, ToolMetadata
 
 PermissionMode = Literal["standard", "plan", "readonly", "full"]
 """``standard`` (the default): reads and writes in the working dir, no code or web
@@ -60,31 +60,39 @@ flags allow, custom tools included."""
 ApprovalEffect = Literal["write", "destructive", "open_world"]
 Decision = Literal["allow", "deny", "ask"]
 
-MODES: tuple[PermissionMode, ...] = ("standard", "plan", "readonly", "full")
+MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+"""Every permission mode (the order error messages list them in)."""
 
-# Which narrower modes each mode may switch to (set_permission_mode only narrows).
 NARROWER: dict[str, frozenset[str]] = {
     "full": frozenset({"standard", "plan", "readonly"}),
     "standard": frozenset({"readonly"}),
     "plan": frozenset({"readonly"}),
     "readonly": frozenset(),
 }
+"""Which narrower modes each mode may switch to (``set_permission_mode`` only narrows)."""
 
-BUILTIN_PACKAGE = "deputy_shiny"
-READ_TOOLS = frozenset(
-    {"read_file", "read_markdown", "list_files", "glob_files", "grep_files", "read_csv"}
+MODES_WIDEST_FIRST: tuple[PermissionMode, ...] = tuple(
+    sorted(MODES, key=lambda mode: -len(NARROWER[mode]))
 )
-WRITE_TOOLS = frozenset({"write_file", "edit_file", "multi_edit"})
-CODE_TOOLS = frozenset({"run_python", "run_bash"})
-WEB_TOOLS = frozenset({"web_fetch", "web_search"})
-ASK_TOOLS = frozenset({"ask_user"})
-FILE_TOOLS = READ_TOOLS | WRITE_TOOLS
+"""The modes from the widest to the narrowest: ``full``, ``standard``, ``plan``,
+``readonly`` (the order a mode picker lists them in)."""
+
+
+def allowed_modes(mode: str) -> list[PermissionMode]:
+    """``mode`` and the modes it may narrow to, widest first (empty for an unknown mode).
+
+    Example:
+        >>> allowed_modes("full")
+        ['full', 'standard', 'plan', 'readonly']
+        >>> allowed_modes("plan")
+        ['plan', 'readonly']
+    """
+    narrower = NARROWER.get(mode, frozenset())
+    return [m for m in MODES_WIDEST_FIRST if m == mode or m in narrower]
+
+
 # Arguments that hold paths (or path patterns) in the built-in file tools.
 PATH_ARGUMENTS = ("path", "pattern")
-
-
-class PermissionsError(ConfigurationError):
-    """A Permissions value, mode or permission callback is malformed."""
 
 
 class Permissions(FrozenConfig):
@@ -403,24 +411,22 @@ ToolKind = Literal["read", "write", "code", "web", "ask", "custom"]
 
 
 def tool_kind(t: Tool) -> ToolKind:
-    """How the mode table sees a tool: built-ins by name, everything else ``custom``.
+    """How the mode table sees a tool: a built-in by the kind it records, else ``custom``.
 
-    Only tools whose source is deputy_shiny's own package count as built-in.
+    Each built-in factory records its kind on the tool's source
+    (:func:`~deputy_shiny.tools._tool.builtin_source`); only tools whose source is
+    deputy_shiny's own package count. Custom and MCP tools have no kind: the mode table
+    judges them by their annotations.
+
+    Example:
+        >>> from deputy_shiny.tools import tool, tool_read_file
+        >>> tool_kind(tool_read_file()), tool_kind(tool(lambda: 1, name="one", description="One."))
+        ('read', 'custom')
     """
-    if t.source.type != "package" or t.source.package != BUILTIN_PACKAGE:
+    source = t.source
+    if source.type != "package" or source.package != BUILTIN_PACKAGE or source.kind is None:
         return "custom"
-    name = t.name
-    if name in READ_TOOLS:
-        return "read"
-    if name in WRITE_TOOLS:
-        return "write"
-    if name in CODE_TOOLS:
-        return "code"
-    if name in WEB_TOOLS:
-        return "web"
-    if name in ASK_TOOLS:
-        return "ask"
-    return "custom"
+    return source.kind
 
 
 # ---------------------------------------------------------------- steps 1-4

@@ -48,7 +48,7 @@ from pydantic import (
 )
 
 from ._config import FrozenConfig
-from .errors import ConfigurationError, InvalidToolError
+from .errors import ConfigurationError, InvalidToolError, SkillError, SkillLoadError
 from .tools._tool import Tool, tool
 
 # packaging and yaml are imported where they are used, keeping `import deputy_shiny` lean.
@@ -73,17 +73,6 @@ SKILL_YAML = "SKILL.yaml"
 
 SKILL_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class SkillError(ConfigurationError):
-    """A Skill, its requirements, or an argument of a skill function is malformed."""
-
-
-class SkillLoadError(SkillError):
-    """:func:`skill_load` cannot load a skill directory; the message names the file and field."""
 
 
 # --------------------------------------------------------------------------- values

@@ -28,8 +28,9 @@ Example:
 
 from __future__ import annotations
 
+from .errors import ScriptedModelExhausted
 from .models._replies import ProviderFailure, Reply, ScriptedReply, ScriptedToolCall
-from .models.scripted import FunctionModel, ReplyFunction, ScriptedModel, ScriptedModelExhausted
+from .models.scripted import FunctionModel, ReplyFunction, ScriptedModel
 
 __all__ = [
     "FunctionModel",

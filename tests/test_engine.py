@@ -16,10 +16,10 @@ from deputy_shiny import (
     MissingCredentialsError,
     ProviderError,
     StructuredOutputError,
+    ToolRejectedError,
     UnknownModelError,
     UsageLimitExceeded,
     UsageLimits,
-    tool_reject,
 )
 from deputy_shiny.events import TextEvent
 from deputy_shiny.testing import (
@@ -253,7 +253,7 @@ async def test_tool_callbacks_observe_and_reject() -> None:
     def no_secret(request) -> None:  # type: ignore[no-untyped-def]
         seen_requests.append(request.arguments.get("text", ""))
         if request.arguments.get("text") == "secret":
-            tool_reject("not that one")
+            raise ToolRejectedError("not that one")
 
     model = ScriptedModel(
         [

@@ -9,10 +9,12 @@ import logging
 import random
 import threading
 import time
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
+import deputy_shiny
+from deputy_shiny import hooks
 from deputy_shiny.errors import ConfigurationError, DeputyError
 from deputy_shiny.hooks import (
     HOOK_EVENTS,
@@ -24,6 +26,8 @@ from deputy_shiny.hooks import (
     HookResultPreToolUse,
     HookRun,
     InvalidHookError,
+)
+from deputy_shiny.hooks_builtin import (
     dangerous_bash_reason,
     hook_block_dangerous_bash,
     hook_limit_file_writes,
@@ -60,6 +64,9 @@ async def run_pre(
 
 def test_hook_events_are_the_thirteen_names() -> None:
     assert len(HOOK_EVENTS) == 13
+    assert deputy_shiny.HookEventName is deputy_shiny.HookPoint is hooks.HookPoint
+    assert get_args(hooks.HookPoint) == HOOK_EVENTS
+    assert not hasattr(hooks, "hook_block_dangerous_bash")  # built-ins: hooks_builtin
     assert {"PreToolUse", "PostToolUse", "PermissionRequest", "Notification"} <= set(HOOK_EVENTS)
 
 

@@ -31,3 +31,13 @@ def test_litellm_is_configured_for_offline_use() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "True True"
+
+
+def test_version_comes_from_the_package_metadata() -> None:
+    import importlib.metadata
+
+    import deputy_shiny
+    from deputy_shiny.shiny._chat_module import _dependency
+
+    assert deputy_shiny.__version__ == importlib.metadata.version("deputy_shiny")
+    assert str(_dependency().version) == deputy_shiny.__version__

@@ -11,8 +11,8 @@ import pytest
 from deputy_shiny import Agent, tool, tool_annotations
 from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
 from deputy_shiny.hooks import (
-    HookEventName,
     HookMatcher,
+    HookPoint,
     HookResultPostToolUse,
     HookResultPreToolUse,
 )
@@ -531,7 +531,7 @@ async def test_post_tool_use_can_rewrite_suppress_or_stop(tmp_path: Path) -> Non
 
 async def test_run_level_hooks_fire_and_are_recorded(tmp_path: Path) -> None:
     fired: list[tuple[str, str | None, str | None]] = []
-    events: tuple[HookEventName, ...] = ("SessionEnd", "Stop", "UserPromptSubmit", "SessionStart")
+    events: tuple[HookPoint, ...] = ("SessionEnd", "Stop", "UserPromptSubmit", "SessionStart")
     hooks = [
         HookMatcher(event, lambda ctx, event=event: fired.append((event, ctx.run_id, ctx.reason)))
         for event in events
@@ -618,7 +618,7 @@ async def test_hooks_receive_the_context_of_their_event(tmp_path: Path) -> None:
         context = args[0] if len(args) == 1 else args[2]
         seen[context.event] = context
 
-    events: tuple[HookEventName, ...] = (
+    events: tuple[HookPoint, ...] = (
         "UserPromptSubmit",
         "Stop",
         "PermissionRequest",

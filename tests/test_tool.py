@@ -663,3 +663,29 @@ def test_format_tool_output_never_raises() -> None:
 
     assert format_tool_output(Broken()) == "Broken()"
     assert format_tool_output([Broken()]) == "[Broken()]"
+
+
+def test_every_builtin_records_its_kind_and_custom_tools_have_none() -> None:
+    from deputy_shiny import tools_all
+    from deputy_shiny.permissions import tool_kind
+
+    kinds = {t.name: t.kind for t in tools_all()}
+    assert kinds == {
+        "read_file": "read",
+        "read_markdown": "read",
+        "list_files": "read",
+        "glob_files": "read",
+        "grep_files": "read",
+        "read_csv": "read",
+        "write_file": "write",
+        "edit_file": "write",
+        "multi_edit": "write",
+        "run_python": "code",
+        "run_bash": "code",
+        "web_fetch": "web",
+        "web_search": "web",
+        "ask_user": "ask",
+    }
+    assert all(tool_kind(t) == t.kind for t in tools_all())
+    custom = tool(lambda: 1, name="read_file", description="Shadows a built-in's name.")
+    assert custom.kind is None and tool_kind(custom) == "custom"

@@ -13,8 +13,14 @@ from typing import Any
 import pytest
 
 from deputy_shiny.errors import ToolArgumentsError, ToolInvocationError
-from deputy_shiny.tools import Tool, ToolContext, tool_context, tool_metadata
-from deputy_shiny.tools import files as files_module
+from deputy_shiny.tools import (
+    Tool,
+    ToolContext,
+    files_read,
+    files_write,
+    tool_context,
+    tool_metadata,
+)
 from deputy_shiny.tools.files import (
     tool_edit_file,
     tool_glob_files,
@@ -182,7 +188,7 @@ async def test_read_file_cuts_very_long_lines(root: Path) -> None:
 async def test_read_file_output_cap_says_where_to_continue(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(files_module, "MAX_OUTPUT_CHARS", 100)
+    monkeypatch.setattr(files_read, "MAX_OUTPUT_CHARS", 100)
     (root / "f.txt").write_text("".join(f"row {i:04d}\n" for i in range(50)))
     out = await call(root, tool_read_file(), path="f.txt")
     shown = [line for line in out.splitlines() if "\trow" in line]
@@ -194,7 +200,7 @@ async def test_read_file_output_cap_says_where_to_continue(
 async def test_read_file_size_cap_asks_for_a_range(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(files_module, "MAX_READ_BYTES", 1000)
+    monkeypatch.setattr(files_read, "MAX_READ_BYTES", 1000)
     (root / "big.log").write_text("event\n" * 400)  # 2400 bytes
     t = tool_read_file()
     msg = await fails(root, t, path="big.log")
@@ -416,7 +422,7 @@ async def test_write_file_failed_replace_leaves_original(
     def broken_replace(src: Any, dst: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files_module.os, "replace", broken_replace)
+    monkeypatch.setattr(files_write.os, "replace", broken_replace)
     msg = await fails(root, tool_write_file(), path="keep.txt", content="new\n")
     assert msg == "Could not write keep.txt: No space left on device."
     assert target.read_text() == "original\n"

@@ -17,8 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from ..errors import InvalidModelError
-from ._chat_model import (
+from .._chat_model import (
     DEMO_MODEL,
     DEMO_PROVIDER,
     ChatModel,
@@ -27,6 +26,7 @@ from ._chat_model import (
     check_model_string,
     missing_credentials,
 )
+from ..errors import InvalidModelError
 
 __all__ = [
     "DEMO_MODEL",

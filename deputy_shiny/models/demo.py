@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from .. import _litellm
+from .._chat_model import DEMO_PROVIDER
 from . import _custom_provider
-from ._chat_model import DEMO_PROVIDER
 from ._replies import ScriptedReply, ScriptedToolCall
 
 __all__ = [

@@ -22,9 +22,9 @@ from typing import Any, ClassVar, TypeAlias
 from pydantic import PrivateAttr
 
 from .. import _litellm
-from ..errors import ConfigurationError, DeputyError
+from .._chat_model import ChatModel
+from ..errors import ConfigurationError, ScriptedModelExhausted
 from . import _custom_provider
-from ._chat_model import ChatModel
 from ._replies import ProviderFailure, Reply, ScriptedReply, ScriptedToolCall
 
 __all__ = [
@@ -35,20 +35,6 @@ __all__ = [
     "ScriptedReply",
     "ScriptedToolCall",
 ]
-
-
-class ScriptedModelExhausted(DeputyError):
-    """A :class:`ScriptedModel` got a request after all its replies were used.
-
-    It reaches a caller of ``litellm.acompletion`` wrapped in
-    ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
-    ``deputy_shiny._provider.deputy_error_cause`` finds it again.
-
-    Example:
-        >>> from deputy_shiny.errors import DeputyError
-        >>> issubclass(ScriptedModelExhausted, DeputyError)
-        True
-    """
 
 
 class _ScriptedChatModel(ChatModel):

@@ -36,6 +36,7 @@ from shiny import module, reactive, render, ui
 from shiny.session import Session
 from shinychat import Chat, chat_ui
 
+from .. import __version__
 from ..agent import Agent
 from ..approvals import ApprovalDecision, ApprovalRequest
 from ..events import AgentEvent, AgentUsage
@@ -45,15 +46,13 @@ from ._modals import approval_modal, questions_modal
 from ._prompts import PromptClosed, session_prompts
 from ._render import render_events
 
-logger = logging.getLogger("deputy_shiny")
-
-_VERSION = "0.1.0"
+logger = logging.getLogger(__name__)
 
 
 def _dependency() -> HTMLDependency:
     return HTMLDependency(
         name="deputy_shiny",
-        version=_VERSION,
+        version=__version__,
         source={"package": "deputy_shiny", "subdir": "shiny/www"},
         script={"src": "deputy_shiny.js"},
         stylesheet={"href": "deputy_shiny.css"},
@@ -151,7 +150,7 @@ def agent_chat_server(
     usage_value = reactive.value(AgentUsage())
     tool_events = reactive.value(0)
     origins = normalize_origins(allowed_image_origins)
-    if _is_stub(session):
+    if session.is_stub_session():
         return AgentChatHandle(None, running, usage_value, reactive.value(0), tool_events, None)
     prompts = session_prompts(session)
     root = (
@@ -287,10 +286,6 @@ def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any]) -> None:
             )
             warnings.warn(message, UserWarning, stacklevel=3)
             logger.warning(message)
-
-
-def _is_stub(session: Session) -> bool:
-    return type(session).__name__ == "ExpressStubSession"
 
 
 __all__ = ["AgentChatContext", "AgentChatHandle", "agent_chat_server", "agent_chat_ui"]

@@ -1,5 +1,8 @@
 """The permission-mode switcher: shows the agent's mode; only narrower modes are offered.
 
+The modes and their order come from :mod:`deputy_shiny.permissions`
+(:func:`~deputy_shiny.permissions.allowed_modes`).
+
 Example:
     >>> allowed_modes("full")
     ['full', 'standard', 'plan', 'readonly']
@@ -15,15 +18,15 @@ from shiny import module, reactive, ui
 
 from ..agent import Agent
 from ..errors import ConfigurationError
-from ..permissions import NARROWER
+from ..permissions import allowed_modes
 
-_WIDEST_FIRST = ("full", "standard", "plan", "readonly")
-_LABELS = {"full": "Full", "standard": "Standard", "plan": "Plan", "readonly": "Read-only"}
+__all__ = ["allowed_modes", "permission_mode_server", "permission_mode_ui"]
+
+_LABELS = {"readonly": "Read-only"}
 
 
-def allowed_modes(mode: str) -> list[str]:
-    """The current mode and the modes it may narrow to, widest first."""
-    return [m for m in _WIDEST_FIRST if m == mode or m in NARROWER.get(mode, frozenset())]
+def _label(mode: str) -> str:
+    return _LABELS.get(mode, mode.capitalize())
 
 
 @module.ui
@@ -47,7 +50,7 @@ def permission_mode_server(
         return agent if isinstance(agent, Agent) else agent()
 
     def _show(mode: str) -> None:
-        choices = {m: _LABELS[m] for m in allowed_modes(mode)}
+        choices: dict[str, str] = {m: _label(m) for m in allowed_modes(mode)}
         ui.update_select("mode", choices=choices, selected=mode)
         current.set(mode)
 

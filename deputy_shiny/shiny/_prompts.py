@@ -24,14 +24,11 @@ from shiny import reactive, ui
 from shiny.session import Session
 
 from .._timeouts import timeout
+from ..errors import PromptClosed
 
-logger = logging.getLogger("deputy_shiny")
+logger = logging.getLogger(__name__)
 
 ANSWER_INPUT = "deputy_modal_answer"
-
-
-class PromptClosed(Exception):
-    """The prompt ended without an answer (session ended, run stopped)."""
 
 
 @dataclass

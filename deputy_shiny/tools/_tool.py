@@ -26,6 +26,7 @@ from typing import Any, Literal, TypedDict, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._callables import dunder_call, is_async_callable
 from ..errors import InvalidToolError
 from ._function_schema import (
     ArgumentsSchema,
@@ -176,6 +177,10 @@ def effective_annotations(annotations: ToolAnnotations) -> EffectiveAnnotations:
 # --------------------------------------------------------------------------- source
 
 
+BuiltinKind = Literal["read", "write", "code", "web", "ask"]
+"""What a built-in tool does, as the permission mode table sees it."""
+
+
 class ToolSource(BaseModel):
     """Where a tool comes from: a user function, a package's built-in, or an MCP server.
 
@@ -193,6 +198,27 @@ class ToolSource(BaseModel):
     remote_name: str | None = Field(
         default=None, description='For "mcp": the tool\'s name on the server.'
     )
+    kind: BuiltinKind | None = Field(
+        default=None,
+        description=(
+            'For deputy_shiny\'s built-ins: what the tool does ("read", "write", "code", '
+            '"web", "ask"), which the permission mode table judges it by. None for every '
+            "other tool (judged by its annotations)."
+        ),
+    )
+
+
+BUILTIN_PACKAGE = "deputy_shiny"
+
+
+def builtin_source(kind: BuiltinKind) -> ToolSource:
+    """The source of one of deputy_shiny's built-in tools, recording its ``kind``.
+
+    Example:
+        >>> builtin_source("read").kind, builtin_source("read").package
+        ('read', 'deputy_shiny')
+    """
+    return ToolSource(type="package", package=BUILTIN_PACKAGE, kind=kind)
 
 
 def _module_of(fn: Any) -> str | None:
@@ -208,29 +234,11 @@ def _module_of(fn: Any) -> str | None:
 # --------------------------------------------------------------------------- tool
 
 
-def _dunder_call(obj: Any) -> Any:
-    """The ``__call__`` function of a callable object's class (None if it has none)."""
-    for klass in type(obj).__mro__:
-        if "__call__" in klass.__dict__:
-            return klass.__dict__["__call__"]
-    return None
-
-
-def _is_async_callable(fn: Any) -> bool:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if inspect.iscoroutinefunction(fn):
-        return True
-    if not (inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn)):
-        return inspect.iscoroutinefunction(_dunder_call(fn))
-    return False
-
-
 def _is_generator_callable(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-        fn = _dunder_call(fn) or fn
+        fn = dunder_call(fn) or fn
     return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 
 
@@ -290,7 +298,7 @@ class Tool:
         self._source = source or ToolSource(type="function", module=_module_of(fn))
         self._schema = schema or arguments_schema(fn, tool_name=self._name, arguments=arguments)
         self._fn = fn
-        self._is_async = _is_async_callable(fn)
+        self._is_async = is_async_callable(fn)
         self.__wrapped__ = fn  # inspect.signature(tool) shows the function's signature
         self.__doc__ = getattr(fn, "__doc__", None)
 
@@ -320,6 +328,11 @@ class Tool:
     def source(self) -> ToolSource:
         """Where the tool comes from."""
         return self._source
+
+    @property
+    def kind(self) -> BuiltinKind | None:
+        """What a deputy_shiny built-in does (``"read"``, ``"write"``...); None otherwise."""
+        return self._source.kind
 
     @property
     def fn(self) -> Callable[..., Any]:

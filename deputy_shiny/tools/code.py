@@ -69,7 +69,7 @@ from .._timeouts import timeout
 from ..errors import InvalidToolError, ToolInvocationError
 from ..sandbox import ConfinedCommand, Sandbox
 from ._context import ToolState, current_tool_context
-from ._tool import Tool, ToolSource, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
@@ -92,7 +92,6 @@ _REPR_LIMIT = 10_000  # characters of the last expression's repr
 _PIPE_GRACE = 0.25  # seconds a finished bash command's background children may hold the pipe
 _READ_SIZE = 65_536
 
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 _CODE_ANNOTATIONS = tool_annotations(
     read_only_hint=False, destructive_hint=True, open_world_hint=True, idempotent_hint=False
 )
@@ -645,7 +644,7 @@ def tool_run_python(sandbox: Sandbox | None = None) -> Tool:
             "with the traceback. On timeout the session is stopped and its state is lost."
         ),
         annotations=_CODE_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("code"),
     )
 
 
@@ -759,5 +758,5 @@ def tool_run_bash(sandbox: Sandbox | None = None) -> Tool:
             "returns; on timeout the command and everything it started are stopped."
         ),
         annotations=_CODE_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("code"),
     )

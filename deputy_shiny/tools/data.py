@@ -34,9 +34,10 @@ from datetime import date, datetime
 from pathlib import Path
 
 from .._paths import PathDenied, confine
+from .._text import plural
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
-from ._tool import Tool, ToolSource, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = ["MAX_CSV_BYTES", "MAX_PREVIEW_ROWS", "read_csv", "tool_read_csv"]
 
@@ -312,9 +313,11 @@ def _summarise(name: str, text: str, encoding: str, shown_rows: int, asked_rows:
             "The file may use another delimiter, have unquoted delimiters inside values, "
             "or be damaged; read_file shows the raw lines."
         )
+    shape = (
+        f"{plural(rows, 'row', thousands=True)} × {plural(len(header), 'column', thousands=True)}"
+    )
     lines = [
-        f"{name}: {_plural(rows, 'row')} × {_plural(len(header), 'column')} "
-        f"(delimiter {_delimiter_name(delimiter)}, {encoding})",
+        f"{name}: {shape} (delimiter {_delimiter_name(delimiter)}, {encoding})",
         "",
         "Columns:",
         _table(
@@ -330,10 +333,6 @@ def _summarise(name: str, text: str, encoding: str, shown_rows: int, asked_rows:
             _table([c.name for c in columns], preview),
         ]
     return _clip_lines("\n".join(lines))
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _delimiter_name(delimiter: str) -> str:
@@ -368,5 +367,5 @@ def tool_read_csv() -> Tool:
         annotations=tool_annotations(
             read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
         ),
-        source=ToolSource(type="package", package="deputy_shiny"),
+        source=builtin_source("read"),
     )

@@ -49,9 +49,10 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import DeputyError, ToolInvocationError
+from .._callables import is_async_callable
+from ..errors import AskUserDeclined, ToolInvocationError
 from ._context import current_tool_context
-from ._tool import Tool, ToolSource, _is_async_callable, tool, tool_annotations
+from ._tool import Tool, builtin_source, tool, tool_annotations
 
 __all__ = [
     "Answer",
@@ -72,20 +73,8 @@ logger = logging.getLogger(__name__)
 ASK_USER_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=False
 )
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 
 DECLINED_MESSAGE = "The user declined to answer the questions."
-
-
-class AskUserDeclined(DeputyError):
-    """Raise from an ask_user callback when the user will not answer (closed the form, etc.).
-
-    The model then gets a normal result saying the user declined to answer.
-
-    Example:
-        >>> def never(questions, context):
-        ...     raise AskUserDeclined("closed the dialog")
-    """
 
 
 # --------------------------------------------------------------------------- arguments
@@ -362,7 +351,7 @@ async def _resolve_context(context: Any) -> Any:
 
 
 async def _call(callback: AskUserCallback, questions: list[Question], ctx: AskUserContext) -> Any:
-    if _is_async_callable(callback):
+    if is_async_callable(callback):
         return await callback(questions, ctx)  # type: ignore[misc]
     result = await asyncio.to_thread(callback, questions, ctx)
     if inspect.isawaitable(result):
@@ -432,7 +421,9 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             ) from None
         return _format_answers(questions, _check_answers(questions, answers))
 
-    made = tool(ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=_SOURCE)
+    made = tool(
+        ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=builtin_source("ask")
+    )
     # Kept so a host (the Shiny kit) can check the tool answers to *its* session.
     made.ask_user_callback = callback  # type: ignore[attr-defined]
     return made

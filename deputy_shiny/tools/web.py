@@ -24,16 +24,18 @@ import inspect
 import logging
 import re
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._callables import is_async_callable
+from .._chain import causes
 from .._timeouts import timeout as _timeout
-from ..errors import ToolInvocationError
-from ._tool import Tool, ToolAnnotations, ToolSource, _is_async_callable, tool, tool_annotations
+from ..errors import InvalidToolError, ToolInvocationError
+from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 
 if TYPE_CHECKING:
     import httpx
@@ -52,7 +54,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_SOURCE = ToolSource(type="package", package="deputy_shiny")
 
 WEB_FETCH_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=True, idempotent_hint=True
@@ -192,17 +193,8 @@ def _binary_refusal(url: str, media_type: str) -> ToolInvocationError:
     )
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _connect_problem(exc: BaseException, url: httpx.URL) -> str:
-    chain = list(_causes(exc))
+    chain = [exc, *causes(exc, suppressed=True)]
     root = chain[-1]
     text = str(root) or type(root).__name__
     lowered = " ".join(str(e) for e in chain).lower()
@@ -546,7 +538,7 @@ def tool_web_fetch(
         web_fetch,
         name="web_fetch",
         annotations=WEB_FETCH_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("web"),
     )
 
 
@@ -691,7 +683,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
         if not query:
             raise ToolInvocationError("web_search: the query is empty.")
         try:
-            if _is_async_callable(search):
+            if is_async_callable(search):
                 raw: Any = await search(query, max_results)  # type: ignore[misc]
             else:
                 raw = await asyncio.to_thread(search, query, max_results)
@@ -710,7 +702,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
         web_search,
         name="web_search",
         annotations=WEB_SEARCH_ANNOTATIONS,
-        source=_SOURCE,
+        source=builtin_source("web"),
     )
 
 
@@ -753,19 +745,36 @@ class NativeWebSearch(BaseModel):
 def _native_web_search(model: object) -> NativeWebSearch | None:
     """A :class:`NativeWebSearch` when litellm says the model searches natively, else None."""
     from .._litellm import get_litellm, is_registered
-    from ..models import resolve_model
 
-    chat_model = resolve_model(model)
-    if is_registered(chat_model.provider):  # test and demo models: nothing native
+    name = _model_string(model)
+    provider = name.split("/", 1)[0] if "/" in name else "openai"  # as ChatModel.provider
+    if is_registered(provider):  # test and demo models: nothing native
         return None
     try:
-        supported = bool(get_litellm().supports_web_search(model=chat_model.model))
+        supported = bool(get_litellm().supports_web_search(model=name))
     except Exception:
-        logger.debug("supports_web_search failed for %s", chat_model.model, exc_info=True)
+        logger.debug("supports_web_search failed for %s", name, exc_info=True)
         return None
     if not supported:
         return None
-    return NativeWebSearch(provider=chat_model.provider, model=chat_model.model)
+    return NativeWebSearch(provider=provider, model=name)
+
+
+def _model_string(model: object) -> str:
+    """The litellm model string of a model string, ChatModel or test model.
+
+    Duck-typed (``as_chat_model()``, ``.model``): tools import nothing of the models.
+    """
+    as_chat_model = getattr(model, "as_chat_model", None)
+    if callable(as_chat_model):
+        model = as_chat_model()
+    name = model if isinstance(model, str) else getattr(model, "model", None)
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidToolError(
+            f"tools_web(model=...) takes a litellm model string or a model object, not "
+            f"{type(model).__name__}."
+        )
+    return name.strip()
 
 
 def tools_web(

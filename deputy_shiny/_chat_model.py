@@ -1,7 +1,9 @@
 """ChatModel: one litellm model string with its credentials and request parameters.
 
-The provider module (:mod:`deputy_shiny._provider`) needs only this, so it lives apart
-from :func:`deputy_shiny.models.resolve_model`, which knows the demo model.
+Import it from :mod:`deputy_shiny.models`. It lives outside that package because the
+provider module (:mod:`deputy_shiny._provider`), which the demo model and the test
+models build on, needs only this: :func:`deputy_shiny.models.resolve_model` knows the
+demo model, and keeping the two apart keeps the import graph free of cycles.
 
 Example:
     >>> from deputy_shiny.models import ChatModel
@@ -17,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ..errors import InvalidModelError
+from .errors import InvalidModelError
 
 # Shape only: litellm knows the providers, and asking it means importing it. An optional
 # "provider/" prefix, then a model name that may itself contain slashes
@@ -107,7 +109,7 @@ def missing_credentials(model: ChatModel) -> list[str]:
         >>> missing_credentials(ChatModel(model="openai/gpt-4.1-mini", api_key="sk-test"))
         []
     """
-    from .._litellm import get_litellm, is_registered
+    from ._litellm import get_litellm, is_registered
 
     if model.api_key is not None or model.api_base is not None or is_registered(model.provider):
         return []

@@ -1,0 +1,429 @@
+"""Playwright page controllers for apps built on the kit: the chat, approvals, questions.
+
+Test your own app the way ``shinychat.playwright.ChatController`` tests a chat: open the
+app in a Playwright :class:`~playwright.sync_api.Page`, then drive the kit's parts with
+:class:`AgentChat` (messages, the stop button, tool cards, the usage line),
+:class:`ApprovalModal` (a tool call waiting for a human) and :class:`QuestionModal`
+(the ``ask_user`` tool's questions). Every ``expect_*`` method waits, like Playwright's
+own ``expect``.
+
+This module needs the ``playwright`` package (the ``[test]`` extra). Importing
+``deputy_shiny`` never imports it. ``deputy_shiny.playwright`` re-exports it.
+
+Every action (``send``, ``approve``, ``choose``...) and every ``expect_*`` method takes
+a keyword-only ``timeout`` in milliseconds, passed through to Playwright (None: its
+default).
+
+Example:
+    >>> from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
+    >>> page.goto(app_url)  # doctest: +SKIP
+    >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
+    >>> chat.expect_ready()  # doctest: +SKIP
+    >>> chat.send("Write notes.txt")  # doctest: +SKIP
+    >>> approval = ApprovalModal(page)  # doctest: +SKIP
+    >>> approval.expect_open(tool_name="write_file")  # doctest: +SKIP
+    >>> approval.approve()  # doctest: +SKIP
+    >>> chat.expect_latest_reply("Wrote")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from re import Pattern
+
+from playwright.sync_api import Locator, Page, expect
+from shinychat.playwright import ChatController
+
+__all__ = ["AgentChat", "ApprovalModal", "QuestionModal"]
+
+ArgumentValue = str | int | float | bool
+"""A value for one scalar argument input of the approval form."""
+
+_IDLE_STATES = re.compile(r"^(empty|ready)$")
+
+
+def _css_string(value: str) -> str:
+    """``value`` as a quoted CSS string, for attribute selectors."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ")
+    return f'"{escaped}"'
+
+
+class AgentChat:
+    """Controller for ``agent_chat_ui(id)``: the chat, its stop button, tool cards and usage.
+
+    Attributes:
+        chat: shinychat's ``ChatController`` for the inner chat (id ``<id>-chat``).
+        loc: The chat element.
+        loc_replies: Every assistant message, oldest first.
+        loc_latest_reply: The newest assistant message.
+        loc_tool_cards: Every tool card (one per tool call).
+        loc_stop: The stop button (present only while a reply streams).
+        loc_send: The send/stop button, whatever its state.
+        loc_usage: The usage line (``Requests: 2 · Tokens: 150 · Cost: unknown``).
+
+    Example:
+        >>> from deputy_shiny.shiny.playwright import AgentChat
+        >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
+        >>> chat.send("Hello")  # doctest: +SKIP
+        >>> chat.expect_latest_reply("Hello")  # doctest: +SKIP
+        >>> chat.expect_usage(re.compile(r"Requests: 1 "))  # doctest: +SKIP
+    """
+
+    def __init__(self, page: Page, id: str) -> None:
+        """Control the kit's chat module ``id`` on ``page``."""
+        self.page = page
+        self.id = id
+        self.chat = ChatController(page, f"{id}-chat")
+        self.loc = self.chat.loc
+        self.loc_replies = self.chat.loc_messages.locator("> .shiny-chat-message")
+        self.loc_latest_reply = self.loc_replies.last
+        self.loc_tool_cards = self.chat.loc_messages.locator(".shiny-chat-tool-group")
+        self.loc_send = self.chat.loc_input_button
+        self.loc_stop = self.chat.loc_input_container.locator(
+            '.shiny-chat-btn-send[data-state="cancel"]'
+        )
+        self.loc_usage = page.locator(f"#{id}-usage")
+
+    def expect_ready(self, *, timeout: float | None = None) -> None:
+        """Wait until the chat can take a message: input shown, Shiny connected.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> page.goto(app_url)  # doctest: +SKIP
+            >>> AgentChat(page, "agent").expect_ready()  # doctest: +SKIP
+        """
+        expect(self.chat.loc_input).to_be_visible(timeout=timeout)
+        self.page.wait_for_function(
+            "() => !!(window.Shiny && Shiny.shinyapp && Shiny.shinyapp.isConnected())",
+            timeout=timeout,
+        )
+
+    def send(self, text: str, *, timeout: float | None = None) -> None:
+        """Type ``text`` into the chat input and send it.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").send("What is in data.csv?")  # doctest: +SKIP
+        """
+        self.chat.set_user_input(text, timeout=timeout)
+        self.chat.send_user_input(timeout=timeout)
+
+    def stop(self, *, timeout: float | None = None) -> None:
+        """Click the stop button of the reply that is streaming.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").stop()  # doctest: +SKIP
+        """
+        self.loc_stop.click(timeout=timeout)
+
+    def latest_reply_text(self) -> str:
+        """The newest assistant message's text as shown ("" when there is none yet).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").latest_reply_text()  # doctest: +SKIP
+            'Hello! How can I help?'
+        """
+        if self.loc_replies.count() == 0:
+            return ""
+        return self.loc_latest_reply.inner_text()
+
+    def expect_latest_reply(
+        self, value: str | Pattern[str], *, timeout: float | None = None
+    ) -> None:
+        """Wait until the newest assistant message contains ``value`` (text or regex).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").expect_latest_reply("Done")  # doctest: +SKIP
+        """
+        expect(self.loc_latest_reply).to_contain_text(value, use_inner_text=True, timeout=timeout)
+
+    def expect_idle(self, *, timeout: float | None = None) -> None:
+        """Wait until no reply streams: the send button is back (no stop button).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").expect_idle(timeout=5_000)  # doctest: +SKIP
+        """
+        expect(self.loc_send).to_have_attribute("data-state", _IDLE_STATES, timeout=timeout)
+
+    def tool_card(self, text: str | Pattern[str]) -> Locator:
+        """The tool cards whose title or content contains ``text``.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").tool_card("Denied:").count()  # doctest: +SKIP
+            1
+        """
+        return self.loc_tool_cards.filter(has_text=text)
+
+    def tool_card_title(self, card: Locator) -> Locator:
+        """The title shown on a (collapsed) tool card, e.g. "Used write_file".
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
+            >>> chat.tool_card_title(chat.loc_tool_cards.last).inner_text()  # doctest: +SKIP
+            'Denied: Denied by the user'
+        """
+        return card.locator(".shiny-chat-tool-group__title").first
+
+    def expand_tool_card(self, card: Locator, *, timeout: float | None = None) -> Locator:
+        """Open a collapsed tool card and return its detail region (arguments and output).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
+            >>> chat.expand_tool_card(chat.loc_tool_cards.last).inner_text()  # doctest: +SKIP
+            'Wrote 5 B to notes.txt ...'
+        """
+        row = card.locator(".shiny-chat-tool-group__row").first
+        if row.get_attribute("aria-expanded", timeout=timeout) != "true":
+            row.click(timeout=timeout)
+        detail = card.locator(".shiny-chat-tool-call-row__detail").first
+        expect(detail).to_be_visible(timeout=timeout)
+        return detail
+
+    def expect_usage(self, value: str | Pattern[str], *, timeout: float | None = None) -> None:
+        """Wait until the usage line contains ``value`` (text or regex).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").expect_usage("Cost: unknown")  # doctest: +SKIP
+        """
+        expect(self.loc_usage).to_contain_text(value, timeout=timeout)
+
+
+class _Modal:
+    """What the kit's modals share: Shiny's single ``#shiny-modal`` and its buttons."""
+
+    root_selector = ""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.loc_modal = page.locator("#shiny-modal")
+        self.loc = page.locator(
+            f"#shiny-modal {self.root_selector}, #shiny-modal{self.root_selector}"
+        )
+
+    def button(self, name: str) -> Locator:
+        """The modal's button whose accessible name is exactly ``name``."""
+        return self.loc_modal.get_by_role("button", name=name, exact=True)
+
+    def request_id(self, *, timeout: float | None = None) -> str:
+        """The ``data-request-id`` of the open modal (the kit's routing key).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).request_id()  # doctest: +SKIP
+            'Zk3q...'
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        value = self.loc.get_attribute("data-request-id", timeout=timeout)
+        if not value:
+            raise AssertionError(f"the open {self.root_selector} modal has no data-request-id")
+        return value
+
+    def expect_open(self, *, timeout: float | None = None) -> None:
+        """Wait until the modal is shown."""
+        expect(self.loc).to_be_visible(timeout=timeout)
+
+    def expect_closed(self, *, request_id: str | None = None, timeout: float | None = None) -> None:
+        """Wait until the modal is gone (only the one for ``request_id``, when given).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).expect_closed()  # doctest: +SKIP
+        """
+        loc = self.loc
+        if request_id is not None:
+            loc = loc.and_(self.page.locator(f"[data-request-id={_css_string(request_id)}]"))
+        expect(loc.filter(visible=True)).to_have_count(0, timeout=timeout)
+
+
+class ApprovalModal(_Modal):
+    """Controller for the approval modal: a tool call waiting for the user's decision.
+
+    Attributes:
+        loc: The ``.deputy-approval`` root (it carries ``data-request-id``).
+        loc_heading: The heading(s) of the modal (they name the tool).
+        loc_description: The tool's description.
+        loc_badges: The annotation badges (``read-only``, ``destructive``, ...).
+        loc_reason: Why the call needs approval.
+        loc_deny_message: The optional message for the model when denying.
+
+    Example:
+        >>> from deputy_shiny.shiny.playwright import ApprovalModal
+        >>> approval = ApprovalModal(page)  # doctest: +SKIP
+        >>> approval.expect_open(tool_name="write_file")  # doctest: +SKIP
+        >>> approval.set_argument("path", "notes-v2.txt")  # doctest: +SKIP
+        >>> approval.approve()  # doctest: +SKIP
+    """
+
+    root_selector = ".deputy-approval"
+
+    def __init__(self, page: Page) -> None:
+        """Control the approval modal on ``page`` (it need not be open yet)."""
+        super().__init__(page)
+        self.loc_heading = self.loc_modal.get_by_role("heading")
+        self.loc_description = self.loc.locator(".deputy-tool-description")
+        self.loc_badges = self.loc.locator(".deputy-badge")
+        self.loc_reason = self.loc.locator(".deputy-reason")
+        self.loc_deny_message = self.loc_modal.locator("textarea.deputy-deny-message")
+
+    def expect_open(self, tool_name: str | None = None, *, timeout: float | None = None) -> None:
+        """Wait until an approval is shown, for ``tool_name`` when given.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).expect_open("write_file", timeout=10_000)  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        if tool_name is not None:
+            expect(self.loc_heading.filter(has_text=tool_name).first).to_be_visible(timeout=timeout)
+
+    def argument(self, name: str) -> Locator:
+        """The input for the scalar argument ``name``.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).argument("path").input_value()  # doctest: +SKIP
+            'notes.txt'
+        """
+        return self.loc_modal.locator(f"input[data-arg={_css_string(name)}]")
+
+    def set_argument(
+        self, name: str, value: ArgumentValue, *, timeout: float | None = None
+    ) -> None:
+        """Edit the argument ``name`` before approving (checkboxes take a bool).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).set_argument("path", "other.txt")  # doctest: +SKIP
+        """
+        field = self.argument(name)
+        expect(field).to_be_visible(timeout=timeout)
+        if field.get_attribute("type", timeout=timeout) == "checkbox":
+            field.set_checked(bool(value), timeout=timeout)
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            field.fill(text, timeout=timeout)
+
+    def approve(self, *, timeout: float | None = None) -> None:
+        """Click "Approve".
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).approve(timeout=5_000)  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        self.button("Approve").click(timeout=timeout)
+
+    def deny(self, message: str | None = None, *, timeout: float | None = None) -> None:
+        """Type the optional ``message`` for the model, then click "Deny".
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).deny("Write to drafts/ instead.")  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        if message is not None:
+            self.loc_deny_message.fill(message, timeout=timeout)
+        self.button("Deny").click(timeout=timeout)
+
+    def always_allow(self, *, timeout: float | None = None) -> None:
+        """Click "Always allow" (approves this tool for the rest of the conversation).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).always_allow()  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        self.button("Always allow").click(timeout=timeout)
+
+
+class QuestionModal(_Modal):
+    """Controller for the ``ask_user`` modal: 1-4 multiple-choice questions.
+
+    Attributes:
+        loc: The ``.deputy-questions`` root (it carries ``data-request-id``).
+        loc_questions: One ``fieldset.deputy-question`` per question, in order.
+
+    Example:
+        >>> from deputy_shiny.shiny.playwright import QuestionModal
+        >>> questions = QuestionModal(page)  # doctest: +SKIP
+        >>> questions.expect_open()  # doctest: +SKIP
+        >>> questions.choose(0, "CSV")  # doctest: +SKIP
+        >>> questions.other(1, "Only the 2024 rows")  # doctest: +SKIP
+        >>> questions.submit()  # doctest: +SKIP
+    """
+
+    root_selector = ".deputy-questions"
+
+    def __init__(self, page: Page) -> None:
+        """Control the question modal on ``page`` (it need not be open yet)."""
+        super().__init__(page)
+        self.loc_questions = self.loc.locator("fieldset.deputy-question")
+
+    def question(self, index: int) -> Locator:
+        """The fieldset of question ``index`` (0-based).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).question(0).locator("legend").inner_text()  # doctest: +SKIP
+            'Format'
+        """
+        return self.loc_questions.nth(index)
+
+    def option(self, question_index: int, label: str) -> Locator:
+        """The radio button or checkbox of option ``label`` in question ``question_index``.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).option(0, "CSV").is_checked()  # doctest: +SKIP
+            False
+        """
+        value = _css_string(label)
+        return self.question(question_index).locator(
+            f"input[type=radio][value={value}], input[type=checkbox][value={value}]"
+        )
+
+    def choose(self, question_index: int, label: str, *, timeout: float | None = None) -> None:
+        """Select option ``label`` (adds it, for a multi-select question).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).choose(0, "CSV")  # doctest: +SKIP
+        """
+        self.option(question_index, label).check(timeout=timeout)
+
+    def other(self, question_index: int, text: str, *, timeout: float | None = None) -> None:
+        """Answer question ``question_index`` in free text ("Other").
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).other(0, "Parquet, please")  # doctest: +SKIP
+        """
+        self.question(question_index).locator("input.deputy-other").fill(text, timeout=timeout)
+
+    def submit(self, *, timeout: float | None = None) -> None:
+        """Click "Submit".
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).submit()  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        self.button("Submit").click(timeout=timeout)
+
+    def cancel(self, *, timeout: float | None = None) -> None:
+        """Click "Cancel" (the model is told the user declined to answer).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import QuestionModal
+            >>> QuestionModal(page).cancel()  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        self.button("Cancel").click(timeout=timeout)

@@ -1,0 +1,514 @@
+"""The browsing file tools: ``list_files``, ``glob_files`` and ``grep_files``.
+
+Walks stay inside the read roots and never follow a symbolic link out of them. Part of
+:mod:`deputy_shiny.tools.files`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._paths import PathDenied, confine
+from .._text import plural
+from ..errors import ToolInvocationError
+from ._context import ToolContext, current_tool_context
+from ._files_common import (
+    _READ_ANNOTATIONS,
+    _SNIFF_BYTES,
+    MAX_GREP_LINE_CHARS,
+    MAX_READ_BYTES,
+    MAX_SCAN_ENTRIES,
+    _check_positive,
+    _confined,
+    _open_binary,
+    _require_dir,
+    _show,
+    _size,
+)
+from ._tool import Tool, builtin_source, tool
+
+# --------------------------------------------------------------------------- walking
+
+
+@dataclass
+class _Entry:
+    path: str
+    parts: tuple[str, ...]
+    is_dir: bool
+    is_link: bool
+
+
+class _Walker:
+    """Depth-first walk in sorted order that never leaves the read roots.
+
+    A symbolic link is yielded only when it resolves inside the roots, and is never
+    descended into. ``descend(parts)`` decides which real directories to enter.
+    """
+
+    def __init__(
+        self, root: Path, ctx: ToolContext, descend: Callable[[tuple[str, ...]], bool]
+    ) -> None:
+        self.root = root
+        self.ctx = ctx
+        self.descend = descend
+        self.scanned = 0
+        self.stopped = False
+
+    def _children(self, directory: str | Path, parts: tuple[str, ...]) -> Iterator[_Entry]:
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            is_link = entry.is_symlink()
+            if is_link:
+                try:
+                    real = confine(entry.path, self.ctx.working_dir, self.ctx.read_roots)
+                except PathDenied:
+                    continue  # leads out of the roots: never listed, never followed
+                is_dir = real.is_dir()
+            else:
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+            yield _Entry(entry.path, (*parts, entry.name), is_dir, is_link)
+
+    def __iter__(self) -> Iterator[_Entry]:
+        stack = [self._children(self.root, ())]
+        while stack:
+            entry = next(stack[-1], None)
+            if entry is None:
+                stack.pop()
+                continue
+            self.scanned += 1
+            if self.scanned > MAX_SCAN_ENTRIES:
+                self.stopped = True
+                return
+            yield entry
+            if entry.is_dir and not entry.is_link and self.descend(entry.parts):
+                stack.append(self._children(entry.path, entry.parts))
+
+
+def _stopped_note(walker: _Walker) -> str:
+    if not walker.stopped:
+        return ""
+    return (
+        f"\n[Stopped after scanning {MAX_SCAN_ENTRIES} entries: the results may be "
+        "incomplete. Narrow the path or pattern.]"
+    )
+
+
+# --------------------------------------------------------------------------- list_files
+
+
+def _list_files(
+    path: str = ".", recursive: bool = False, include_hidden: bool = False, max_entries: int = 500
+) -> str:
+    """List a directory.
+
+    Args:
+        path: The directory, relative to the working directory (default: the working directory).
+        recursive: Also list the contents of subdirectories.
+        include_hidden: Include entries whose names start with a dot.
+        max_entries: The most entries to show.
+    """
+    ctx = current_tool_context()
+    target = _confined(path, ctx, "read")
+    shown = _show(target, ctx, is_dir=True)
+    _require_dir(target, shown)
+    _check_positive("max_entries", max_entries)
+
+    def descend(parts: tuple[str, ...]) -> bool:
+        return recursive and (include_hidden or not parts[-1].startswith("."))
+
+    walker = _Walker(target, ctx, descend)
+    listed: list[str] = []
+    more = hidden = 0
+    for entry in walker:
+        if not include_hidden and entry.parts[-1].startswith("."):
+            hidden += 1
+            continue
+        if len(listed) >= max_entries:
+            more += 1
+            continue
+        listed.append("/".join(entry.parts) + ("/" if entry.is_dir else ""))
+    where = "the working directory" if shown == "." else shown
+    if not listed:
+        lines = [f"{where} is empty."]
+    else:
+        total = len(listed) + more
+        kind = " (recursive)" if recursive else ""
+        lines = [f"Contents of {where}{kind}: {plural(total, 'entry', 'entries')}", *listed]
+    if more:
+        lines.append(f"[{more} more not shown. List a subdirectory, or raise max_entries.]")
+    if hidden:
+        lines.append(
+            f"[{plural(hidden, 'hidden entry', 'hidden entries')} not shown; pass "
+            "include_hidden=true to see them.]"
+        )
+    return "\n".join(lines) + _stopped_note(walker)
+
+
+def tool_list_files() -> Tool:
+    """A fresh ``list_files`` tool: a directory's entries, sorted, directories ending in ``/``.
+
+    Example:
+        >>> tool_list_files().parameters["properties"]["max_entries"]["default"]
+        500
+    """
+    return tool(
+        _list_files,
+        name="list_files",
+        description=(
+            "List the files and directories in a directory, sorted; directories end with "
+            "'/'. Paths are relative to the listed directory. Hidden entries (names starting "
+            "with '.') are left out unless include_hidden is true; recursive lists "
+            "subdirectories too."
+        ),
+        annotations=_READ_ANNOTATIONS,
+        source=builtin_source("read"),
+    )
+
+
+# --------------------------------------------------------------------------- glob
+
+
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
+
+
+def _expand_braces(pattern: str, limit: int = 64) -> list[str]:
+    """``*.{py,md}`` -> ``['*.py', '*.md']`` (nested groups too, at most ``limit`` patterns)."""
+    out: list[str] = []
+    todo = [pattern]
+    while todo:
+        current = todo.pop()
+        match = _BRACES.search(current)
+        if match is None:
+            if current not in out:
+                out.append(current)
+            continue
+        for option in reversed(match.group(1).split(",")):
+            todo.append(current[: match.start()] + option + current[match.end() :])
+        if len(todo) + len(out) > limit:
+            raise ToolInvocationError(
+                f"The pattern {pattern!r} expands to more than {limit} patterns; simplify it."
+            )
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _segment_regex(segment: str) -> re.Pattern[str]:
+    # Like a shell, a wildcard does not match a leading dot unless the segment spells it.
+    guard = "" if segment.startswith(".") else r"(?!\.)"
+    return re.compile(guard + fnmatch.translate(segment))
+
+
+def _segment_matches(segment: str, name: str) -> bool:
+    return _segment_regex(segment).match(name) is not None
+
+
+class _GlobPattern:
+    """A relative glob: ``*``, ``?``, ``[...]`` within a name, ``**`` across directories."""
+
+    def __init__(self, pattern: str) -> None:
+        segments: list[str] = []
+        for seg in pattern.replace("\\", "/").split("/"):
+            if seg in ("", "."):
+                continue
+            if seg == "**" and segments and segments[-1] == "**":
+                continue
+            segments.append(seg)
+        self.segments = tuple(segments)
+
+    def matches(self, parts: tuple[str, ...]) -> bool:
+        segs = self.segments
+        if "**" not in segs:
+            return len(segs) == len(parts) and all(map(_segment_matches, segs, parts))
+
+        @functools.cache
+        def match(i: int, j: int) -> bool:
+            if i == len(segs):
+                return j == len(parts)
+            if segs[i] == "**":
+                if match(i + 1, j):
+                    return True
+                return j < len(parts) and not parts[j].startswith(".") and match(i, j + 1)
+            return j < len(parts) and _segment_matches(segs[i], parts[j]) and match(i + 1, j + 1)
+
+        return match(0, 0)
+
+    def may_contain_matches(self, parts: tuple[str, ...]) -> bool:
+        """Could a path below the directory ``parts`` match?"""
+        segs = self.segments
+        if "**" not in segs:
+            return len(parts) < len(segs) and all(map(_segment_matches, segs, parts))
+
+        @functools.cache
+        def prefix(i: int, j: int) -> bool:
+            if j == len(parts):
+                return i < len(segs)
+            if i == len(segs):
+                return False
+            if segs[i] == "**":
+                if prefix(i + 1, j):
+                    return True
+                return not parts[j].startswith(".") and prefix(i, j + 1)
+            return _segment_matches(segs[i], parts[j]) and prefix(i + 1, j + 1)
+
+        return prefix(0, 0)
+
+
+def _check_glob(pattern: str, what: str = "pattern") -> None:
+    if not pattern.strip():
+        raise ToolInvocationError(f"The {what} is empty; give one such as '**/*.py'.")
+    if any(ord(ch) < 32 for ch in pattern):
+        raise ToolInvocationError(f"The {what} contains control characters.")
+    if pattern.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", pattern):
+        raise ToolInvocationError(
+            f"The {what} {pattern!r} is absolute; it must be relative to the searched "
+            "directory. To search elsewhere, pass that directory as path."
+        )
+    if pattern.startswith("~"):
+        raise ToolInvocationError(
+            f"The {what} {pattern!r} points into a home directory; it must be relative to the "
+            "searched directory."
+        )
+    if ".." in re.split(r"[/\\]", pattern):
+        raise ToolInvocationError(
+            f"The {what} {pattern!r} uses '..' to leave the searched directory; patterns "
+            "must stay inside it."
+        )
+
+
+def _glob_files(pattern: str, path: str = ".", max_results: int = 500) -> str:
+    """Find files by glob pattern.
+
+    Args:
+        pattern: A glob relative to path, e.g. "*.md", "src/**/*.py" or "**/test_*.{py,txt}".
+        path: The directory to search, relative to the working directory (default: it).
+        max_results: The most paths to show.
+    """
+    ctx = current_tool_context()
+    _check_glob(pattern)
+    target = _confined(path, ctx, "read")
+    shown_dir = _show(target, ctx, is_dir=True)
+    _require_dir(target, shown_dir)
+    _check_positive("max_results", max_results)
+    globs = [_GlobPattern(p) for p in _expand_braces(pattern)]
+    if not any(g.segments for g in globs):
+        raise ToolInvocationError(f"The pattern {pattern!r} names no files; try '*' or '**/*'.")
+
+    def descend(parts: tuple[str, ...]) -> bool:
+        return any(g.may_contain_matches(parts) for g in globs)
+
+    walker = _Walker(target, ctx, descend)
+    prefix = "" if shown_dir == "." else shown_dir
+    found = sorted(
+        (prefix + "/".join(entry.parts) + ("/" if entry.is_dir else ""), entry.path)
+        for entry in walker
+        if any(g.matches(entry.parts) for g in globs)
+    )
+    lines: list[str] = []
+    for index, (shown, real_path) in enumerate(found):
+        if len(lines) >= max_results:
+            lines.append(
+                f"[{len(found) - index} more not shown ({len(found)} matches). Narrow the "
+                "pattern or path, or raise max_results.]"
+            )
+            break
+        try:  # defence in depth: every listed match is checked against the roots again
+            confine(real_path, ctx.working_dir, ctx.read_roots, what="read")
+        except PathDenied:
+            continue
+        lines.append(shown)
+    if not lines:
+        where = "the working directory" if shown_dir == "." else shown_dir
+        return f"No files match {pattern!r} in {where}." + _stopped_note(walker)
+    return "\n".join(lines) + _stopped_note(walker)
+
+
+def tool_glob_files() -> Tool:
+    """A fresh ``glob_files`` tool: paths matching a glob pattern, sorted.
+
+    Example:
+        >>> tool_glob_files().parameters["required"]
+        ['pattern']
+    """
+    return tool(
+        _glob_files,
+        name="glob_files",
+        description=(
+            "Find files and directories whose paths match a glob pattern: '*' and '?' "
+            "within a name, '**' across directories, '[abc]' character sets, '{a,b}' "
+            "alternatives. The pattern is relative to path; results are sorted paths "
+            "relative to the working directory (directories end with '/'). Hidden names "
+            "(starting with '.') match only when the pattern spells out the dot."
+        ),
+        annotations=_READ_ANNOTATIONS,
+        source=builtin_source("read"),
+    )
+
+
+# --------------------------------------------------------------------------- grep
+
+
+def _grep_files(
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    ignore_case: bool = False,
+    max_results: int = 200,
+) -> str:
+    """Search file contents with a regular expression.
+
+    Args:
+        pattern: A Python regular expression, matched against each line.
+        path: A directory to search recursively, or one file (default: the working directory).
+        glob: Only search files whose names match this glob, e.g. "*.py" or "*.{md,txt}" (a
+            glob containing '/' is matched against the path below the searched directory).
+        ignore_case: Match regardless of case.
+        max_results: The most matching lines to show.
+    """
+    ctx = current_tool_context()
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise ToolInvocationError(
+            f"Invalid regular expression {pattern!r}: {exc}. grep_files uses Python `re` "
+            "syntax; escape special characters such as ( [ . * + ? with a backslash to search "
+            "for them literally."
+        ) from None
+    _check_positive("max_results", max_results)
+    name_globs: list[str] = []
+    path_globs: list[_GlobPattern] = []
+    if glob is not None:
+        _check_glob(glob, "glob")
+        for g in _expand_braces(glob):
+            if "/" in g.replace("\\", "/").strip("/"):
+                path_globs.append(_GlobPattern(g))
+            else:
+                name_globs.append(g.strip("/\\"))
+    want_hidden = glob is not None and any(g.startswith(".") for g in name_globs)
+
+    def wanted(parts: tuple[str, ...]) -> bool:
+        if glob is None:
+            return not parts[-1].startswith(".")
+        if any(fnmatch.fnmatchcase(parts[-1], g) for g in name_globs):
+            return want_hidden or not parts[-1].startswith(".")
+        return any(g.matches(parts) for g in path_globs)
+
+    target = _confined(path, ctx, "read")
+    walker: _Walker | None = None
+    files: Iterator[tuple[str, str]]  # (path, as shown)
+    if target.is_file():
+        files = iter([(str(target), _show(target, ctx))])
+    else:
+        shown_dir = _show(target, ctx, is_dir=True)
+        _require_dir(target, shown_dir)
+        prefix = "" if shown_dir == "." else shown_dir
+        walker = _Walker(target, ctx, lambda parts: not parts[-1].startswith("."))
+        files = (
+            (e.path, prefix + "/".join(e.parts)) for e in walker if not e.is_dir and wanted(e.parts)
+        )
+
+    # A whole-file search first skips the files without a match; it can miss a match only
+    # for patterns whose meaning changes at line edges (\A, \Z, lookarounds).
+    prefilter = None
+    if not re.search(r"\\[AZ]|\(\?<?[=!]", pattern):
+        prefilter = re.compile(pattern, regex.flags | re.MULTILINE)
+    results: list[str] = []
+    more = searched = 0
+    too_big: list[str] = []
+    for file, shown in files:
+        try:
+            st = os.stat(file)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if st.st_size > MAX_READ_BYTES:
+            too_big.append(shown)
+            continue
+        try:
+            with _open_binary(file, shown) as fh:
+                data = fh.read()
+        except ToolInvocationError:
+            continue
+        if b"\0" in data[:_SNIFF_BYTES]:
+            if walker is None:
+                raise ToolInvocationError(
+                    f"{shown} is a binary file, {len(data)} bytes; grep_files searches text only."
+                )
+            continue
+        searched += 1
+        text = data.decode("utf-8", errors="replace")
+        if prefilter is not None and not prefilter.search(text):
+            continue
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for number, line in enumerate(lines, start=1):
+            line = line.removesuffix("\r")
+            if not regex.search(line):
+                continue
+            if len(results) >= max_results:
+                more += 1
+                continue
+            if len(line) > MAX_GREP_LINE_CHARS:
+                line = line[:MAX_GREP_LINE_CHARS] + "…"
+            results.append(f"{shown}:{number}: {line}")
+    notes: list[str] = []
+    if more:
+        notes.append(
+            f"[{len(results)} matches shown, {more} more not shown. Narrow the pattern, path "
+            "or glob, or raise max_results.]"
+        )
+    if too_big:
+        listed = ", ".join(too_big[:5]) + (", …" if len(too_big) > 5 else "")
+        notes.append(
+            f"[Skipped {plural(len(too_big), 'file')} over {_size(MAX_READ_BYTES)}: {listed}. "
+            "Read them in parts with read_file.]"
+        )
+    stopped = _stopped_note(walker) if walker is not None else ""
+    if not results:
+        where = _show(target, ctx, is_dir=target.is_dir())
+        where = "the working directory" if where == "." else where
+        head = (
+            f"No matches for {pattern!r} in {where} "
+            f"({plural(searched, 'file')} searched"
+            + (f", glob {glob!r}" if glob is not None else "")
+            + ")."
+        )
+        return "\n".join([head, *notes]) + stopped
+    return "\n".join([*results, *notes]) + stopped
+
+
+def tool_grep_files() -> Tool:
+    """A fresh ``grep_files`` tool: regex search over files, as ``file:line: text`` lines.
+
+    Example:
+        >>> tool_grep_files().parameters["properties"]["max_results"]["default"]
+        200
+    """
+    return tool(
+        _grep_files,
+        name="grep_files",
+        description=(
+            "Search the contents of files for a Python regular expression, line by line. "
+            "path is a directory (searched recursively) or one file; glob limits the files "
+            "by name (e.g. '*.py'). Returns matching lines as 'file:line: text' with paths "
+            "relative to the working directory. Binary files, hidden files and hidden "
+            "directories such as .git are skipped."
+        ),
+        annotations=_READ_ANNOTATIONS,
+        source=builtin_source("read"),
+    )

@@ -1,0 +1,248 @@
+"""The dependency rules of ARCHITECTURE.md, checked on source text with ``ast``.
+
+Nothing here imports the modules it checks: :func:`import_graph` reads every ``.py``
+file under a root (``deputy_shiny/``, ``app.py``, ``components/``) and records each
+import, module-level or inside a function, ``TYPE_CHECKING`` blocks included. The
+``check_*`` functions take that root and return readable violations (empty: fine), so
+a test can run them on the real tree and on a synthetic one made to break each rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "deputy_shiny"
+KIT = f"{PACKAGE}.shiny"
+# What the runtime must never import: the kit, the UI libraries, the reference app.
+UI_IMPORTS = (KIT, "shiny", "shinychat", "app", "components")
+# Modules that hold policy or tools, and what they must not import.
+POLICY_MODULES = (
+    f"{PACKAGE}.tools",
+    f"{PACKAGE}.permissions",
+    f"{PACKAGE}.hooks",
+    f"{PACKAGE}.hooks_builtin",
+    f"{PACKAGE}.sandbox",
+)
+ENGINE_MODULES = (f"{PACKAGE}.agent", f"{PACKAGE}._engine", f"{PACKAGE}.models")
+TEST_MODELS = (f"{PACKAGE}.testing", f"{PACKAGE}.models.scripted")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, as seen in ``source`` at ``line``."""
+
+    source: str
+    target: str
+    line: int
+
+
+def module_name(root: Path, path: Path) -> str:
+    """``deputy_shiny/tools/files.py`` -> ``deputy_shiny.tools.files`` (``__init__`` dropped)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files(root: Path) -> dict[str, Path]:
+    """Every production module under ``root``: the package, ``app.py``, ``components/``."""
+    paths = [*(root / PACKAGE).rglob("*.py"), *(root / "components").rglob("*.py")]
+    if (root / "app.py").exists():
+        paths.append(root / "app.py")
+    return {module_name(root, p): p for p in sorted(paths) if "__pycache__" not in p.parts}
+
+
+def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """Resolve ``from <level dots><name> import ...`` written in ``module``."""
+    if level == 0:
+        return name or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join([*parts, *([name] if name else [])])
+
+
+def imports_of(module: str, path: Path, known: Iterable[str]) -> list[Import]:
+    """Every import in one file (any depth), resolved to absolute module names.
+
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module
+    of the tree, else ``pkg`` itself.
+    """
+    modules = set(known)
+    is_package = path.name == "__init__.py"
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.extend(Import(module, alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, is_package, node.level, node.module)
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                target = candidate if candidate in modules else base
+                found.append(Import(module, target, node.lineno))
+    return found
+
+
+def import_graph(root: Path) -> dict[str, list[Import]]:
+    """Each production module's imports (third-party ones included)."""
+    files = source_files(root)
+    return {name: imports_of(name, path, files) for name, path in files.items()}
+
+
+def _within(name: str, prefixes: Iterable[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _show(imp: Import) -> str:
+    return f"{imp.source}:{imp.line} imports {imp.target}"
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def check_ui_direction(root: Path, allowed: Iterable[str] = ()) -> list[str]:
+    """Rule 1: no runtime module (the package outside ``shiny/``) imports the kit, shiny,
+    shinychat, app.py or components/. ``allowed`` names modules exempt on purpose."""
+    exempt = set(allowed)
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, [PACKAGE]) and not _within(module, [KIT]) and module not in exempt
+        for imp in imps
+        if _within(imp.target, UI_IMPORTS)
+    )
+
+
+def check_policy_independence(root: Path, allowed: Iterable[str] = ()) -> list[str]:
+    """Rule 2: tools/, permissions, hooks, hooks_builtin and sandbox import nothing of
+    agent.py, _engine.py or models (module or package). ``allowed`` holds
+    ``"module -> target"`` pairs exempt for now."""
+    exempt = set(allowed)
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, POLICY_MODULES)
+        for imp in imps
+        if _within(imp.target, ENGINE_MODULES) and f"{module} -> {imp.target}" not in exempt
+    )
+
+
+def check_no_test_models(root: Path, allowed: Iterable[str] = ()) -> list[str]:
+    """Rule 3: production modules import nothing from testing.py or models/scripted.py
+    (those two themselves, and ``allowed``, excepted)."""
+    exempt = set(allowed) | set(TEST_MODELS)
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if module not in exempt
+        for imp in imps
+        if _within(imp.target, TEST_MODELS)
+    )
+
+
+def import_cycles(root: Path) -> list[frozenset[str]]:
+    """Rule 4: the import cycles among the package's modules (strongly connected
+    components of more than one module), lazy and TYPE_CHECKING imports included.
+
+    Importing ``a.b.c`` also runs ``a.b`` (a sub-package's ``__init__``), so that edge
+    counts too; the root package's ``__init__`` (which re-exports everything) is left
+    out, as every module "imports" it.
+    """
+    graph = import_graph(root)
+    library = {m for m in graph if _within(m, [PACKAGE]) and m != PACKAGE}
+    edges: dict[str, set[str]] = {m: set() for m in library}
+    for module in library:
+        for imp in graph[module]:
+            target = imp.target
+            while target not in library and "." in target:
+                target = target.rsplit(".", 1)[0]  # pkg.mod.attr -> pkg.mod
+            if target not in library or target == module:
+                continue
+            edges[module].add(target)
+            parent = target.rsplit(".", 1)[0]
+            while parent != PACKAGE and parent in library and not _within(module, [parent]):
+                edges[module].add(parent)
+                parent = parent.rsplit(".", 1)[0]
+    return _strongly_connected(edges)
+
+
+def _strongly_connected(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Tarjan's algorithm, iteratively; only components of two or more nodes."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    counter = 0
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(edges[start]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                nxt = pending.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(edges[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def check_cycles(root: Path, known: Iterable[frozenset[str]] = ()) -> list[str]:
+    """Rule 4 as violations: every cycle that is not exactly one of ``known``."""
+    allowed = set(known)
+    return [
+        "import cycle: " + " <-> ".join(sorted(cycle))
+        for cycle in import_cycles(root)
+        if cycle not in allowed
+    ]
+
+
+def heavy_imports(root: Path, package: str = PACKAGE) -> list[str]:
+    """Rule 5: which of shiny, shinychat and litellm ``import <package>`` loads, in a
+    fresh interpreter with ``root`` first on the path."""
+    code = (
+        f"import sys, {package}\n"
+        "heavy = ('shiny', 'shinychat', 'litellm')\n"
+        "print(' '.join(h for h in heavy if h in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    return out.stdout.split()
