@@ -30,9 +30,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
-
-from pydantic import TypeAdapter
+from typing import Any
 
 from ._interrupt import Interrupted, Interrupter
 from ._provider import (
@@ -43,8 +41,8 @@ from ._provider import (
     stream_response,
 )
 from ._run_deps import RunDeps, RunReport
+from ._run_options import RunOptions
 from ._structured import (
-    Validator,
     check_structured,
     correction_prompt,
     json_format,
@@ -54,7 +52,9 @@ from ._tool_gate import CallIds, ToolGate, Verdict
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
+    AgentRunError,
     DeputyError,
+    ProviderError,
     StructuredOutputError,
     ToolArgumentsError,
     ToolInvocationError,
@@ -93,31 +93,16 @@ from .messages import (
 )
 from .models import ChatModel
 from .tools import Tool, format_tool_output, tool_context
-from .usage import UsageLimits, limit_reached
+from .usage import limit_reached
 
 logger = logging.getLogger(__name__)
 
-ToolMode = Literal["concurrent", "sequential"]
 
 _NOT_RUN = "Tool call not run: {why}."
 _TEXT_FIELDS = frozenset(
     {"agent_id", "session_id", "run_id", "run_context", "timestamp", "type", "text"}
 )
 _LOOP_REPEATS = 3
-
-
-@dataclass
-class RunOptions:
-    """Everything one run needs beyond the agent's own state."""
-
-    prompt: Turn
-    limits: UsageLimits
-    run_context: dict[str, Any]
-    include_partial_messages: bool = True
-    output_type: TypeAdapter[Any] | None = None
-    validate: Validator | None = None
-    max_corrections: int = 0
-    tool_mode: ToolMode = "concurrent"
 
 
 @dataclass
@@ -745,6 +730,19 @@ class Engine:
             run_id=st.run_id,
             run_context=st.options.run_context,
         )
+
+    def finished_result(self) -> AgentResult:
+        """The last result, raising the error that ended the run, if any."""
+        result = self.last_result
+        if result is None:  # pragma: no cover - a run always records one
+            raise AgentRunError("The run ended without a result")
+        error = self._last_error
+        if error is None:
+            return result
+        if isinstance(error, ProviderError | StructuredOutputError | AgentRunError):
+            error.result = result
+            raise error
+        raise AgentRunError(f"The run failed: {error}", result=result, cause=error) from error
 
     @property
     def last_error(self) -> BaseException | None:

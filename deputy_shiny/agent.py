@@ -24,30 +24,26 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic import TypeAdapter
-
 from . import _sync
-from ._engine import Engine, RunOptions, ToolMode
-from ._run_context import merge_run_context, validate_run_context
+from ._engine import Engine
+from ._run_context import validate_run_context
 from ._run_deps import RunDeps, RunReport
+from ._run_options import TaskInput, ToolMode, build_run_options
+from ._streams import StreamContent, content_chunks, text_chunks
 from ._structured import Validator
 from ._tool_registry import ToolRegistry
 from .approvals import ApprovalHandler
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
-    AgentRunError,
     ConfigurationError,
     InvalidLimitError,
-    ProviderError,
-    StructuredOutputError,
     ToolNameConflictError,
 )
 from .events import AgentEvent, AgentResult, AgentUsage
 from .hooks import HookMatcher, HookRegistry
 from .limits import UsageLimits
 from .messages import (
-    ContentImage,
     ContentText,
     ContentToolRequest,
     ContentToolResult,
@@ -65,9 +61,6 @@ from .permissions import (
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
 from .tools import NativeWebSearch, Tool, ToolState
 from .usage import ConversationCost
-
-TaskInput = str | Turn | ContentText | ContentImage | Sequence[UserContent]
-StreamContent = ContentText | ContentToolRequest | ContentToolResult
 
 
 class Agent:
@@ -301,8 +294,10 @@ class Agent:
             >>> asyncio.run(main())[:2]
             ['start', 'request_start']
         """
-        options = self._run_options(
+        options = build_run_options(
             task,
+            agent_limits=self._usage_limits,
+            agent_run_context=self._run_context,
             usage_limits=usage_limits,
             include_partial_messages=include_partial_messages,
             run_context=run_context,
@@ -349,7 +344,7 @@ class Agent:
         )
         async for _ in events:
             pass
-        return self._finished_result()
+        return self._engine.finished_result()
 
     def run_sync(
         self,
@@ -562,9 +557,10 @@ class Agent:
         if stream not in ("text", "content"):
             raise ConfigurationError('stream must be "text" or "content"')
         events = self.run(_content_task(content), tool_mode=tool_mode, run_context=run_context)
+        finish = self._engine.finished_result
         if stream == "text":
-            return self._stream_text(events)
-        return self._stream_content(events)
+            return text_chunks(events, finish)
+        return content_chunks(events, finish)
 
     def stream(
         self,
@@ -584,87 +580,6 @@ class Agent:
             *content, stream=stream, run_context=run_context
         )
         return _sync.iterate_sync(chunks, "stream")
-
-    async def _stream_text(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[str]:
-        async for event in events:
-            if event.type == "text":
-                yield event.text
-        self._finished_result()
-
-    async def _stream_content(
-        self, events: AsyncIterator[AgentEvent]
-    ) -> AsyncIterator[StreamContent]:
-        requests: dict[str, ContentToolRequest] = {}
-        async for event in events:
-            if event.type == "text":
-                yield ContentText(text=event.text)
-            elif event.type == "tool_start":
-                request = ContentToolRequest(
-                    id=event.call_id, name=event.tool_name, arguments=event.arguments
-                )
-                requests[event.call_id] = request
-                yield request
-            elif event.type == "tool_end":
-                yield ContentToolResult(
-                    call_id=event.call_id,
-                    name=event.tool_name,
-                    output=event.output,
-                    is_error=event.is_error,
-                )
-        self._finished_result()
-
-    def _finished_result(self) -> AgentResult:
-        """The last result, raising the error that ended the run, if any."""
-        result = self._engine.last_result
-        if result is None:  # pragma: no cover - the engine always records one
-            raise AgentRunError("The run ended without a result")
-        error = self._engine.last_error
-        if error is None:
-            return result
-        if isinstance(error, ProviderError | StructuredOutputError | AgentRunError):
-            error.result = result
-            raise error
-        raise AgentRunError(f"The run failed: {error}", result=result, cause=error) from error
-
-    def _run_options(
-        self,
-        task: TaskInput,
-        *,
-        usage_limits: UsageLimits | None,
-        include_partial_messages: bool,
-        run_context: dict[str, Any] | None,
-        output_type: Any,
-        validate: Validator | None,
-        max_corrections: int,
-        tool_mode: ToolMode,
-    ) -> RunOptions:
-        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
-            raise InvalidLimitError(
-                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
-            )
-        limits = (
-            self._usage_limits
-            if usage_limits is None
-            else usage_limits.clamp_to(self._usage_limits)
-        )
-        if isinstance(max_corrections, bool) or not isinstance(max_corrections, int):
-            raise ConfigurationError("max_corrections must be a whole number")
-        if max_corrections < 0:
-            raise ConfigurationError("max_corrections must be 0 or more")
-        if validate is not None and not callable(validate):
-            raise ConfigurationError("validate must be a function")
-        if tool_mode not in ("concurrent", "sequential"):
-            raise ConfigurationError('tool_mode must be "concurrent" or "sequential"')
-        return RunOptions(
-            prompt=_task_turn(task),
-            limits=limits,
-            run_context=merge_run_context(self._run_context, run_context or {}),
-            include_partial_messages=include_partial_messages,
-            output_type=None if output_type is None else _output_adapter(output_type),
-            validate=validate,
-            max_corrections=max_corrections,
-            tool_mode=tool_mode,
-        )
 
     def _run_deps(self) -> RunDeps:
         """What the next run may use: a snapshot of this agent's configuration."""
@@ -958,31 +873,6 @@ def _identifier(value: str | None, name: str, prefix: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} must be a non-empty string")
     return value
-
-
-def _task_turn(task: TaskInput) -> Turn:
-    if isinstance(task, Turn):
-        if task.role != "user":
-            raise ConfigurationError("A task turn must have role 'user'")
-        return task
-    if isinstance(task, str | ContentText | ContentImage):
-        return user_turn(task)
-    if isinstance(task, Sequence):
-        return user_turn(*task)
-    raise ConfigurationError(f"Cannot use a {type(task).__name__} as a task")
-
-
-def _output_adapter(output_type: Any) -> TypeAdapter[Any]:
-    """A validator and JSON schema for ``type=``, or a ConfigurationError at once."""
-    try:
-        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
-        adapter.json_schema()
-    except Exception as exc:
-        raise ConfigurationError(
-            f"type={output_type!r} cannot be described as JSON schema; use a pydantic model, "
-            f"a dataclass, a TypedDict or a type such as list[int] ({exc})"
-        ) from None
-    return adapter
 
 
 def _content_task(content: Sequence[UserContent]) -> Turn:
