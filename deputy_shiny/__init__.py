@@ -61,6 +61,7 @@ from .hooks import (
     HookResultPreToolUse,
 )
 from .hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes, hook_log_tools
+from .identity import CallIdentity
 from .limits import UsageLimits
 from .messages import (
     ContentImage,
@@ -128,6 +129,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
     "AskUserDeclined",
+    "CallIdentity",
     "ChatModel",
     "ConfigurationError",
     "ContentImage",

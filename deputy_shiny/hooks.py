@@ -65,6 +65,7 @@ from ._config import FrozenConfig
 from ._text import truncate
 from ._timeouts import timeout
 from .errors import ConfigurationError, InvalidHookError
+from .identity import CallIdentity
 
 __all__ = [
     "DEFAULT_HOOK_TIMEOUT",
@@ -237,7 +238,7 @@ _RESULT_TYPES: dict[str, type[FrozenConfig]] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HookContext:
+class HookContext(CallIdentity):
     """What a callback learns about the run it is called from.
 
     Attributes:
@@ -261,11 +262,7 @@ class HookContext:
     """
 
     event: str
-    agent_id: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
     run_context: Mapping[str, Any] = field(default_factory=dict)
-    call_id: str | None = None
     reason: str | None = None
     error: str | None = None
     permission_reason: str | None = None

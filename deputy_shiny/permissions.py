@@ -48,6 +48,7 @@ from . import _sync
 from ._config import FrozenConfig
 from ._paths import PathDenied, confine
 from .errors import ConfigurationError, PermissionsError, ToolArgumentsError
+from .identity import CallIdentity
 from .tools import Tool, tool_metadata
 from .tools._tool import BUILTIN_PACKAGE, EffectiveAnnotations, ToolMetadata
 
@@ -347,7 +348,7 @@ PermissionResult = PermissionResultAllow | PermissionResultDeny | PermissionResu
 
 
 @dataclass(frozen=True)
-class PermissionContext:
+class PermissionContext(CallIdentity):
     """What ``can_use_tool`` and permission hooks learn about a call.
 
     Attributes:
@@ -363,10 +364,6 @@ class PermissionContext:
     tool_annotations: dict[str, bool]
     mode: str
     working_dir: Path
-    agent_id: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    call_id: str | None = None
     run_context: dict[str, Any] = field(default_factory=dict)
 
 

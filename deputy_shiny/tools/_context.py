@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from ..identity import CallIdentity
+
 T = TypeVar("T", bound="Closable")
 
 
@@ -89,7 +91,7 @@ _PROCESS_STATE = ToolState()  # tools called outside any agent
 
 
 @dataclass(frozen=True)
-class ToolContext:
+class ToolContext(CallIdentity):
     """The context of one tool call.
 
     Attributes:
@@ -104,10 +106,6 @@ class ToolContext:
     working_dir: Path
     read_roots: tuple[Path, ...]
     write_roots: tuple[Path, ...]
-    agent_id: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    call_id: str | None = None
     tool_name: str | None = None
     run_context: dict[str, Any] = field(default_factory=dict)
     state: ToolState = field(default=_PROCESS_STATE, repr=False, compare=False)

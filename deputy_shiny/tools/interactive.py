@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._callables import is_async_callable
 from ..errors import AskUserDeclined, ToolInvocationError
+from ..identity import CallIdentity
 from ._context import current_tool_context
 from ._tool import Tool, builtin_source, tool, tool_annotations
 
@@ -141,7 +142,7 @@ Answer: TypeAlias = list[str] | str
 
 
 @dataclass(frozen=True)
-class AskUserContext:
+class AskUserContext(CallIdentity):
     """What an ask_user callback learns about the call, for routing the questions.
 
     Attributes:
@@ -156,10 +157,6 @@ class AskUserContext:
     """
 
     value: Any = None
-    agent_id: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    call_id: str | None = None
     run_context: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
