@@ -48,7 +48,7 @@ from ._structured import (
     json_format,
     structured_prompt,
 )
-from ._tool_gate import CallIds, ToolGate, Verdict
+from ._tool_gate import ToolGate, Verdict
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
@@ -125,8 +125,8 @@ class _RunState:
     options: RunOptions
     deps: RunDeps
     conversation: Conversation
-    gate: ToolGate
     model: ChatModel
+    gate: ToolGate = field(init=False)
     fallbacks_used: int = 0
     started: float = field(default_factory=time.monotonic)
     events: list[AgentEvent] = field(default_factory=list)
@@ -239,8 +239,15 @@ class Engine:
             options=options,
             deps=deps,
             conversation=conversation,
-            gate=ToolGate(deps, conversation),
             model=deps.model,
+        )
+        st.gate = ToolGate(
+            deps,
+            conversation,
+            run_id=st.run_id,
+            run_context=options.run_context,
+            emit=partial(self._emit, st),
+            guard=self.interrupter.guard,
         )
         finished = False
         try:
@@ -303,11 +310,11 @@ class Engine:
             return []
         run = await hooks.run(
             event,
-            context=st.gate.hook_context(event, st.run_id, st.options.run_context, **extra),
+            context=st.gate.hook_context(event, **extra),
         )
         if run.failure is not None:
             logger.warning("%s hook failed: %s", event, run.failure)
-        return st.gate.hook_events(partial(self._emit, st), event, run)
+        return st.gate.hook_events(event, run)
 
     async def _loop(self, st: _RunState) -> AsyncIterator[AgentEvent]:
         while True:
@@ -480,15 +487,7 @@ class Engine:
                 continue
             tool, arguments = prepared
             verdict = Verdict()
-            async for event in st.gate.decide(
-                partial(self._emit, st),
-                self.interrupter.guard,
-                CallIds(st.run_id, st.options.run_context),
-                request,
-                tool,
-                arguments,
-                verdict,
-            ):
+            async for event in st.gate.decide(request, tool, arguments, verdict):
                 yield event
             if verdict.stop_reason is not None:
                 st.hook_stop = verdict.stop_reason
@@ -588,9 +587,7 @@ class Engine:
             result = result.model_copy(
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}
             )
-        result, hook_run, stop = await st.gate.after_call(
-            CallIds(st.run_id, st.options.run_context), tool, arguments, result, failed
-        )
+        result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
         return _Outcome(
             result, duration, hook_run, "PostToolUseFailure" if failed else "PostToolUse", stop
         )
@@ -598,9 +595,7 @@ class Engine:
     def _finish_call_events(self, st: _RunState, outcome: _Outcome) -> list[AgentEvent]:
         events: list[AgentEvent] = []
         if outcome.hook_run is not None:
-            events.extend(
-                st.gate.hook_events(partial(self._emit, st), outcome.hook_event, outcome.hook_run)
-            )
+            events.extend(st.gate.hook_events(outcome.hook_event, outcome.hook_run))
         if outcome.stop is not None:
             st.hook_stop = outcome.stop
         events.append(self._finish_call(st, outcome))

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from .errors import Interrupted
 
 T = TypeVar("T")
+
+Guard = Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]]
+"""What ``Interrupter.guard`` is: wraps one await so an interrupt lands exactly there."""
 
 
 class Interrupter:

@@ -29,7 +29,7 @@ import re
 import sys
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final, TypeVar
@@ -37,7 +37,7 @@ from typing import Any, Final, TypeVar
 from . import _litellm
 from ._chain import causes
 from ._chat_model import ChatModel, missing_credentials
-from ._interrupt import Interrupted
+from ._interrupt import Guard, Interrupted
 from ._redact import redact
 from .errors import (
     DeputyError,
@@ -69,7 +69,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-Guard = Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]]
 
 COST_FIELD: Final = "deputy_cost"
 """Key of the scripted cost (USD) in a chunk's ``provider_specific_fields``."""

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from ._run_context import merge_run_context
+from ._metadata import merge_run_context
 from ._structured import Validator
 from .errors import ConfigurationError, InvalidLimitError
 from .messages import ContentImage, ContentText, Turn, UserContent, user_turn

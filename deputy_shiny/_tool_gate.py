@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._interrupt import Interrupted
+from ._interrupt import Guard, Interrupted
 from ._run_deps import RunDeps
 from .approvals import ApprovalDecision, ApprovalRequest
 from .conversation import Conversation
@@ -40,7 +40,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Emit = Callable[..., Any]
-Guard = Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]]
 
 
 @dataclass
@@ -64,14 +63,6 @@ class Verdict:
             self.interrupt = decision.reason
 
 
-@dataclass(frozen=True)
-class CallIds:
-    """Who is calling: for contexts, requests and events."""
-
-    run_id: str
-    run_context: dict[str, Any]
-
-
 class ToolGate:
     """Decides the tool calls of one run. Private: the engine makes one per run.
 
@@ -79,15 +70,26 @@ class ToolGate:
     "always allow" approvals, never the Agent.
     """
 
-    def __init__(self, deps: RunDeps, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        conversation: Conversation,
+        *,
+        run_id: str,
+        run_context: dict[str, Any],
+        emit: Emit,
+        guard: Guard[Any],
+    ) -> None:
         self.deps = deps
         self.conversation = conversation
+        self.run_id = run_id
+        self.run_context = run_context
+        self.emit = emit  # records and returns an event of this run
+        self.guard = guard  # wraps an await so an interrupt lands there
 
     # ------------------------------------------------------------ decide
 
-    def _permission_context(
-        self, tool: Tool, ids: CallIds, request: ContentToolRequest
-    ) -> PermissionContext:
+    def _permission_context(self, tool: Tool, request: ContentToolRequest) -> PermissionContext:
         """What ``can_use_tool`` learns about this call."""
         deps = self.deps
         return permission_context(
@@ -96,16 +98,13 @@ class ToolGate:
             deps.working_dir,
             agent_id=deps.agent_id,
             session_id=deps.session_id,
-            run_id=ids.run_id,
+            run_id=self.run_id,
             call_id=request.id,
-            run_context=ids.run_context,
+            run_context=self.run_context,
         )
 
     async def decide(
         self,
-        emit: Emit,
-        guard: Guard[Any],
-        ids: CallIds,
         request: ContentToolRequest,
         tool: Tool,
         arguments: dict[str, Any],
@@ -114,9 +113,9 @@ class ToolGate:
         """Steps 2-9 for one call whose arguments already passed step 1."""
         deps = self.deps
         working_dir = deps.working_dir
-        context = self._permission_context(tool, ids, request)
+        context = self._permission_context(tool, request)
         decision = await evaluate(deps.permissions, tool, arguments, working_dir, context=context)
-        yield self._permission_event(emit, request, decision)
+        yield self._permission_event(request, decision)
 
         # Step 7: PermissionRequest hooks may lift a soft DENY or an ASK, never a hard DENY.
         if (decision.decision == "ask" or is_soft_denial(decision)) and deps.hooks.matchers(
@@ -128,17 +127,16 @@ class ToolGate:
                 tool_input=arguments,
                 context=self._hook_context(
                     "PermissionRequest",
-                    ids,
                     call_id=request.id,
                     permission_reason=decision.reason,
                 ),
             )
-            for event in self._hook_events(emit, "PermissionRequest", run):
+            for event in self.hook_events("PermissionRequest", run):
                 yield event
             lifted = _lifted_by(run, decision)
             if lifted is not decision:
                 decision = lifted
-                yield self._permission_event(emit, request, decision)
+                yield self._permission_event(request, decision)
 
         if decision.decision == "deny":
             verdict.deny(decision)
@@ -151,9 +149,9 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=request.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", ids, call_id=request.id),
+                context=self._hook_context("PreToolUse", call_id=request.id),
             )
-            for event in self._hook_events(emit, "PreToolUse", run):
+            for event in self.hook_events("PreToolUse", run):
                 yield event
             hook_decision, arguments, extra = await self._pre_tool_use(
                 run, decision, tool, arguments, context
@@ -162,16 +160,14 @@ class ToolGate:
             verdict.stop_reason = extra.stop_reason
             if hook_decision is not decision:
                 decision = hook_decision
-                yield self._permission_event(emit, request, decision)
+                yield self._permission_event(request, decision)
             if decision.decision == "deny":
                 verdict.deny(decision)
                 return
 
         # Step 9: ASK goes to a human.
         if decision.decision == "ask":
-            async for event in self._ask(
-                emit, guard, ids, request, tool, arguments, decision, verdict
-            ):
+            async for event in self._ask(request, tool, arguments, decision, verdict):
                 yield event
             return
         verdict.allowed = True
@@ -225,9 +221,6 @@ class ToolGate:
 
     async def _ask(
         self,
-        emit: Emit,
-        guard: Guard[Any],
-        ids: CallIds,
         request: ContentToolRequest,
         tool: Tool,
         arguments: dict[str, Any],
@@ -238,7 +231,6 @@ class ToolGate:
         if tool.name in self.conversation.always_approved:
             verdict.allowed, verdict.arguments = True, arguments
             yield self._permission_event(
-                emit,
                 request,
                 PermissionDecision(
                     "allow", "Approved for the rest of the conversation.", "approval"
@@ -249,7 +241,7 @@ class ToolGate:
         if handler is None:
             verdict.reason = f"{decision.reason} No one can approve this call, so it is denied."
             yield self._permission_event(
-                emit, request, PermissionDecision("deny", verdict.reason, "approval")
+                request, PermissionDecision("deny", verdict.reason, "approval")
             )
             return
         approval = ApprovalRequest(
@@ -262,45 +254,45 @@ class ToolGate:
             reason=decision.reason,
             agent_id=deps.agent_id,
             session_id=deps.session_id,
-            run_id=ids.run_id,
+            run_id=self.run_id,
         )
-        yield self._approval_event(emit, approval, "requested")
+        yield self._approval_event(approval, "requested")
         try:
-            answer = await guard(_call_handler(handler, approval))
+            answer = await self.guard(_call_handler(handler, approval))
         except Interrupted:
             raise
         except TimeoutError:
             verdict.reason = "Nobody approved the call in time, so it is denied."
-            yield self._approval_event(emit, approval, "timeout")
+            yield self._approval_event(approval, "timeout")
             return
         except Exception as exc:
             logger.warning("approval handler failed; denying the call", exc_info=True)
             verdict.reason = (
                 f"The approval handler failed ({type(exc).__name__}), so the call is denied."
             )
-            yield self._approval_event(emit, approval, "denied")
+            yield self._approval_event(approval, "denied")
             return
         if not answer.approved:
             verdict.reason = "Denied by the user" + (
                 f": {answer.message}" if answer.message else "."
             )
-            yield self._approval_event(emit, approval, "denied")
+            yield self._approval_event(approval, "denied")
             return
         if answer.updated_input is not None:
-            rechecked = await self._recheck_edited(tool, answer.updated_input, ids, request)
+            rechecked = await self._recheck_edited(tool, answer.updated_input, request)
             if rechecked.decision == "deny":
                 verdict.deny(rechecked, f"The edited input was refused: {rechecked.reason}")
-                yield self._approval_event(emit, approval, "denied")
-                yield self._permission_event(emit, request, rechecked)
+                yield self._approval_event(approval, "denied")
+                yield self._permission_event(request, rechecked)
                 return
             arguments = rechecked.arguments or arguments
         if answer.always:
             self.conversation.always_approved.add(tool.name)
         verdict.allowed, verdict.arguments = True, arguments
-        yield self._approval_event(emit, approval, "approved")
+        yield self._approval_event(approval, "approved")
 
     async def _recheck_edited(
-        self, tool: Tool, updated: dict[str, Any], ids: CallIds, request: ContentToolRequest
+        self, tool: Tool, updated: dict[str, Any], request: ContentToolRequest
     ) -> PermissionDecision:
         """Edited input passes steps 1-4, 6 (deny only) and 8 (deny only) again."""
         deps = self.deps
@@ -308,7 +300,7 @@ class ToolGate:
             tool.parse_arguments(updated)
         except ToolArgumentsError as exc:
             return PermissionDecision("deny", str(exc), "arguments", hard=True)
-        context = self._permission_context(tool, ids, request)
+        context = self._permission_context(tool, request)
         decision = await evaluate(
             deps.permissions,
             tool,
@@ -325,7 +317,7 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=tool.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", ids, call_id=request.id),
+                context=self._hook_context("PreToolUse", call_id=request.id),
             )
             if run.failure is not None:
                 return PermissionDecision(
@@ -347,7 +339,6 @@ class ToolGate:
 
     async def after_call(
         self,
-        ids: CallIds,
         tool: Tool,
         arguments: dict[str, Any],
         result: ContentToolResult,
@@ -364,7 +355,7 @@ class ToolGate:
             tool_input=arguments,
             tool_output=result.output,
             context=self._hook_context(
-                event, ids, call_id=result.call_id, error=result.output if failed else None
+                event, call_id=result.call_id, error=result.output if failed else None
             ),
         )
         hook_result = run.result
@@ -384,38 +375,30 @@ class ToolGate:
 
     # ------------------------------------------------------------ events
 
-    def _hook_context(self, event: str, ids: CallIds, **extra: Any) -> HookContext:
-        return self.hook_context(event, ids.run_id, ids.run_context, **extra)
+    def _hook_context(self, event: str, **extra: Any) -> HookContext:
+        return self.hook_context(event, **extra)
 
-    def hook_context(
-        self, event: str, run_id: str, run_context: dict[str, Any], **extra: Any
-    ) -> HookContext:
-        """The context hooks receive at ``event`` in run ``run_id`` (extras: call_id, ...)."""
+    def hook_context(self, event: str, **extra: Any) -> HookContext:
+        """The context hooks receive at ``event`` in this run (extras: call_id, ...)."""
         deps = self.deps
         return HookContext(
             event=event,
             agent_id=deps.agent_id,
             session_id=deps.session_id,
-            run_id=run_id,
-            run_context=run_context,
+            run_id=self.run_id,
+            run_context=self.run_context,
             **extra,
         )
 
-    def hook_events(self, emit: Emit, event: str, run: HookRun) -> list[Any]:
+    def hook_events(self, event: str, run: HookRun) -> list[Any]:
         """One ``hook`` event per callback that ran."""
-        return self._hook_events(emit, event, run)
-
-    @staticmethod
-    def _hook_events(emit: Emit, event: str, run: HookRun) -> list[Any]:
         return [
-            emit(HookEvent, hook_event=event, result=record.summary()) for record in run.records
+            self.emit(HookEvent, hook_event=event, result=record.summary())
+            for record in run.records
         ]
 
-    @staticmethod
-    def _permission_event(
-        emit: Emit, request: ContentToolRequest, decision: PermissionDecision
-    ) -> Any:
-        return emit(
+    def _permission_event(self, request: ContentToolRequest, decision: PermissionDecision) -> Any:
+        return self.emit(
             PermissionEvent,
             call_id=request.id,
             tool_name=request.name,
@@ -424,9 +407,8 @@ class ToolGate:
             step=decision.step,
         )
 
-    @staticmethod
-    def _approval_event(emit: Emit, approval: ApprovalRequest, status: str) -> Any:
-        return emit(
+    def _approval_event(self, approval: ApprovalRequest, status: str) -> Any:
+        return self.emit(
             ApprovalEvent,
             call_id=approval.call_id,
             request_id=approval.request_id,
@@ -467,4 +449,4 @@ async def _call_handler(handler: Any, approval: ApprovalRequest) -> ApprovalDeci
     return answer
 
 
-__all__ = ["CallIds", "ToolGate", "Verdict"]
+__all__ = ["ToolGate", "Verdict"]

@@ -26,7 +26,7 @@ from typing import Any, Literal, overload
 
 from . import _sync
 from ._engine import Engine
-from ._run_context import validate_run_context
+from ._metadata import validate_run_context
 from ._run_deps import RunDeps, RunReport
 from ._run_options import TaskInput, ToolMode, build_run_options
 from ._streams import StreamContent, content_chunks, text_chunks

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._dangerous_bash import dangerous_bash_reason
+from ._metadata import is_credential_key
 from ._redact import REDACTED, redact_values
-from ._run_context import is_credential_key
 from ._text import truncate
 from .errors import InvalidHookError
 from .hooks import HookContext, HookMatcher, HookResultPreToolUse

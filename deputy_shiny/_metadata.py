@@ -1,4 +1,4 @@
-"""Validation of ``run_context``: JSON-compatible values, no credential-like keys.
+"""Run metadata (``run_context``): validation of its JSON values and credential-free keys.
 
 run_context rides on every event and result, so it ends up in logs, UIs and saved
 sessions: a secret there leaks everywhere. Keys are split into words across case,
