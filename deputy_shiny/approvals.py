@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .identity import CallIdentity
+
 
 def new_request_id() -> str:
     """An unguessable id for one approval request (URL-safe, 256 bits)."""
@@ -45,8 +47,8 @@ class ApprovalRequest(BaseModel):
     Example:
         >>> r = ApprovalRequest(call_id="c1", tool_name="write_file", description="Write",
         ...                     arguments={"path": "a.txt"}, input_schema={}, reason="writes")
-        >>> len(r.request_id) > 30
-        True
+        >>> len(r.request_id) > 30, r.identity.call_id
+        (True, 'c1')
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -62,6 +64,19 @@ class ApprovalRequest(BaseModel):
     agent_id: str | None = None
     session_id: str | None = None
     run_id: str | None = None
+
+    @property
+    def identity(self) -> CallIdentity:
+        """Whose call it is, as one :class:`~deputy_shiny.identity.CallIdentity`.
+
+        (The ids stay flat fields too: durable approval files and UIs read them.)
+        """
+        return CallIdentity(
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            run_id=self.run_id,
+            call_id=self.call_id,
+        )
 
 
 class ApprovalDecision(BaseModel):

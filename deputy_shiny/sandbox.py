@@ -58,6 +58,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -311,10 +312,10 @@ def _probe_bwrap() -> str | None:
             "by default. Install it (apt-get install bubblewrap), or pass "
             'Sandbox(kind="none") to run this code unconfined on purpose.'
         )
-    probe = Sandbox()
-    args = [*_bwrap_args(probe, Path("/")), "--", "/bin/true"]
     try:
-        done = subprocess.run(args, capture_output=True, timeout=20, env={}, check=False)
+        with tempfile.TemporaryDirectory(prefix="deputy-bwrap-probe-") as scratch:
+            args = [*_bwrap_args(Sandbox(), Path(scratch)), "--", "/bin/true"]
+            done = subprocess.run(args, capture_output=True, timeout=20, env={}, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap (bwrap) could not start: {exc}"
     if done.returncode != 0:
