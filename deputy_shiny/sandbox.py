@@ -292,10 +292,11 @@ def _bwrap_args(sandbox: Sandbox, cwd: Path) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     for name in _ETC_ENTRIES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # After the private /tmp, so a Python runtime or read path under /tmp still shows.
     for root in _python_roots():
         args += ["--ro-bind", root, root]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for extra in sandbox.read_paths:  # after /tmp, so a read path under /tmp shows
+    for extra in sandbox.read_paths:
         args += ["--ro-bind-try", extra, extra]
     args += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd), "--remount-ro", "/"]
     for name, value in sandbox.environment(cwd).items():

@@ -659,3 +659,18 @@ async def test_read_paths_are_readable_but_not_writable(
     )
     assert "x,y" in out and "Read-only file system" in out
     assert (shared / "table.csv").read_text() == "x,y\n"
+
+
+async def test_a_python_runtime_under_tmp_stays_visible(
+    sessions: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkout (and its .venv) under /tmp: the private /tmp must not hide the runtime.
+    runtime = tmp_path / "venv"
+    runtime.mkdir()
+    (runtime / "marker").write_text("runtime-here")
+    real = sandbox_module._python_roots()
+    monkeypatch.setattr(sandbox_module, "_python_roots", lambda: (*real, str(runtime)))
+    mine, _ = sessions
+    out = await bash(mine, f"cat {runtime}/marker; echo x > {runtime}/w")
+    assert "runtime-here" in out and "Read-only file system" in out
+    assert not (runtime / "w").exists()
