@@ -543,8 +543,8 @@ async def test_fork_bomb_is_bounded_and_the_server_survives(
     assert await bash(mine, "echo alive") == "alive\n[exit code 0]"
     parent = sandbox_module._pids_parent()
     assert parent is not None
-    mine = f"call-{os.getpid()}-"  # this process's call cgroups (others may run in parallel)
-    assert not [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(mine)]
+    ours = f"call-{os.getpid()}-"  # this process's call cgroups (others may run in parallel)
+    assert not [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(ours)]
 
 
 async def test_memory_cap_stops_a_memory_hog(sessions: tuple[Path, Path]) -> None:
