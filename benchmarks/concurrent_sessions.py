@@ -49,6 +49,13 @@ def start_app(port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    return wait_until_serving(server, port, "the benchmark app")
+
+
+def wait_until_serving(
+    server: subprocess.Popen[bytes], port: int, what: str
+) -> subprocess.Popen[bytes]:
+    """Wait (up to 60 s) until ``server`` answers on ``port``; exit if it dies first."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -57,7 +64,7 @@ def start_app(port: int) -> subprocess.Popen[bytes]:
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
                 server.kill()
-                raise SystemExit("the benchmark app did not start") from None
+                raise SystemExit(f"{what} did not start") from None
             time.sleep(0.2)
 
 

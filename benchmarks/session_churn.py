@@ -29,12 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import websockets
-from concurrent_sessions import free_port
+from concurrent_sessions import free_port, wait_until_serving
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -69,16 +68,7 @@ def start(target: Target, port: int, tmp: Path) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            return server
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise SystemExit(f"{target.label} did not start") from None
-            time.sleep(0.2)
+    return wait_until_serving(server, port, target.label)
 
 
 def rss_mib(pid: int) -> float:
