@@ -833,7 +833,7 @@ class Agent:
     ) -> Callable[[], None]:
         """Call ``callback(request)`` when the model requests a tool; returns a remover.
 
-        Raise :class:`~deputy_shiny.errors.ToolRejectedError` (``tool_reject()``) in
+        Raise :class:`~deputy_shiny.errors.ToolRejectedError` (``raise ToolRejectedError(why)``) in
         the callback to refuse the call; any other exception also refuses it.
         """
         return _add_callback(self._on_tool_request, callback)
