@@ -11,9 +11,12 @@ import functools
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex as _regex
 
 from .._paths import PathDenied, confine
 from .._text import plural
@@ -361,6 +364,38 @@ def tool_glob_files() -> Tool:
 # --------------------------------------------------------------------------- grep
 
 
+PATTERN_BUDGET = 2.0
+"""Seconds one grep_files call may spend matching its pattern, over all files."""
+
+
+class _BoundedSearch:
+    """Searches with a model-supplied pattern under one time budget per call.
+
+    The pattern is the model's (and so a prompt injection's) choice: a catastrophic one,
+    such as ``(a|aa|aaa)+\\1z`` against a line of ``a``, backtracks for ages. The
+    ``regex`` engine stops it at the budget and, with ``concurrent=True``, releases the
+    GIL while it matches, so the event loop and other sessions keep running meanwhile.
+    """
+
+    def __init__(self, pattern: str, budget: float = PATTERN_BUDGET) -> None:
+        self.pattern = pattern
+        self.budget = budget
+        self.deadline = time.monotonic() + budget
+
+    def __call__(self, compiled: _regex.Pattern[str], text: str) -> bool:
+        left = self.deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return compiled.search(text, timeout=left, concurrent=True) is not None
+        except TimeoutError:
+            raise ToolInvocationError(
+                f"The pattern {self.pattern[:200]!r} is too expensive: matching it took more "
+                f"than {self.budget:g} s (nested repetition such as (a+)+ or (a|aa)+ with a "
+                "backreference backtracks without end). Use a simpler pattern."
+            ) from None
+
+
 def _grep_files(
     pattern: str,
     path: str = ".",
@@ -380,8 +415,8 @@ def _grep_files(
     """
     ctx = current_tool_context()
     try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
+        regex = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
+    except _regex.error as exc:
         raise ToolInvocationError(
             f"Invalid regular expression {pattern!r}: {exc}. grep_files uses Python `re` "
             "syntax; escape special characters such as ( [ . * + ? with a backslash to search "
@@ -424,7 +459,8 @@ def _grep_files(
     # for patterns whose meaning changes at line edges (\A, \Z, lookarounds).
     prefilter = None
     if not re.search(r"\\[AZ]|\(\?<?[=!]", pattern):
-        prefilter = re.compile(pattern, regex.flags | re.MULTILINE)
+        prefilter = _regex.compile(pattern, regex.flags | _regex.MULTILINE)
+    search = _BoundedSearch(pattern)
     results: list[str] = []
     more = searched = 0
     too_big: list[str] = []
@@ -451,14 +487,14 @@ def _grep_files(
             continue
         searched += 1
         text = data.decode("utf-8", errors="replace")
-        if prefilter is not None and not prefilter.search(text):
+        if prefilter is not None and not search(prefilter, text):
             continue
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         for number, line in enumerate(lines, start=1):
             line = line.removesuffix("\r")
-            if not regex.search(line):
+            if not search(regex, line):
                 continue
             if len(results) >= max_results:
                 more += 1
