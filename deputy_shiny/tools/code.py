@@ -593,15 +593,10 @@ class _RunPython:
         return state.get(self, lambda: PythonSession(self.sandbox))
 
     async def run(self, code: str, timeout: float = 30) -> str:  # noqa: ASYNC109 (a tool argument)
-        """Run Python code in the persistent session and return its output.
-
-        Args:
-            code: Python source to run, like a notebook cell. Variables, imports and
-                functions persist between calls. If the last statement is an
-                expression, its value is shown.
-            timeout: Seconds to wait before stopping the session (its state is then lost).
-        """
         return await self.session(current_tool_context().state).run(code, timeout)
+
+    # The tool's schema reads its argument descriptions from here: one text for both.
+    run.__doc__ = PythonSession.run.__doc__
 
 
 def python_session(t: Tool, state: ToolState | None = None) -> PythonSession:
