@@ -748,5 +748,17 @@ class Engine:
 # -------------------------------------------------------------------- helpers
 
 
+MAX_ERROR_CHARS = 4_000
+"""The most characters an error result carries: a tool's error may quote a huge argument
+(a 10 MB path), which would otherwise ride in the conversation, every later request and
+the UI."""
+
+
 def _error_result(request: ContentToolRequest, message: str) -> ContentToolResult:
+    if len(message) > MAX_ERROR_CHARS:
+        cut = len(message) - MAX_ERROR_CHARS
+        message = (
+            f"{message[: MAX_ERROR_CHARS * 3 // 4]}\n[... {cut:,} characters of this error cut ...]"
+            f"\n{message[-MAX_ERROR_CHARS // 4 :]}"
+        )
     return ContentToolResult(call_id=request.id, name=request.name, output=message, is_error=True)

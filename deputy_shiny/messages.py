@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ._json import loads_bounded
 from .errors import ConfigurationError
 from .usage import TurnUsage
 
@@ -316,7 +317,7 @@ def tool_request_from_json(call_id: str, name: str, arguments: str | None) -> Co
     """Build a tool request from the model's argument text, keeping malformed text verbatim."""
     raw = arguments or ""
     try:
-        parsed = json.loads(raw) if raw.strip() else {}
+        parsed = loads_bounded(raw) if raw.strip() else {}
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):

@@ -1,6 +1,7 @@
 """A hostile (prompt-injected) model through the real engine: it must not freeze the server.
 
-Issue #14, first part: a catastrophic regular expression in ``grep_files``.
+Issue #14, so far: a catastrophic regular expression in ``grep_files``, and tool
+arguments nested thousands of levels deep.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from deputy_shiny import Agent, Permissions, warm_up
-from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import tool_grep_files
+from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_grep_files, tool_read_file
+from tests.helpers import assert_consistent, local_tool
 
 # Backtracks without end in a backtracking engine (the backreference defeats the
 # `regex` engine's own safeguards); the stdlib `re` blocks for minutes, holding the GIL.
@@ -96,3 +100,58 @@ async def test_an_ordinary_pattern_still_finds_its_lines(tmp_path: Path) -> None
     result = await agent.run_async("search")
     end = next(e for e in result.events if e.type == "tool_end")
     assert (end.output, end.is_error) == ("notes.md:2: beta needle", False)
+
+
+# --------------------------------------------------------------------------- deep nesting
+
+
+def _takes_anything(value: dict[str, Any]) -> str:
+    """Accept any JSON object."""
+    return "accepted"
+
+
+@pytest.mark.parametrize("depth", [1_000, 5_000, 100_000])
+async def test_deeply_nested_arguments_are_an_error_result_and_the_run_completes(
+    depth: int,
+) -> None:
+    raw = '{"value": ' + "[" * depth + "]" * depth + "}"
+    model = ScriptedModel(
+        [ScriptedReply(tool_calls=[ScriptedToolCall("take", raw, id="deep")]), "understood"]
+    )
+    agent = Agent(model, tools=[local_tool(_takes_anything, name="take")])
+    result = await agent.run_async("go")
+    assert result.stop_reason == "complete" and result.response == "understood"
+    end = next(e for e in result.events if e.type == "tool_end")
+    assert end.is_error and "nested deeper than 100 levels" in end.output
+    assert len(end.output) < 2_000  # the error quotes an excerpt, not the whole text
+    assert_consistent(agent)
+    answered = model.requests[1]["messages"][-1]
+    assert answered["role"] == "tool" and answered["tool_call_id"] == "deep"
+
+
+async def test_ordinary_nesting_is_still_accepted() -> None:
+    raw = '{"value": {"a": ' + "[" * 50 + "1" + "]" * 50 + "}}"
+    model = ScriptedModel([ScriptedReply(tool_calls=[ScriptedToolCall("take", raw)]), "ok"])
+    agent = Agent(model, tools=[local_tool(_takes_anything, name="take")])
+    result = await agent.run_async("go")
+    end = next(e for e in result.events if e.type == "tool_end")
+    assert (end.output, end.is_error) == ("accepted", False)
+
+
+# --------------------------------------------------------------------------- oversized arguments
+
+
+async def test_an_error_result_never_echoes_a_huge_argument_whole(tmp_path: Path) -> None:
+    # 100 KB: far over the cap. (10 MB works the same, but the scripted provider takes
+    # minutes to stream a tool call that large through litellm.)
+    huge = "a.txt" + "x" * 100_000
+    model = ScriptedModel(
+        [ScriptedReply(tool_calls=[ScriptedToolCall("read_file", {"path": huge})]), "ok"]
+    )
+    agent = Agent(model, tools=[tool_read_file()], working_dir=tmp_path)
+    result = await agent.run_async("read it")
+    end = next(e for e in result.events if e.type == "tool_end")
+    assert end.is_error and len(end.output) < 5_000
+    assert "characters of this error cut" in end.output
+    sent = model.requests[1]["messages"][-1]["content"]
+    assert len(sent) < 5_000  # the next request carries the capped text, not 100 KB

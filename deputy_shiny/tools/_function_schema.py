@@ -48,6 +48,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, PydanticJsonSchemaWarning
 from pydantic_core import PydanticUndefined
 
+from .._json import loads_bounded
 from ..errors import InvalidToolError, ToolArgumentsError
 from ._descriptions import (
     clean_description,
@@ -154,7 +155,7 @@ def _parse_raw(
         if not raw.strip():
             return {}
         try:
-            value = json.loads(raw)
+            value = loads_bounded(raw)
         except json.JSONDecodeError as e:
             if len(raw) <= _EXCERPT:
                 excerpt = raw
