@@ -359,9 +359,16 @@ class Response:
             contents.append(ContentThinking(thinking="".join(self.thinking)))
         if self.text:
             contents.append(ContentText(text="".join(self.text)))
+        seen: set[str] = set()
         for index in sorted(self.calls):
             call = self.calls[index]
-            call_id = call["id"] or f"call_{uuid.uuid4().hex[:24]}"
+            call_id = call["id"]
+            if not call_id or call_id in seen:
+                # A missing id, or one this response already used: results are matched to
+                # calls by id, so a duplicate would get the other call's result. The turn
+                # replayed to the model carries the new id, so request and result agree.
+                call_id = f"call_{uuid.uuid4().hex[:24]}"
+            seen.add(call_id)
             contents.append(tool_request_from_json(call_id, call["name"], "".join(call["args"])))
         return Turn(role="assistant", contents=contents, usage=usage)
 

@@ -7,6 +7,7 @@ arguments nested thousands of levels deep.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -155,3 +156,37 @@ async def test_an_error_result_never_echoes_a_huge_argument_whole(tmp_path: Path
     assert "characters of this error cut" in end.output
     sent = model.requests[1]["messages"][-1]["content"]
     assert len(sent) < 5_000  # the next request carries the capped text, not 100 KB
+
+
+# --------------------------------------------------------------------------- duplicate ids
+
+
+def _shout(word: str) -> str:
+    """Shout a word."""
+    return word.upper()
+
+
+async def test_duplicate_call_ids_in_one_response_each_get_their_own_result() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedReply(
+                tool_calls=[
+                    ScriptedToolCall("shout", {"word": "first"}, id="dup"),
+                    ScriptedToolCall("shout", {"word": "second"}, id="dup"),
+                ]
+            ),
+            "done",
+        ]
+    )
+    agent = Agent(model, tools=[local_tool(_shout, name="shout")])
+    result = await agent.run_async("go")
+    assert result.stop_reason == "complete"
+    assert_consistent(agent)
+    messages = model.requests[1]["messages"]
+    calls = next(m for m in messages if m.get("tool_calls"))["tool_calls"]
+    ids = [c["id"] for c in calls]
+    assert ids[0] == "dup" and len(set(ids)) == 2
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    by_word = {json.loads(c["function"]["arguments"])["word"]: c["id"] for c in calls}
+    assert results[by_word["first"]] == "FIRST"
+    assert results[by_word["second"]] == "SECOND"
