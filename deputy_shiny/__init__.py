@@ -25,6 +25,7 @@ from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
 from .errors import (
     AgentBusyError,
+    AgentDefinitionError,
     AgentRunError,
     AskUserDeclined,
     ConfigurationError,
@@ -123,6 +124,7 @@ __all__ = [
     "DEMO_MODEL",
     "Agent",
     "AgentBusyError",
+    "AgentDefinitionError",
     "AgentEvent",
     "AgentResult",
     "AgentRunError",

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "AddressRefused",
     "AgentBusyError",
+    "AgentDefinitionError",
     "AgentRunError",
     "AskUserDeclined",
     "ConfigurationError",
@@ -98,6 +99,15 @@ class SkillError(ConfigurationError):
 class SkillLoadError(SkillError):
     """:func:`~deputy_shiny.skills.skill_load` cannot load a skill directory; the message
     names the file and field."""
+
+
+class AgentDefinitionError(ConfigurationError):
+    """An agent definition is malformed, or its file cannot be read, parsed or written.
+
+    Raised by :class:`~deputy_shiny.delegation.AgentDefinition` and the
+    ``agent_definition_*`` functions; for a file, the message names the file, the problem
+    and (when there is one) the field.
+    """
 
 
 class RunContextError(ConfigurationError):
@@ -282,6 +292,23 @@ class AddressRefused(Exception):
         self.host = host
         self.address = address
         self.rule = rule
+
+
+class StrictYamlError(ValueError):
+    """:func:`~deputy_shiny._yaml.strict_yaml_load` refused or could not parse a text.
+
+    Internal: callers wrap it in their own error (e.g. :class:`AgentDefinitionError`),
+    naming the file.
+
+    Attributes:
+        line: The 1-based line of the problem, when known.
+        problem: The message without the line.
+    """
+
+    def __init__(self, problem: str, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {problem}" if line is not None else problem)
+        self.problem = problem
+        self.line = line
 
 
 class PromptClosed(Exception):

@@ -48,6 +48,7 @@ from pydantic import (
 )
 
 from ._config import FrozenConfig
+from ._yaml import yaml_error_text, yaml_kind
 from .errors import ConfigurationError, InvalidToolError, SkillError, SkillLoadError
 from .tools._tool import Tool, tool
 
@@ -448,7 +449,7 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
             if not isinstance(meta, dict):
                 raise SkillLoadError(
                     f"{md_path}: the front matter must be a YAML mapping of 'key: value' "
-                    f"lines, got {_yaml_kind(meta)}."
+                    f"lines, got {yaml_kind(meta)}."
                 )
             for key in _MD_KEYS:
                 if meta.get(key) is not None:
@@ -464,8 +465,7 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
         meta = _parse_yaml(_read_text(yaml_path), yaml_path, 0)
         if not isinstance(meta, dict):
             raise SkillLoadError(
-                f"{yaml_path}: must be a YAML mapping of 'key: value' lines, got "
-                f"{_yaml_kind(meta)}."
+                f"{yaml_path}: must be a YAML mapping of 'key: value' lines, got {yaml_kind(meta)}."
             )
         unknown = [str(k) for k in meta if k not in _YAML_KEYS]
         if unknown:
@@ -530,23 +530,8 @@ def _parse_yaml(text: str, path: Path, line_offset: int) -> Any:
 
     try:
         return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1 + line_offset}" if mark is not None else ""
-        problem = ": ".join(p for p in (exc.context, exc.problem) if p) or "cannot be parsed"
-        raise SkillLoadError(f"{path}: invalid YAML{where}: {problem}.") from None
     except yaml.YAMLError as exc:
-        raise SkillLoadError(f"{path}: invalid YAML: {' '.join(str(exc).split())}.") from None
-
-
-def _yaml_kind(value: Any) -> str:
-    if value is None:
-        return "an empty document"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    return f"a {type(value).__name__}"
+        raise SkillLoadError(f"{path}: {yaml_error_text(exc, line_offset)}.") from None
 
 
 def _version_text(value: Any, path: Path) -> Any:
@@ -602,14 +587,14 @@ def _tool_specs(raw: Any, root: Path, path: Path) -> list[_ToolSpec]:
     if not isinstance(raw, list):
         raise SkillLoadError(
             f"{path}: field 'tools' must be a list of {{name, file, function}} entries, "
-            f"got {_yaml_kind(raw)}."
+            f"got {yaml_kind(raw)}."
         )
     specs = []
     for index, entry in enumerate(raw):
         where = f"{path}: tools[{index}]"
         if not isinstance(entry, dict):
             raise SkillLoadError(
-                f"{where}: must be a mapping with 'file' and 'function', got {_yaml_kind(entry)}."
+                f"{where}: must be a mapping with 'file' and 'function', got {yaml_kind(entry)}."
             )
         unknown = [str(k) for k in entry if k not in _TOOL_KEYS]
         if unknown:

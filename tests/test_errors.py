@@ -12,7 +12,7 @@ from deputy_shiny import errors
 PACKAGE = Path(deputy_shiny.__file__).resolve().parent
 
 # Raised and caught inside the library only; never reach an app.
-INTERNAL = {"Interrupted", "AddressRefused", "PromptClosed", "ProviderFailed"}
+INTERNAL = {"Interrupted", "AddressRefused", "PromptClosed", "ProviderFailed", "StrictYamlError"}
 # ProviderFailure is a scripted *reply* (what a test model answers with), not an error
 # deputy_shiny raises, so it lives with the other reply values.
 DEFINED_ELSEWHERE_FOR_NOW = {"models/_replies.py": {"ProviderFailure"}}
