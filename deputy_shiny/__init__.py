@@ -23,6 +23,12 @@ from ._litellm import warm_up
 from ._tool_threads import set_tool_threads, tool_threads
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
+from .delegation import (
+    AgentDefinition,
+    agent_definition_read,
+    agent_definition_resolve,
+    agent_definition_write,
+)
 from .errors import (
     AgentBusyError,
     AgentDefinitionError,
@@ -124,6 +130,7 @@ __all__ = [
     "DEMO_MODEL",
     "Agent",
     "AgentBusyError",
+    "AgentDefinition",
     "AgentDefinitionError",
     "AgentEvent",
     "AgentResult",
@@ -185,6 +192,9 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "__version__",
+    "agent_definition_read",
+    "agent_definition_resolve",
+    "agent_definition_write",
     "hook_block_dangerous_bash",
     "hook_limit_file_writes",
     "hook_log_tools",
