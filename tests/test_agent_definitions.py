@@ -204,13 +204,16 @@ def test_registry_errors_are_reported() -> None:
         agent_definition_resolve(d, 42)  # type: ignore[arg-type]
 
 
-def test_a_skill_may_not_bring_a_disallowed_tool() -> None:
-    shell = skill_create("shell", tools=[BASH])
+def test_a_skill_keeps_its_tools_and_disallowed_tools_stay_names() -> None:
+    """Denying is the lead's job (tool_denylist); resolving neither drops nor refuses."""
+    shell = skill_create("shell", tools=[BASH, READ])
     d = AgentDefinition(
         name="helper", description="Helps.", skills=["shell"], disallowed_tools=["run_bash"]
     )
-    with pytest.raises(AgentDefinitionError, match="brings tool 'run_bash'"):
-        agent_definition_resolve(d, TOOLS, [shell])
+    resolved = agent_definition_resolve(d, TOOLS, [shell])
+    assert resolved.skills == (shell,)
+    assert resolved.skills[0].tools == (BASH, READ)
+    assert resolved.definition.disallowed_tools == ("run_bash",)
 
 
 # --------------------------------------------------------------------------- bad files

@@ -173,8 +173,9 @@ class AgentDefinition(FrozenConfig):
         model: A litellm model string, or ``"inherit"`` (the default) for the lead's.
         skills: Names of skills it loads, looked up in the host's skill registry.
         disallowed_tools: Tool names it may never call, whatever else grants them (a
-            skill's or an MCP server's tools, or the lead's); compared ignoring case,
-            and none may also be in ``tools``.
+            skill's or an MCP server's tools, or the lead's): the lead puts them on the
+            subagent's ``tool_denylist``. Compared ignoring case, like the denylist;
+            none may also be in ``tools``.
         max_requests: At most this many model requests a run (None: the lead's
             budget alone limits it).
         permission_mode: ``"standard"``, ``"plan"``, ``"readonly"`` or ``"full"``;
@@ -338,8 +339,10 @@ def agent_definition_resolve(
 
     Each name must be in its registry, and the object found must carry that very name
     (so a registry key cannot pass one tool off as another, e.g. around
-    ``disallowed_tools``). A skill may not bring a tool the definition disallows.
-    Nothing is imported or run: the registries hold what the host already built.
+    ``disallowed_tools``). Skills keep their own tools; ``disallowed_tools`` is for the
+    lead to deny (a subagent's ``tool_denylist``), which covers a skill's or an MCP
+    server's tools too. Nothing is imported or run: the registries hold what the host
+    already built.
 
     Raises:
         AgentDefinitionError: naming the first unknown tool or skill, or the problem.
@@ -378,14 +381,6 @@ def _resolve(
         if skill_registry is not None
         else ()
     )
-    denied = {name.lower() for name in definition.disallowed_tools}
-    for skill in skills:
-        for t in skill.tools:
-            if t.name.lower() in denied:
-                raise AgentDefinitionError(
-                    f"{where}: field 'skills': skill {skill.name!r} brings tool {t.name!r}, "
-                    "which disallowed_tools lists; drop one of them."
-                )
     return ResolvedAgentDefinition(definition=definition, tools=tools, skills=skills)
 
 
