@@ -27,11 +27,12 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ._budget import SharedBudget, current_budget
 from ._interrupt import Interrupted, Interrupter
 from ._provider import (
     ProviderFailed,
@@ -127,6 +128,7 @@ class _RunState:
     conversation: Conversation
     model: ChatModel
     gate: ToolGate = field(init=False)
+    budget: SharedBudget = field(init=False)  # shared with the runs it delegates to
     fallbacks_used: int = 0
     started: float = field(default_factory=time.monotonic)
     events: list[AgentEvent] = field(default_factory=list)
@@ -223,7 +225,7 @@ class Engine:
 
     async def run(
         self, deps: RunDeps, conversation: Conversation, options: RunOptions
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run one task, yielding events; ``self.last_result`` holds the result after.
 
         ``deps.report`` gets the run's usage and final model when it ends.
@@ -240,6 +242,9 @@ class Engine:
             deps=deps,
             conversation=conversation,
             model=deps.model,
+        )
+        st.budget = SharedBudget(
+            options.limits, parent=deps.parent_budget, label=deps.agent_name or "lead agent"
         )
         st.gate = ToolGate(
             deps,
@@ -349,10 +354,15 @@ class Engine:
         if limit is not None and st.requests >= limit:
             st.stop("request_limit", f"The run reached its limit of {limit} model requests.")
             return True
-        return False
+        spent = st.budget.ancestor_stop_before_request()  # a delegated run's lead budgets
+        if spent is not None:
+            st.stop(*spent)
+        return spent is not None
 
     def _limit_after_request(self, st: _RunState) -> bool:
         reached = limit_reached(st.options.limits, st.usage())
+        if reached is None:
+            reached = st.budget.ancestor_stop_after_request()
         if reached is not None:
             st.stop(*reached)
         return reached is not None
@@ -368,6 +378,9 @@ class Engine:
         extra: dict[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """One model request, with fallbacks; fills ``response``."""
+        # Counted toward the shared budgets as it starts, so that concurrent delegated
+        # runs cannot all pass the same last-request check.
+        st.budget.charge_request()
         messages = st.conversation.messages()
         fallbacks = st.deps.fallbacks
         while True:
@@ -433,6 +446,7 @@ class Engine:
         if cost is None:
             cost = known_cost(st.model, input_tokens, output_tokens)
         st.requests += 1
+        st.budget.charge_tokens(input_tokens, output_tokens, cost)
         st.input_tokens += input_tokens
         st.output_tokens += output_tokens
         if cost is None:
@@ -472,7 +486,12 @@ class Engine:
             if limit is not None and st.tool_calls >= limit:
                 st.stop("tool_call_limit", f"The run reached its limit of {limit} tool calls.")
                 break
+            spent = st.budget.ancestor_stop_before_tool_call()
+            if spent is not None:
+                st.stop(*spent)
+                break
             st.tool_calls += 1
+            st.budget.charge_tool_call()
             st.progressed = True
             yield self._emit(
                 st,
@@ -581,8 +600,13 @@ class Engine:
         started = time.monotonic()
         failed = False
         try:
-            with tool_context(st.deps.tool_context(st.run_id, st.options.run_context, request)):
-                value = await tool.invoke(arguments)
+            context = st.deps.tool_context(st.run_id, st.options.run_context, request)
+            budget = current_budget.set(st.budget)  # a delegation tool draws on it
+            try:
+                with tool_context(context):
+                    value = await tool.invoke(arguments)
+            finally:
+                current_budget.reset(budget)
             result = ContentToolResult(
                 call_id=request.id, name=request.name, output=format_tool_output(value)
             )

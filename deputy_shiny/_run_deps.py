@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._budget import SharedBudget
 from .events import AgentUsage
 from .hooks import HookRegistry
 from .messages import ContentToolRequest, ContentToolResult
@@ -22,7 +23,30 @@ from .models import ChatModel
 from .permissions import Permissions
 from .tools import Tool, ToolContext, ToolState
 
-__all__ = ["RunDeps", "RunReport"]
+__all__ = ["Authority", "RunDeps", "RunReport"]
+
+
+@dataclass(frozen=True)
+class Authority:
+    """An agent above a delegated run: every call the run makes must also pass it.
+
+    Its permissions and tools are read at each call (functions, not values), so when
+    a lead's mode is narrowed or a tool is taken away mid-run, its subagents lose that
+    authority from their next call on.
+
+    Attributes:
+        name: How denials name it ("lead agent", or its agent name).
+        agent_id: Its agent id.
+        permissions: Returns its current permissions.
+        tool_names: Returns the names of the tools it has now.
+        working_dir: Where its relative paths resolve.
+    """
+
+    name: str
+    agent_id: str
+    permissions: Callable[[], Permissions]
+    tool_names: Callable[[], frozenset[str]]
+    working_dir: Path
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,10 @@ class RunDeps:
         on_tool_request / on_tool_result: Observers of each call.
         tool_state: The agent's per-agent tool state (``run_python`` interpreters).
         report: Called once when the run ends.
+        parent_budget: For a delegated run, the budget of the run that delegated it:
+            its usage is charged there too, and it stops when any budget above is spent.
+        ancestors: For a delegated run, every agent above it, nearest first: each call
+            must pass their current permissions and tools as well as its own.
     """
 
     agent_id: str
@@ -73,6 +101,8 @@ class RunDeps:
     on_tool_result: tuple[Callable[[ContentToolResult], object], ...] = ()
     tool_state: ToolState = field(default_factory=ToolState)
     report: Callable[[RunReport], None] = _ignore_report
+    parent_budget: SharedBudget | None = None
+    ancestors: tuple[Authority, ...] = ()
 
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest

@@ -122,6 +122,7 @@ class ToolGate:
         working_dir = deps.working_dir
         context = self._permission_context(tool, request)
         decision = await evaluate(deps.permissions, tool, arguments, working_dir, context=context)
+        decision = await self._within_ancestors(tool, arguments, decision, context)
         yield self._permission_event(request, decision)
 
         # Step 7: PermissionRequest hooks may lift a soft DENY or an ASK, never a hard DENY.
@@ -216,6 +217,10 @@ class ToolGate:
                 context=context,
                 callback_denies_only=decision.decision == "ask",
             )
+            if rechecked.decision != "deny":
+                rechecked = await self._within_ancestors(
+                    tool, result.updated_input, rechecked, context
+                )
             if rechecked.decision == "deny":
                 return rechecked, arguments, result
             arguments = rechecked.arguments or arguments
@@ -225,6 +230,48 @@ class ToolGate:
             reason = result.reason or "A PreToolUse hook asks for approval."
             decision = PermissionDecision("ask", reason, "pre_tool_use_hook", arguments=arguments)
         return decision, arguments, result
+
+    async def _within_ancestors(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        decision: PermissionDecision,
+        context: PermissionContext,
+    ) -> PermissionDecision:
+        """A delegated run's call must also pass every agent above it, as they are now.
+
+        An ancestor that lacks the tool or denies the call makes a hard DENY (no hook or
+        approval of the subagent's lifts it); one that asks turns an ALLOW into an ASK.
+        """
+        if decision.decision == "deny":
+            return decision
+        for above in self.deps.ancestors:
+            if tool.name not in above.tool_names():
+                return PermissionDecision(
+                    "deny",
+                    f"The {above.name} does not have the tool {tool.name!r}, so a subagent "
+                    "may not use it.",
+                    "ancestor",
+                    hard=True,
+                )
+            verdict = await evaluate(
+                above.permissions(), tool, arguments, above.working_dir, context=context
+            )
+            if verdict.decision == "deny":
+                return PermissionDecision(
+                    "deny",
+                    f"The {above.name}'s permissions refuse it: {verdict.reason}",
+                    "ancestor",
+                    hard=True,
+                )
+            if verdict.decision == "ask" and decision.decision == "allow":
+                decision = PermissionDecision(
+                    "ask",
+                    f"The {above.name}'s permissions need approval: {verdict.reason}",
+                    "ancestor",
+                    arguments=decision.arguments,
+                )
+        return decision
 
     async def _ask(
         self,
@@ -321,6 +368,8 @@ class ToolGate:
             context=context,
             callback_denies_only=True,
         )
+        if decision.decision != "deny":
+            decision = await self._within_ancestors(tool, updated, decision, context)
         if decision.decision == "deny":
             return decision
         arguments = decision.arguments or updated

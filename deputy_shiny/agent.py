@@ -17,17 +17,19 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
 
 from . import _sync
+from ._budget import SharedBudget
 from ._engine import Engine
 from ._metadata import validate_run_context
-from ._run_deps import RunDeps, RunReport
+from ._run_deps import Authority, RunDeps, RunReport
 from ._run_options import TaskInput, ToolMode, build_run_options
 from ._streams import StreamContent, content_chunks, text_chunks
 from ._structured import Validator
@@ -307,6 +309,33 @@ class Agent:
             tool_mode=tool_mode,
         )
         return self._engine.run(self._run_deps(), self._conversation, options)
+
+    def _delegated_run(
+        self,
+        task: str,
+        *,
+        parent_budget: SharedBudget,
+        ancestors: tuple[Authority, ...],
+        usage_limits: UsageLimits,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run ``task`` as a subagent: the same engine, drawing on ``parent_budget`` and
+        checked against ``ancestors`` at every call (package-internal: delegation/)."""
+        options = build_run_options(
+            task,
+            agent_limits=self._usage_limits,
+            agent_run_context=self._run_context,
+            usage_limits=usage_limits,
+            include_partial_messages=True,
+            run_context=None,
+            output_type=None,
+            validate=None,
+            max_corrections=0,
+            tool_mode="concurrent",
+        )
+        deps = dataclasses.replace(
+            self._run_deps(), parent_budget=parent_budget, ancestors=ancestors
+        )
+        return self._engine.run(deps, self._conversation, options)
 
     async def run_async(
         self,

@@ -22,6 +22,8 @@ __all__ = [
     "AgentRunError",
     "AskUserDeclined",
     "ConfigurationError",
+    "DelegationDisclosureError",
+    "DelegationError",
     "DeputyError",
     "Interrupted",
     "InvalidHookError",
@@ -248,6 +250,15 @@ class ToolArgumentsError(DeputyError):
     def __init__(self, message: str, *, tool_name: str | None = None):
         super().__init__(message)
         self.tool_name = tool_name
+
+
+class DelegationError(DeputyError):
+    """A delegation request the lead cannot carry out: an unknown delegation id, or a
+    read of a result that does not exist."""
+
+
+class DelegationDisclosureError(DelegationError):
+    """The lead's ``DelegationDisclosure`` refuses this requester: nothing is shown."""
 
 
 # --------------------------------------------------------------------------- internal signals

@@ -667,6 +667,19 @@ class HookRegistry:
         with self._lock:
             self._matchers = (*self._matchers, *items)
 
+    def select(self, events: Iterable[str]) -> HookRegistry:
+        """A new registry with this one's matchers for ``events`` only (a subagent gets its
+        lead's tool hooks this way, not its Stop or SessionStart hooks).
+
+        Example:
+            >>> registry = HookRegistry([HookMatcher("Stop", lambda context: None)])
+            >>> len(registry.select(["PreToolUse"])), len(registry.select(["Stop"]))
+            (0, 1)
+        """
+        wanted = set(events)
+        with self._lock:
+            return HookRegistry(m for m in self._matchers if m.event in wanted)
+
     def remove(self, matcher: HookMatcher) -> bool:
         """Remove the first matcher equal to ``matcher``; False if there was none.
 

@@ -1,7 +1,12 @@
 """Delegation: subagents a lead agent hands work to.
 
-Built so far: agent definitions (:mod:`deputy_shiny.delegation.definitions`), a
-subagent described as data and read from or written to strict YAML.
+- :class:`LeadAgent` delegates self-contained tasks to subagents through its
+  ``delegate`` tool; each subagent runs on the same engine with at most the lead's
+  authority, drawing on the lead's budget.
+- Agent definitions (:mod:`deputy_shiny.delegation.definitions`): a subagent described
+  as data, read from or written to strict YAML.
+- :class:`DelegationDisclosure` decides who may see the delegations;
+  :class:`DelegationObservation` bounds what observers can replay.
 
 Example:
     >>> from deputy_shiny.delegation import AgentDefinition
@@ -9,6 +14,7 @@ Example:
     'inherit'
 """
 
+from ._manager import DELEGATE_TOOL, MAX_TASK_BYTES
 from .definitions import (
     AGENT_DEFINITION_VERSION,
     MAX_AGENT_DEFINITION_BYTES,
@@ -20,15 +26,44 @@ from .definitions import (
     agent_definition_resolve,
     agent_definition_write,
 )
+from .lead import (
+    RESULT_PAGE_CHARS,
+    DelegationSubscription,
+    LeadAgent,
+    ResultPage,
+    delegation_history,
+)
+from .policies import DelegationDisclosure, DelegationObservation
+from .records import (
+    DelegationEventRecord,
+    DelegationManifest,
+    DelegationStatus,
+    InputError,
+    SubagentRecord,
+)
 
 __all__ = [
     "AGENT_DEFINITION_VERSION",
+    "DELEGATE_TOOL",
     "MAX_AGENT_DEFINITION_BYTES",
+    "MAX_TASK_BYTES",
+    "RESULT_PAGE_CHARS",
     "AgentDefinition",
+    "DelegationDisclosure",
+    "DelegationEventRecord",
+    "DelegationManifest",
+    "DelegationObservation",
+    "DelegationStatus",
+    "DelegationSubscription",
+    "InputError",
+    "LeadAgent",
     "ResolvedAgentDefinition",
+    "ResultPage",
     "SkillRegistry",
+    "SubagentRecord",
     "ToolRegistry",
     "agent_definition_read",
     "agent_definition_resolve",
     "agent_definition_write",
+    "delegation_history",
 ]
