@@ -350,8 +350,9 @@ class Engine:
     # ---------------------------------------------------------------- limits
 
     def _limit_before_request(self, st: _RunState) -> bool:
+        # The run's budget also counts the runs it delegated to: they spend its limits.
         limit = st.options.limits.max_requests
-        if limit is not None and st.requests >= limit:
+        if limit is not None and st.budget.usage().requests >= limit:
             st.stop("request_limit", f"The run reached its limit of {limit} model requests.")
             return True
         spent = st.budget.ancestor_stop_before_request()  # a delegated run's lead budgets
@@ -360,7 +361,7 @@ class Engine:
         return spent is not None
 
     def _limit_after_request(self, st: _RunState) -> bool:
-        reached = limit_reached(st.options.limits, st.usage())
+        reached = limit_reached(st.options.limits, st.budget.usage())
         if reached is None:
             reached = st.budget.ancestor_stop_after_request()
         if reached is not None:
@@ -483,7 +484,7 @@ class Engine:
         limit = st.options.limits.max_tool_calls
         for index, request in enumerate(requests):
             self.interrupter.check()
-            if limit is not None and st.tool_calls >= limit:
+            if limit is not None and st.budget.usage().tool_calls >= limit:
                 st.stop("tool_call_limit", f"The run reached its limit of {limit} tool calls.")
                 break
             spent = st.budget.ancestor_stop_before_tool_call()

@@ -411,7 +411,9 @@ class Delegations:
             item.stop_reason = result.stop_reason
             item.response = result.response
         if item.status == "running":
-            item.status = _STATUS_BY_STOP.get(item.stop_reason or "", "completed")
+            stopped = item.interrupt_reason is not None
+            status = "stopped" if stopped else _STATUS_BY_STOP.get(item.stop_reason or "")
+            item.status = status or "completed"
 
     def _answer(self, item: _Delegation) -> str:
         if item.status == "completed" and item.stop_reason == "complete":
