@@ -27,6 +27,12 @@ __all__ = [
     "InvalidLimitError",
     "InvalidModelError",
     "InvalidToolError",
+    "McpBusyError",
+    "McpConfigError",
+    "McpConnectionError",
+    "McpError",
+    "McpTimeoutError",
+    "McpUnknownServerError",
     "MissingCredentialsError",
     "PathDenied",
     "PermissionsError",
@@ -238,6 +244,45 @@ class ToolArgumentsError(DeputyError):
     def __init__(self, message: str, *, tool_name: str | None = None):
         super().__init__(message)
         self.tool_name = tool_name
+
+
+# --------------------------------------------------------------------------- MCP
+
+
+class McpError(DeputyError):
+    """Base class of the MCP errors; raised itself when a server answers a request with an
+    error, or lacks something a connection asked for (an allowlisted tool it does not offer).
+    """
+
+
+class McpConfigError(McpError, ConfigurationError):
+    """An MCP server configuration is malformed: unreadable JSON, a missing or wrong field,
+    an unknown ``${VAR}`` in a header. The message names the server and the field."""
+
+
+class McpUnknownServerError(McpConfigError):
+    """A selected server name is not in the MCP configuration; the message lists the
+    configured names (``known``)."""
+
+    def __init__(self, message: str, *, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.known = known
+
+
+class McpConnectionError(McpError):
+    """An MCP connection could not start, its server went away (the process exited, the
+    HTTP session ended), or it is closed. A closed connection never reconnects by itself:
+    open a new one (``agent.load_mcp(...)`` or ``McpConnection.open(...)``)."""
+
+
+class McpBusyError(McpError):
+    """A request was sent to an MCP connection that is still serving another one: each
+    connection serves one request at a time, and an overlapping one fails at once."""
+
+
+class McpTimeoutError(McpConnectionError, TimeoutError):
+    """An MCP request outlived its timeout; the connection was closed (its server process
+    stopped), so later calls on it raise :class:`McpConnectionError`."""
 
 
 # --------------------------------------------------------------------------- internal signals
