@@ -69,14 +69,6 @@ from .hooks import (
 from .hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes, hook_log_tools
 from .identity import CallIdentity
 from .limits import UsageLimits
-from .messages import (
-    ContentImage,
-    ContentText,
-    ContentThinking,
-    ContentToolRequest,
-    ContentToolResult,
-    Turn,
-)
 from .mcp import (
     McpConfig,
     McpConnection,
@@ -84,6 +76,14 @@ from .mcp import (
     load_mcp_config,
     tools_mcp,
     tools_mcp_async,
+)
+from .messages import (
+    ContentImage,
+    ContentText,
+    ContentThinking,
+    ContentToolRequest,
+    ContentToolResult,
+    Turn,
 )
 from .models import DEMO_MODEL, ChatModel
 from .permissions import (

@@ -98,7 +98,9 @@ async def open_servers(
         if isinstance(result, McpConnection):
             opened.append(result)
         elif isinstance(result, Exception):
-            failures.append(f"MCP server {server.name!r}: {result}")
+            text = str(result)
+            named = text.startswith(f"MCP server {server.name!r}")
+            failures.append(text if named else f"MCP server {server.name!r}: {text}")
         else:
             raise result
     return opened, failures
