@@ -20,6 +20,7 @@ except PackageNotFoundError:  # pragma: no cover - only in a tree that is not in
     __version__ = "0.0.0"
 
 from ._litellm import warm_up
+from ._tool_threads import set_tool_threads, tool_threads
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
 from .errors import (
@@ -217,6 +218,7 @@ __all__ = [
     "permissions_standard",
     "sandbox_unavailable_reason",
     "set_ask_user_callback",
+    "set_tool_threads",
     "skill_check_requirements",
     "skill_create",
     "skill_load",
@@ -234,6 +236,7 @@ __all__ = [
     "tool_read_markdown",
     "tool_run_bash",
     "tool_run_python",
+    "tool_threads",
     "tool_web_fetch",
     "tool_web_search",
     "tool_write_file",

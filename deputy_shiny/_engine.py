@@ -467,7 +467,7 @@ class Engine:
         st.results = {}
         ready: list[_Ready] = []
         limit = st.options.limits.max_tool_calls
-        for request in requests:
+        for index, request in enumerate(requests):
             self.interrupter.check()
             if limit is not None and st.tool_calls >= limit:
                 st.stop("tool_call_limit", f"The run reached its limit of {limit} tool calls.")
@@ -487,7 +487,9 @@ class Engine:
                 continue
             tool, arguments = prepared
             verdict = Verdict()
-            async for event in st.gate.decide(request, tool, arguments, verdict):
+            async for event in st.gate.decide(
+                request, tool, arguments, verdict, calls_after=len(requests) - index - 1
+            ):
                 yield event
             if verdict.stop_reason is not None:
                 st.hook_stop = verdict.stop_reason
@@ -495,6 +497,12 @@ class Engine:
                 yield self._finish_call(
                     st, _Outcome(_error_result(request, f"Denied: {verdict.reason}"))
                 )
+                if verdict.stop_run is not None:
+                    # The person stopped the run from an approval: nothing of this
+                    # response runs, not even calls approved before this one.
+                    ready.clear()
+                    st.stop("interrupted", verdict.stop_run)
+                    break
                 if verdict.interrupt is not None:
                     # PermissionResultDeny(interrupt=True): the calls before this one still
                     # run; the later ones get "not run" results; no further request.

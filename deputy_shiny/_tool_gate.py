@@ -54,6 +54,8 @@ class Verdict:
     # A PermissionResultDeny(interrupt=True): the run ends after this call, with this
     # message (the denial's) as the stop message.
     interrupt: str | None = None
+    # ApprovalDecision.stop_run(): no call of this response runs, and the run ends.
+    stop_run: str | None = None
 
     def deny(self, decision: PermissionDecision, reason: str | None = None) -> None:
         """Record a DENY (and its interrupt, if the callback asked for one)."""
@@ -109,8 +111,13 @@ class ToolGate:
         tool: Tool,
         arguments: dict[str, Any],
         verdict: Verdict,
+        calls_after: int = 0,
     ) -> AsyncIterator[Any]:
-        """Steps 2-9 for one call whose arguments already passed step 1."""
+        """Steps 2-9 for one call whose arguments already passed step 1.
+
+        ``calls_after`` counts the calls of the same response still to be decided; an
+        approval request carries it so a UI can show how many are waiting.
+        """
         deps = self.deps
         working_dir = deps.working_dir
         context = self._permission_context(tool, request)
@@ -167,7 +174,7 @@ class ToolGate:
 
         # Step 9: ASK goes to a human.
         if decision.decision == "ask":
-            async for event in self._ask(request, tool, arguments, decision, verdict):
+            async for event in self._ask(request, tool, arguments, decision, verdict, calls_after):
                 yield event
             return
         verdict.allowed = True
@@ -226,6 +233,7 @@ class ToolGate:
         arguments: dict[str, Any],
         decision: PermissionDecision,
         verdict: Verdict,
+        calls_after: int,
     ) -> AsyncIterator[Any]:
         deps = self.deps
         if tool.name in self.conversation.always_approved:
@@ -255,6 +263,7 @@ class ToolGate:
             agent_id=deps.agent_id,
             session_id=deps.session_id,
             run_id=self.run_id,
+            calls_after=calls_after,
         )
         yield self._approval_event(approval, "requested")
         try:
@@ -273,9 +282,12 @@ class ToolGate:
             yield self._approval_event(approval, "denied")
             return
         if not answer.approved:
-            verdict.reason = "Denied by the user" + (
-                f": {answer.message}" if answer.message else "."
-            )
+            told = f": {answer.message}" if answer.message else "."
+            verdict.reason = (
+                "The user stopped the run" if answer.stop else "Denied by the user"
+            ) + told
+            if answer.stop:
+                verdict.stop_run = verdict.reason
             yield self._approval_event(approval, "denied")
             return
         if answer.updated_input is not None:

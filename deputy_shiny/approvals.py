@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .identity import CallIdentity
 
@@ -43,6 +43,8 @@ class ApprovalRequest(BaseModel):
         input_schema: The tool's JSON schema, so a UI can edit typed values.
         reason: Why approval is needed (an approval rule, the callback, a hook).
         agent_id / session_id / run_id: Whose call it is.
+        calls_after: Tool calls of the same model response still to be decided after
+            this one (a UI can show "1 of N waiting" and offer to stop them all).
 
     Example:
         >>> r = ApprovalRequest(call_id="c1", tool_name="write_file", description="Write",
@@ -64,6 +66,7 @@ class ApprovalRequest(BaseModel):
     agent_id: str | None = None
     session_id: str | None = None
     run_id: str | None = None
+    calls_after: int = 0
 
     @property
     def identity(self) -> CallIdentity:
@@ -82,11 +85,14 @@ class ApprovalRequest(BaseModel):
 class ApprovalDecision(BaseModel):
     """A human's answer to an :class:`ApprovalRequest`.
 
-    Build one with :meth:`approve`, :meth:`deny` or :meth:`approve_always`.
-    Edited input (``updated_input``) is checked again by the whole permission policy.
+    Build one with :meth:`approve`, :meth:`deny`, :meth:`approve_always` or
+    :meth:`stop_run`. Edited input (``updated_input``) is checked again by the whole
+    permission policy.
 
     Example:
         >>> ApprovalDecision.approve_always().always
+        True
+        >>> ApprovalDecision.stop_run().stop
         True
     """
 
@@ -96,6 +102,13 @@ class ApprovalDecision(BaseModel):
     updated_input: dict[str, Any] | None = None
     message: str | None = None
     always: bool = False
+    stop: bool = False
+
+    @model_validator(mode="after")
+    def _stop_is_a_denial(self) -> ApprovalDecision:
+        if self.stop and self.approved:
+            raise ValueError("a decision that stops the run cannot approve the call")
+        return self
 
     @classmethod
     def approve(cls, updated_input: dict[str, Any] | None = None) -> ApprovalDecision:
@@ -111,6 +124,13 @@ class ApprovalDecision(BaseModel):
     def approve_always(cls) -> ApprovalDecision:
         """Run the call, and approve this tool for the rest of the conversation."""
         return cls(approved=True, always=True)
+
+    @classmethod
+    def stop_run(cls, message: str | None = None) -> ApprovalDecision:
+        """Refuse the call and end the run: no call of this response runs (not even
+        ones approved before it), no further request is made, and the run stops with
+        ``interrupted``. For a person facing a flood of approvals."""
+        return cls(approved=False, stop=True, message=message)
 
 
 ApprovalStatus = Literal["requested", "approved", "denied", "timeout", "pending_durable"]

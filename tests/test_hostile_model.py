@@ -1,7 +1,9 @@
 """A hostile (prompt-injected) model through the real engine: it must not freeze the server.
 
-Issue #14, so far: a catastrophic regular expression in ``grep_files``, and tool
-arguments nested thousands of levels deep.
+Issue #14: a catastrophic regular expression in ``grep_files``, tool arguments nested
+thousands of levels deep, huge arguments quoted in errors, duplicate call ids, a flood
+of approvals (one "stop the run" answer ends them), and slow sync tools (they queue in
+their own bounded executor instead of starving the event loop's).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, Permissions, warm_up
+from deputy_shiny import Agent, ApprovalDecision, ApprovalRequest, Permissions, warm_up
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import tool_grep_files, tool_read_file
-from tests.helpers import assert_consistent, local_tool
+from deputy_shiny.tools import tool_grep_files, tool_read_file, tool_write_file
+from tests.helpers import assert_consistent, local_tool, wait_until
 
 # Backtracks without end in a backtracking engine (the backreference defeats the
 # `regex` engine's own safeguards); the stdlib `re` blocks for minutes, holding the GIL.
@@ -143,19 +145,19 @@ async def test_ordinary_nesting_is_still_accepted() -> None:
 
 
 async def test_an_error_result_never_echoes_a_huge_argument_whole(tmp_path: Path) -> None:
-    # 100 KB: far over the cap. (10 MB works the same, but the scripted provider takes
-    # minutes to stream a tool call that large through litellm.)
-    huge = "a.txt" + "x" * 100_000
-    model = ScriptedModel(
-        [ScriptedReply(tool_calls=[ScriptedToolCall("read_file", {"path": huge})]), "ok"]
-    )
+    # 10 MB, streamed in 64 KiB pieces: litellm spends about 0.5 ms a chunk (more for
+    # its usage rebuild over all chunks), so the default 8-character chunks would take
+    # minutes here, though nothing in the engine grows faster than the argument.
+    huge = "a.txt" + "x" * 10_000_000
+    call = ScriptedToolCall("read_file", {"path": huge})
+    model = ScriptedModel([ScriptedReply(tool_calls=[call], chunk_size=65_536), "ok"])
     agent = Agent(model, tools=[tool_read_file()], working_dir=tmp_path)
     result = await agent.run_async("read it")
     end = next(e for e in result.events if e.type == "tool_end")
     assert end.is_error and len(end.output) < 5_000
     assert "characters of this error cut" in end.output
     sent = model.requests[1]["messages"][-1]["content"]
-    assert len(sent) < 5_000  # the next request carries the capped text, not 100 KB
+    assert len(sent) < 5_000  # the next request carries the capped text, not 10 MB
 
 
 # --------------------------------------------------------------------------- duplicate ids
@@ -190,3 +192,125 @@ async def test_duplicate_call_ids_in_one_response_each_get_their_own_result() ->
     by_word = {json.loads(c["function"]["arguments"])["word"]: c["id"] for c in calls}
     assert results[by_word["first"]] == "FIRST"
     assert results[by_word["second"]] == "SECOND"
+
+
+# --------------------------------------------------------------------------- approval floods
+
+
+def _flood_model(count: int) -> ScriptedModel:
+    calls = [
+        ScriptedToolCall("write_file", {"path": f"f{i}.txt", "content": "x"}) for i in range(count)
+    ]
+    return ScriptedModel([ScriptedReply(tool_calls=calls), "never sent"])
+
+
+async def test_one_stop_answer_ends_a_flood_of_approvals(tmp_path: Path) -> None:
+    seen: list[ApprovalRequest] = []
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        seen.append(request)
+        return ApprovalDecision.stop_run("too many")
+
+    model = _flood_model(30)
+    agent = Agent(
+        model,
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=handler,
+    )
+    result = await agent.run_async("go")
+    assert result.stop_reason == "interrupted"
+    assert [r.calls_after for r in seen] == [29]  # asked once; 29 more were waiting
+    assert not list(tmp_path.iterdir())
+    assert len(model.requests) == 1  # no further request
+    assert_consistent(agent)  # every call has a result ("not run" for the rest)
+    ends = [e for e in result.events if e.type == "tool_end"]
+    assert "The user stopped the run: too many" in ends[0].output
+
+
+async def test_stopping_at_the_second_approval_runs_not_even_the_first(tmp_path: Path) -> None:
+    answers = iter([ApprovalDecision.approve(), ApprovalDecision.stop_run()])
+
+    async def handler(request: ApprovalRequest) -> ApprovalDecision:
+        return next(answers)
+
+    agent = Agent(
+        _flood_model(3),
+        tools=[tool_write_file()],
+        working_dir=tmp_path,
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=handler,
+    )
+    result = await agent.run_async("go")
+    assert result.stop_reason == "interrupted"
+    assert not list(tmp_path.iterdir())  # nothing of that response ran
+    assert_consistent(agent)
+
+
+def test_a_stop_decision_cannot_approve() -> None:
+    with pytest.raises(ValueError, match="cannot approve"):
+        ApprovalDecision(approved=True, stop=True)
+
+
+# --------------------------------------------------------------------------- slow sync tools
+
+
+async def test_slow_sync_tools_queue_in_their_own_pool_and_starve_nothing_else() -> None:
+    from deputy_shiny import set_tool_threads, tool_threads
+
+    release = threading.Event()
+    lock = threading.Lock()
+    running = peak = 0
+
+    def slow(n: int) -> str:
+        """Block until released."""
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        try:
+            release.wait(10)
+        finally:
+            with lock:
+                running -= 1
+        return f"slow {n} done"
+
+    def agent_for(n: int) -> Agent:
+        call = ScriptedToolCall("slow", {"n": n})
+        return Agent(
+            ScriptedModel([ScriptedReply(tool_calls=[call]), "ok"]),
+            tools=[local_tool(slow, name="slow")],
+        )
+
+    before = tool_threads()
+    set_tool_threads(2)
+    try:
+        runs = [asyncio.ensure_future(agent_for(n).run_async("go")) for n in range(5)]
+        await wait_until(lambda: peak >= 2, within=10)
+        # The tool pool is full and three calls wait; asyncio's own pool is untouched.
+        started = time.monotonic()
+        assert await asyncio.to_thread(lambda: "free") == "free"
+        assert time.monotonic() - started < 0.5
+        await asyncio.sleep(0.1)
+        assert peak == 2
+        release.set()
+        results = await asyncio.wait_for(asyncio.gather(*runs), 10)
+    finally:
+        release.set()
+        set_tool_threads(before)
+    assert [r.stop_reason for r in results] == ["complete"] * 5
+    assert peak == 2
+
+
+def test_the_tool_pool_size_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deputy_shiny import set_tool_threads
+    from deputy_shiny._tool_threads import _configured_size
+
+    with pytest.raises(ValueError, match="at least 1 thread"):
+        set_tool_threads(0)
+    monkeypatch.setenv("DEPUTY_TOOL_THREADS", "many")
+    with pytest.raises(ValueError, match="DEPUTY_TOOL_THREADS"):
+        _configured_size()
+    monkeypatch.setenv("DEPUTY_TOOL_THREADS", "3")
+    assert _configured_size() == 3

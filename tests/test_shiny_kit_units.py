@@ -158,3 +158,82 @@ def test_answers_from_the_browser_become_json_types() -> None:
         "answers": [["A little"], ["Hooks", "Skills"], "free text"],
         "values": {"tags": ["a"]},
     }
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"),
+    [
+        ({}, None),  # nothing touched: the model's arguments exactly
+        ({"content": "\nfirst\r\nsecond\r\n"}, None),  # sent back unchanged
+        ({"content": "first\nsecond\n"}, {"content": "first\nsecond\n", "count": 2}),
+        ({"count": 2.0}, {"content": "\nfirst\r\nsecond\r\n", "count": 2.0}),  # type counts
+        ({"unknown": "x"}, None),  # fields the call does not have are ignored
+    ],
+)
+def test_only_exact_changes_count_as_edits(
+    sent: dict[str, object], expected: dict[str, object] | None
+) -> None:
+    from deputy_shiny.approvals import ApprovalRequest
+    from deputy_shiny.shiny._chat_module import _edited
+
+    request = ApprovalRequest(
+        call_id="c", tool_name="t", arguments={"content": "\nfirst\r\nsecond\r\n", "count": 2}
+    )
+    assert _edited(request, sent) == expected
+
+
+def test_the_approval_modal_says_how_many_wait_and_offers_to_stop() -> None:
+    from deputy_shiny.approvals import ApprovalRequest
+    from deputy_shiny.shiny._modals import approval_modal
+
+    request = ApprovalRequest(call_id="c", tool_name="write_file", arguments={"path": "a"})
+    alone, flood = str(approval_modal(request)), str(approval_modal(request, 30))
+    assert "waiting" not in alone and "1 of 30 waiting" in flood
+    assert 'data-deputy-action="stop"' in alone
+
+
+class _FakeSession:
+    """Just enough of a Shiny session for SessionPrompts: it records what is sent."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def _process_ui(self, ui: object) -> str:
+        return str(ui)
+
+    def _send_message_sync(self, message: dict[str, dict[str, object]]) -> None:
+        modal = message["modal"]
+        if modal["type"] == "show":
+            self.shown.append(str(modal["message"]))
+
+
+async def test_stop_answers_every_prompt_of_the_same_run_and_no_other() -> None:
+    import asyncio
+
+    from htmltools import tags
+
+    from deputy_shiny.shiny._prompts import SessionPrompts
+
+    session = _FakeSession()
+    prompts = SessionPrompts(session)  # type: ignore[arg-type]
+
+    def ask(request_id: str, group: str, also: int = 0) -> asyncio.Task[dict[str, object]]:
+        modal = lambda waiting: tags.p(f"{request_id}: {waiting} waiting")  # noqa: E731
+        return asyncio.ensure_future(
+            prompts.ask(request_id, modal, None, group=group, also_waiting=also)
+        )
+
+    first, second, other = ask("a1", "run-a", also=5), ask("a2", "run-a"), ask("b1", "run-b")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # Counted when shown: itself and the 5 calls behind it (the others came later).
+    assert session.shown == ["<p>a1: 6 waiting</p>"]
+    assert prompts.answer({"request_id": "a1", "action": "stop"})
+    assert (await first)["action"] == "stop"
+    assert (await second) == {"action": "stop", "request_id": "a2"}
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert session.shown[-1] == "<p>b1: 1 waiting</p>"  # another run's prompt stays
+    assert not other.done()
+    prompts.answer({"request_id": "b1", "action": "deny"})
+    assert (await other)["action"] == "deny"

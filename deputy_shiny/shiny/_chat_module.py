@@ -164,11 +164,17 @@ def agent_chat_server(
     async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
         try:
             answer = await prompts.ask(
-                request.request_id, approval_modal(request), approval_timeout
+                request.request_id,
+                lambda waiting: approval_modal(request, waiting),
+                approval_timeout,
+                group=request.run_id,
+                also_waiting=request.calls_after,
             )
         except PromptClosed:
             return ApprovalDecision.deny("The user left before deciding.")
         action = answer.get("action")
+        if action == "stop":
+            return ApprovalDecision.stop_run()
         if action == "approve":
             return ApprovalDecision.approve(_edited(request, answer.get("values")))
         if action == "always":
@@ -184,7 +190,10 @@ def agent_chat_server(
         request_id = new_request_id()
         try:
             answer = await prompts.ask(
-                request_id, questions_modal(request_id, questions), approval_timeout
+                request_id,
+                questions_modal(request_id, questions),
+                approval_timeout,
+                group=context.run_id,
             )
         except (PromptClosed, TimeoutError):
             raise AskUserDeclined("The user did not answer.") from None
@@ -264,14 +273,26 @@ def agent_chat_server(
 
 
 def _edited(request: ApprovalRequest, values: object) -> dict[str, Any] | None:
-    """The arguments with the person's edits, or None when nothing changed."""
+    """The arguments with the person's edits, or None when nothing changed.
+
+    The browser sends only the fields the person touched (``deputy_shiny.js``), and a
+    value counts as an edit only if it differs exactly, type included: a browser
+    normalizes what it shows (CRLF to LF, a textarea's leading newline), so echoing an
+    untouched field back would silently rewrite what was approved.
+    """
     if not isinstance(values, dict):
         return None
     edited = dict(request.arguments)
+    changed = False
     for name, value in values.items():
-        if name in edited:
+        if name in edited and not _same(edited[name], value):
             edited[name] = value
-    return None if edited == request.arguments else edited
+            changed = True
+    return edited if changed else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any]) -> None:

@@ -80,13 +80,22 @@ def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
     return tags.div(label, tags.pre(shown, class_="deputy-arg-json"), class_="mb-2 deputy-arg")
 
 
-def approval_modal(request: ApprovalRequest) -> Tag:
-    """The approval modal for one pending call."""
+def approval_modal(request: ApprovalRequest, waiting: int = 1) -> Tag:
+    """The approval modal for one pending call.
+
+    ``waiting`` counts the prompts waiting in this session, this one included (calls
+    of the same response still to be decided count too); from 2 on the modal says
+    "1 of N waiting". "Stop the run" denies this call and ends the run, so a flood of
+    approvals never needs one click each.
+    """
     fields = [
         _argument_field(name, value, _scalar_type(request.input_schema, name, value))
         for name, value in request.arguments.items()
     ]
     body = tags.div(
+        tags.p(f"1 of {waiting} waiting", class_="deputy-waiting text-muted small")
+        if waiting > 1
+        else None,
         tags.p(request.description, class_="deputy-tool-description"),
         tags.div(*_badges(request.annotations), class_="deputy-badges mb-2"),
         tags.p(tags.strong("Why: "), request.reason, class_="deputy-reason"),
@@ -105,6 +114,12 @@ def approval_modal(request: ApprovalRequest) -> Tag:
                 type="button",
                 class_="btn btn-outline-secondary",
                 data_deputy_action="always",
+            ),
+            tags.button(
+                "Stop the run",
+                type="button",
+                class_="btn btn-danger ms-auto",
+                data_deputy_action="stop",
             ),
             class_="d-flex gap-2 mt-3 deputy-actions",
         ),

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +32,17 @@ logger = logging.getLogger(__name__)
 ANSWER_INPUT = "deputy_modal_answer"
 
 
+ModalFactory = Callable[[int], Tag]
+"""Builds a prompt's modal, given how many prompts wait (this one included)."""
+
+
 @dataclass
 class _Prompt:
     request_id: str
-    modal: Tag
+    modal: ModalFactory
     future: asyncio.Future[dict[str, Any]] = field(repr=False)
+    group: str | None = None  # the run it belongs to: "Stop the run" answers them all
+    also_waiting: int = 0  # calls behind it that are not queued yet (same response)
 
 
 class SessionPrompts:
@@ -59,8 +66,21 @@ class SessionPrompts:
         """The request id of the modal on screen, if any."""
         return None if self._current is None else self._current.request_id
 
-    async def ask(self, request_id: str, modal: Tag, wait_seconds: float | None) -> dict[str, Any]:
+    async def ask(
+        self,
+        request_id: str,
+        modal: Tag | ModalFactory,
+        wait_seconds: float | None,
+        *,
+        group: str | None = None,
+        also_waiting: int = 0,
+    ) -> dict[str, Any]:
         """Show ``modal`` (after those queued before it) and wait for its answer.
+
+        ``modal`` may be a factory taking the number of prompts waiting (this one,
+        those queued behind it, and ``also_waiting`` more not queued yet). An answer
+        whose action is ``"stop"`` also answers, with ``"stop"``, every queued prompt of
+        the same ``group`` (a run).
 
         Raises:
             TimeoutError: nobody answered within ``wait_seconds``.
@@ -68,7 +88,9 @@ class SessionPrompts:
         """
         if self._closed:
             raise PromptClosed("the browser session has ended")
-        prompt = _Prompt(request_id, modal, asyncio.get_running_loop().create_future())
+        factory = modal if callable(modal) else (lambda _waiting, tag=modal: tag)
+        future = asyncio.get_running_loop().create_future()
+        prompt = _Prompt(request_id, factory, future, group, also_waiting)
         self._queue.append(prompt)
         await self._changed()
         try:
@@ -88,8 +110,9 @@ class SessionPrompts:
 
     async def _changed(self) -> None:
         if self._current is None and self._queue and not self._closed:
-            self._current = self._queue.popleft()
-            ui.modal_show(self._current.modal, session=self._session)
+            self._current = current = self._queue.popleft()
+            waiting = 1 + len(self._queue) + current.also_waiting
+            ui.modal_show(current.modal(waiting), session=self._session)
         count = len(self._queue) + (self._current is not None)
         # Setting a reactive value from the stream task: hold the lock only for the set.
         async with reactive.lock():
@@ -104,8 +127,13 @@ class SessionPrompts:
         if current is None or value.get("request_id") != current.request_id:
             logger.warning("ignored an answer for a prompt that is not pending in this session")
             return False
+        answer = _plain(value)
         if not current.future.done():
-            current.future.set_result(_plain(value))
+            current.future.set_result(answer)
+        if answer.get("action") == "stop" and current.group is not None:
+            for queued in [p for p in self._queue if p.group == current.group]:
+                if not queued.future.done():
+                    queued.future.set_result({"action": "stop", "request_id": queued.request_id})
         return True
 
     def close(self) -> None:

@@ -253,6 +253,7 @@ class ApprovalModal(_Modal):
         loc_badges: The annotation badges (``read-only``, ``destructive``, ...).
         loc_reason: Why the call needs approval.
         loc_deny_message: The optional message for the model when denying.
+        loc_waiting: "1 of N waiting", shown when more prompts wait behind this one.
 
     Example:
         >>> from deputy_shiny.shiny.playwright import ApprovalModal
@@ -272,6 +273,7 @@ class ApprovalModal(_Modal):
         self.loc_badges = self.loc.locator(".deputy-badge")
         self.loc_reason = self.loc.locator(".deputy-reason")
         self.loc_deny_message = self.loc_modal.locator("textarea.deputy-deny-message")
+        self.loc_waiting = self.loc.locator(".deputy-waiting")
 
     def expect_open(self, tool_name: str | None = None, *, timeout: float | None = None) -> None:
         """Wait until an approval is shown, for ``tool_name`` when given.
@@ -292,7 +294,7 @@ class ApprovalModal(_Modal):
             >>> ApprovalModal(page).argument("path").input_value()  # doctest: +SKIP
             'notes.txt'
         """
-        return self.loc_modal.locator(f"input[data-arg={_css_string(name)}]")
+        return self.loc_modal.locator(f"[data-arg={_css_string(name)}]")
 
     def set_argument(
         self, name: str, value: ArgumentValue, *, timeout: float | None = None
@@ -342,6 +344,16 @@ class ApprovalModal(_Modal):
         """
         expect(self.loc).to_be_visible(timeout=timeout)
         self.button("Always allow").click(timeout=timeout)
+
+    def stop_run(self, *, timeout: float | None = None) -> None:
+        """Click "Stop the run": deny this call and every call waiting behind it.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import ApprovalModal
+            >>> ApprovalModal(page).stop_run()  # doctest: +SKIP
+        """
+        expect(self.loc).to_be_visible(timeout=timeout)
+        self.button("Stop the run").click(timeout=timeout)
 
 
 class QuestionModal(_Modal):

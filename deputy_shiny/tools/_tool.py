@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import functools
@@ -27,6 +26,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._callables import dunder_call, is_async_callable
+from .._tool_threads import run_in_tool_thread
 from ..errors import InvalidToolError
 from ._function_schema import (
     ArgumentsSchema,
@@ -398,8 +398,9 @@ class Tool:
     async def invoke(self, arguments: Mapping[str, Any] | None = None) -> Any:
         """Run the tool with arguments from :meth:`parse_arguments`; return the raw result.
 
-        Sync functions run in a worker thread (``asyncio.to_thread``) so the event loop
-        never blocks; async functions are awaited. Exceptions propagate unchanged.
+        Sync functions run in the process's bounded pool of tool threads (see
+        :func:`~deputy_shiny.set_tool_threads`) so the event loop never blocks; async
+        functions are awaited. Exceptions propagate unchanged.
 
         Example:
             >>> import asyncio
@@ -411,7 +412,7 @@ class Tool:
         args, kwargs = self._schema.bind(arguments or {})
         if self._is_async:
             return await self._fn(*args, **kwargs)
-        result = await asyncio.to_thread(self._fn, *args, **kwargs)
+        result = await run_in_tool_thread(self._fn, *args, **kwargs)
         if inspect.isawaitable(result):  # a sync wrapper that returned a coroutine
             result = await result
         return result

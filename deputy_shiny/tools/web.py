@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import logging
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._callables import is_async_callable
 from .._chain import causes
 from .._timeouts import timeout as _timeout
+from .._tool_threads import run_in_tool_thread
 from ..errors import InvalidToolError, ToolInvocationError
 from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 
@@ -532,7 +532,7 @@ def tool_web_fetch(
             raise ToolInvocationError(
                 f"web_fetch could not fetch {url!r}: {type(e).__name__}: {e}"
             ) from None
-        return await asyncio.to_thread(_render_page, page, max_chars, max_bytes)
+        return await run_in_tool_thread(_render_page, page, max_chars, max_bytes)
 
     return tool(
         web_fetch,
@@ -686,7 +686,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
             if is_async_callable(search):
                 raw: Any = await search(query, max_results)  # type: ignore[misc]
             else:
-                raw = await asyncio.to_thread(search, query, max_results)
+                raw = await run_in_tool_thread(search, query, max_results)
                 if inspect.isawaitable(raw):
                     raw = await raw
         except ToolInvocationError:

@@ -145,3 +145,45 @@ def test_closing_the_tab_during_an_approval_ends_the_run(page: Page, app: AppSer
     app.wait_for_event(rf"approval-ended {re.escape(session)} closing\.txt \S+", timeout=10)
     app.wait_for_event(rf"run-stop {re.escape(session)} \S+", timeout=10)
     assert not written(app, "closing.txt")
+
+
+def test_content_approved_untouched_is_written_byte_for_byte(page: Page, app: AppServer) -> None:
+    # A textarea drops a leading newline and shows CRLF as LF; an input strips CR.
+    # Approving without touching them must write exactly what the model asked for.
+    chat = open_chat(page, app)
+    chat.send("rawwrite raw")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    expect(modal.loc_waiting).to_have_text("1 of 2 waiting")
+    first = modal.request_id()
+    modal.approve()
+    modal.expect_open("write_file")
+    expect(modal.loc).not_to_have_attribute("data-request-id", first)
+    expect(modal.loc_waiting).to_have_count(0)  # the last one: nothing behind it
+    modal.approve()
+    modal.expect_closed()
+    chat.expect_latest_reply("Tool said:")
+    (long,) = written(app, "raw-1.txt")
+    (short,) = written(app, "raw-2.txt")
+    assert long.read_bytes() == b"\nfirst\r\nsecond\r\n"
+    assert short.read_bytes() == b"a\rb"
+
+
+def test_one_stop_click_ends_a_flood_of_approvals(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    chat.send("flood 30")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    expect(modal.loc_waiting).to_have_text("1 of 30 waiting")
+    session = app.wait_for_event(r"approval-wait (\S+) flood-0\.txt")[1]
+    modal.stop_run()
+    modal.expect_closed()
+    app.wait_for_event(rf"run-stop {re.escape(session)} interrupted", timeout=10)
+    chat.expect_idle()
+    expect(modal.loc).to_have_count(0)
+    assert not written(app, "flood-*.txt")
+    waits = [e for e in app.events() if e.startswith("approval-wait") and session in e]
+    assert len(waits) == 1  # one click, no second modal
+    # The session is still usable afterwards.
+    chat.send("hello again")
+    chat.expect_latest_reply("You said: hello again")

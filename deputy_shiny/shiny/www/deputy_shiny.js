@@ -13,9 +13,21 @@
     return el.value;
   }
 
+  // Only fields the person touched are sent: the browser normalizes what it shows
+  // (CRLF to LF, a textarea's leading newline), so an untouched field sent back would
+  // quietly change the approved arguments.
+  function markEdited(event) {
+    const el = event.target.closest && event.target.closest("[data-arg]");
+    if (el) el.dataset.edited = "true";
+  }
+  document.addEventListener("input", markEdited);
+  document.addEventListener("change", markEdited);
+
   function approvalAnswer(root, action) {
     const values = {};
-    root.querySelectorAll("[data-arg]").forEach((el) => { values[el.dataset.arg] = typed(el); });
+    root.querySelectorAll("[data-arg][data-edited='true']").forEach((el) => {
+      values[el.dataset.arg] = typed(el);
+    });
     const message = root.querySelector(".deputy-deny-message");
     return { action: action, values: values, message: message ? message.value : "" };
   }

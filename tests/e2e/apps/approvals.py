@@ -3,7 +3,9 @@
 The user's message ``write <path> <content>`` makes the model call
 ``write_file(path, content)``; after the tool result the model says
 ``Tool said: <result> Workspace: <working dir>``, so the test sees what the model was
-told and where the session's workspace is. Anything else is echoed.
+told and where the session's workspace is. ``flood <n>`` makes n ``write_file`` calls
+in one response; ``rawwrite <name>`` writes content a browser would normalize
+(``RAW_LONG``, ``RAW_SHORT``). Anything else is echoed.
 
 Markers (``$DEPUTY_E2E_MARKERS/events.log``): ``approval-wait <session> <path>`` when a
 call starts waiting for approval, ``approval-ended <session> <path> <outcome>`` when
@@ -22,9 +24,14 @@ from deputy_shiny import Agent, ApprovalDecision, ApprovalRequest, HookMatcher, 
 from deputy_shiny.hooks import HookContext
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
-from deputy_shiny.testing import FunctionModel, Reply
+from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file
-from tests.e2e.apps._shared import mark, workspace_root, write_reply
+from tests.e2e.apps._shared import last_user_text, mark, workspace_root, write_reply
+
+# What "rawwrite <name>" writes: a browser shows these normalized (a textarea drops
+# the leading newline and turns CRLF into LF; an input strips CR).
+RAW_LONG = "\nfirst\r\nsecond\r\n"
+RAW_SHORT = "a\rb"
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
@@ -34,6 +41,23 @@ def make_agent(ctx: AgentChatContext) -> Agent:
     working_dir = ctx.working_dir
 
     def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        text = last_user_text(messages) or ""
+        if text.startswith("flood "):  # "flood <n>": n writes in one response
+            count = int(text.split()[1])
+            return ScriptedReply(
+                tool_calls=[
+                    ScriptedToolCall("write_file", {"path": f"flood-{i}.txt", "content": "x"})
+                    for i in range(count)
+                ]
+            )
+        if text.startswith("rawwrite "):  # content a browser would normalize
+            name = text.split()[1]
+            return ScriptedReply(
+                tool_calls=[
+                    ScriptedToolCall("write_file", {"path": f"{name}-1.txt", "content": RAW_LONG}),
+                    ScriptedToolCall("write_file", {"path": f"{name}-2.txt", "content": RAW_SHORT}),
+                ]
+            )
         return write_reply(messages, tools, workspace=working_dir)
 
     async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
