@@ -51,7 +51,7 @@ def test_version_comes_from_the_package_metadata() -> None:
     import importlib.metadata
 
     import deputy_shiny
-    from deputy_shiny.shiny._chat_module import _dependency
+    from deputy_shiny.shiny._chat_module import kit_dependency
 
     assert deputy_shiny.__version__ == importlib.metadata.version("deputy_shiny")
-    assert str(_dependency().version) == deputy_shiny.__version__
+    assert str(kit_dependency().version) == deputy_shiny.__version__
