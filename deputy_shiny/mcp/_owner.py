@@ -196,6 +196,7 @@ class SessionOwner:
 
         client = self._client
         if self.status != "connected" or client is None:
+            await self.stop()  # a server found dead: release its transport now
             raise McpConnectionError(self._message())
         if self._busy is not None:
             raise McpBusyError(
