@@ -11,6 +11,7 @@ import pytest
 
 from deputy_shiny import (
     Agent,
+    HookMatcher,
     McpConfigError,
     McpConnection,
     McpUnknownServerError,
@@ -66,6 +67,30 @@ async def test_a_model_calls_an_mcp_tool_and_the_result_is_in_the_conversation()
         assert context.tool_annotations["read_only_hint"] is True
     finally:
         await agent.aclose()
+
+
+async def test_hooks_see_the_server_tools_metadata_too() -> None:
+    seen: list[tuple[str, Any]] = []
+
+    def record(*args: Any) -> None:
+        context = args[2]  # (tool_name, tool_input, context[, tool_output])
+        seen.append((context.event, context))
+
+    agent = Agent(
+        scripted(("add", {"a": 2, "b": 3})),
+        hooks=[HookMatcher("PreToolUse", record), HookMatcher("PostToolUse", record)],
+    )
+    await agent.load_mcp_async(in_process(notes=notes_server()), servers=["notes"])
+    try:
+        await agent.run_async("Add 2 and 3")
+    finally:
+        await agent.aclose()
+    assert [event for event, _ in seen] == ["PreToolUse", "PostToolUse"]
+    for _, context in seen:
+        source = context.tool_metadata["source"]
+        assert (source["type"], source["server"], source["tool"]) == ("mcp", "notes", "add")
+        assert source["connection_id"].startswith("mcp_")
+        assert context.tool_annotations["read_only_hint"] is True
 
 
 async def test_an_unannotated_server_tool_is_denied_in_standard_mode() -> None:
