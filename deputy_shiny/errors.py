@@ -31,6 +31,7 @@ __all__ = [
     "McpConfigError",
     "McpConnectionError",
     "McpError",
+    "McpReplConfigError",
     "McpTimeoutError",
     "McpUnknownServerError",
     "MissingCredentialsError",
@@ -258,6 +259,14 @@ class McpError(DeputyError):
 class McpConfigError(McpError, ConfigurationError):
     """An MCP server configuration is malformed: unreadable JSON, a missing or wrong field,
     an unknown ``${VAR}`` in a header. The message names the server and the field."""
+
+
+class McpReplConfigError(McpConfigError):
+    """An mcp-repl server entry does not pin a sandbox deputy_shiny can check: its final
+    ``--sandbox`` is missing, is not the requested ``read-only`` / ``workspace-write``, or
+    is overridden by ``--config sandbox_mode=...``; or the entry is not a local command
+    running ``--interpreter python``. Raised before any process starts; the message names
+    the server and the argument to fix."""
 
 
 class McpUnknownServerError(McpConfigError):

@@ -6,6 +6,8 @@
   them into an agent, whose ``close()`` stops their servers.
 - :class:`McpConnection` is one agent's own connection, limited to allowlisted tools,
   resources and prompts.
+- :func:`tools_mcp_repl`, :func:`mcp_repl_connection` and :func:`mcp_repl_control`:
+  sandboxed Python through mcp-repl (:mod:`deputy_shiny.mcp.repl`).
 
 Importing this package does not import the MCP SDK; connecting does.
 
@@ -19,6 +21,7 @@ from ..errors import (
     McpConfigError,
     McpConnectionError,
     McpError,
+    McpReplConfigError,
     McpTimeoutError,
     McpUnknownServerError,
 )
@@ -40,12 +43,26 @@ from .config import (
 from .connection import McpConnection, McpOwnerAgent
 from .loading import McpLoads
 from .records import McpLoadRecord, McpLoadStatus, McpPage, McpPromptMessage
+from .repl import (
+    MCP_REPL_TOOL,
+    McpReplConnection,
+    ReplControl,
+    ReplSandbox,
+    mcp_repl_connection,
+    mcp_repl_connection_async,
+    mcp_repl_control,
+    mcp_repl_control_async,
+    mcp_repl_server,
+    tools_mcp_repl,
+    tools_mcp_repl_async,
+)
 from .tools import tools_mcp, tools_mcp_async
 
 __all__ = [
     "DEFAULT_MCP_CONFIG",
     "DEFAULT_MCP_TIMEOUT",
     "MCP_CONFIG_ENV",
+    "MCP_REPL_TOOL",
     "McpBusyError",
     "McpConfig",
     "McpConfigError",
@@ -60,15 +77,26 @@ __all__ = [
     "McpOwnerAgent",
     "McpPage",
     "McpPromptMessage",
+    "McpReplConfigError",
+    "McpReplConnection",
     "McpServerConfig",
     "McpStatus",
     "McpStdioServer",
     "McpTimeoutError",
     "McpUnknownServerError",
     "RejectedTool",
+    "ReplControl",
+    "ReplSandbox",
     "default_config_path",
     "live_server_pids",
     "load_mcp_config",
+    "mcp_repl_connection",
+    "mcp_repl_connection_async",
+    "mcp_repl_control",
+    "mcp_repl_control_async",
+    "mcp_repl_server",
     "tools_mcp",
     "tools_mcp_async",
+    "tools_mcp_repl",
+    "tools_mcp_repl_async",
 ]

@@ -48,8 +48,11 @@ class SessionOwner:
         timeout: Seconds for startup and for each request (default: the server's).
     """
 
-    def __init__(self, server: McpServerConfig, *, timeout: float | None = None) -> None:
+    def __init__(
+        self, server: McpServerConfig, *, timeout: float | None = None, mode: str = "auto"
+    ) -> None:
         self.server = server
+        self.mode = mode  # the SDK's connect mode: "auto" probes server/discover first
         self.timeout = float(timeout) if timeout is not None else server.timeout
         self.error: str | None = None
         self.pid: int | None = None
@@ -108,6 +111,7 @@ class SessionOwner:
                     self._transport(stderr),
                     cache=None,
                     client_info=Implementation(name="deputy_shiny", version=__version__),
+                    mode=self.mode,
                 )
                 with capture_spawns(self._spawned):
                     async with client:

@@ -166,8 +166,11 @@ class McpConnection:
         self._rejected: list[RejectedTool] = []
         self._owner: SessionOwner | None = None
 
+    _connect_mode = "auto"
+    """The SDK's connect mode; "legacy" for servers that need ``initialize`` first (mcp-repl)."""
+
     async def _connect(self, limit: float | None) -> None:
-        owner = SessionOwner(self._server, timeout=limit)
+        owner = SessionOwner(self._server, timeout=limit, mode=self._connect_mode)
         await owner.start()
         self._owner = owner
         try:

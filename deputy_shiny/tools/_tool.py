@@ -220,6 +220,13 @@ class ToolSource(BaseModel):
         default=None,
         description="For a tool bound to one session: the only session that may register it.",
     )
+    sandbox: str | None = Field(
+        default=None,
+        description=(
+            'For "mcp": the OS sandbox mode the server was checked to run its code in '
+            '(mcp-repl\'s "read-only" or "workspace-write"); None: not known.'
+        ),
+    )
 
 
 BUILTIN_PACKAGE = "deputy_shiny"
@@ -597,6 +604,8 @@ def tool_metadata(t: Tool) -> ToolMetadata:
         }
         if src.connection_id is not None:
             source["connection_id"] = src.connection_id
+        if src.sandbox is not None:
+            source["sandbox"] = src.sandbox
     given = {k: v for k in _HINTS if (v := getattr(t.annotations, k)) is not None}
     return {
         "name": t.name,
