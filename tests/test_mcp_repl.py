@@ -125,6 +125,27 @@ REJECTED = {
     ),
     "install subcommand": (["install", *PY, "--sandbox", "read-only"], "read-only", "'install'"),
     "dangling --sandbox": ([*PY, "--sandbox"], "read-only", "--sandbox needs a value"),
+    "network through --config": (
+        [
+            *PY,
+            "--sandbox",
+            "workspace-write",
+            "--config",
+            "sandbox_workspace_write.network_access=true",
+        ],
+        "workspace-write",
+        "changes the sandbox deputy_shiny checked",
+    ),
+    "bubblewrap off through --config": (
+        [*PY, "--sandbox", "read-only", "--config", "use_linux_sandbox_bwrap=false"],
+        "read-only",
+        "changes the sandbox deputy_shiny checked",
+    ),
+    "an allowed domain": (
+        [*PY, "--sandbox", "read-only", "--add-allowed-domain", "example.org"],
+        "read-only",
+        "opens the network",
+    ),
 }
 
 
@@ -171,7 +192,7 @@ def test_accepted_entries() -> None:
         (["--sandbox=read-only", "--interpreter=python"], "read-only"),
         (["--sandbox=danger-full-access", *PY, "--sandbox", "read-only"], "read-only"),
         (
-            [*PY, "--sandbox", "workspace-write", "--config", "sandbox_workspace_write.x=1"],
+            [*PY, "--sandbox", "workspace-write", "--config", "history.max_bytes=1000"],
             "workspace-write",
         ),
         (
@@ -353,3 +374,15 @@ async def test_a_repl_that_cannot_start_is_a_typed_error(tmp_path: Path) -> None
     with pytest.raises(McpConnectionError, match=r"MCP server 'py'.*could not start"):
         await mcp_repl_connection_async(cfg, Agent(ScriptedModel([])), "py", "workspace-write")
     await wait_until(lambda: not processes_in(tmp_path), within=5)
+
+
+def test_an_env_that_turns_the_sandbox_off_is_rejected(tripwire: tuple[str, Path]) -> None:
+    command, mark = tripwire
+    entry = {
+        "command": command,
+        "args": [*PY, "--sandbox", "read-only"],
+        "env": {"MCP_REPL_USE_LINUX_BWRAP": "0"},
+    }
+    with pytest.raises(McpReplConfigError, match="MCP_REPL_USE_LINUX_BWRAP"):
+        mcp_repl_server({"mcpServers": {"py": entry}}, "py", "read-only")
+    assert not mark.exists()

@@ -241,6 +241,13 @@ def test_a_server_start_failure_is_a_clear_error() -> None:
         McpConnection(config, "nope", owner())
 
 
+def test_a_server_that_dies_at_start_is_quoted_in_the_error() -> None:
+    script = "import sys; sys.stderr.write('boom: no licence key\\n'); sys.exit(3)"
+    config = {"mcpServers": {"dies": {"command": sys.executable, "args": ["-c", script]}}}
+    with pytest.raises(McpConnectionError, match=r"could not start.*boom: no licence key"):
+        McpConnection(config, "dies", owner())
+
+
 async def test_a_hostile_listing_loads_nothing_and_says_why(tmp_path: Path) -> None:
     tools = [
         {"name": "fine", "inputSchema": {"type": "object"}},

@@ -104,9 +104,11 @@ class SessionOwner:
         from .. import __version__
 
         assert self._stop is not None
-        try:
-            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
-                self._stderr = stderr
+        # The stderr file stays open until the failure is recorded, so the error can
+        # quote the server's last words.
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
+            self._stderr = stderr
+            try:
                 client = Client(
                     self._transport(stderr),
                     cache=None,
@@ -120,18 +122,19 @@ class SessionOwner:
                         self._status = "connected"
                         ready.set_result(None)
                         await self._stop.wait()
-        except asyncio.CancelledError:
-            self._fail(self.error or "the connection was cancelled")
-        except Exception as exc:
-            self._fail(f"{'it failed' if ready.done() else 'it could not start'}: {_describe(exc)}")
-        finally:
-            self._client = None
-            if self._status != "failed":
-                self._status = "closed"
-            if not ready.done():
-                ready.set_exception(McpConnectionError(self._message()))
-            await self._release_process()
-            self._stderr = None
+            except asyncio.CancelledError:
+                self._fail(self.error or "the connection was cancelled")
+            except Exception as exc:
+                what = "it failed" if ready.done() else "it could not start"
+                self._fail(f"{what}: {_describe(exc)}")
+            finally:
+                self._client = None
+                if self._status != "failed":
+                    self._status = "closed"
+                if not ready.done():
+                    ready.set_exception(McpConnectionError(self._message()))
+                await self._release_process()
+                self._stderr = None
 
     def _transport(self, stderr: IO[str]) -> Any:
         server = self.server

@@ -15,9 +15,12 @@ Only the named server of the configuration is used, and before any process start
 entry is checked (:func:`mcp_repl_server`): a local command whose arguments deputy_shiny
 understands, ``--interpreter python``, and a final ``--sandbox`` (``--sandbox X`` or
 ``--sandbox=X``) equal to the requested mode, ``read-only`` or ``workspace-write``.
-A missing mode, ``danger-full-access``, ``inherit-codex``, a mismatch or a
-``--config sandbox_mode=...`` override raise
-:class:`~deputy_shiny.errors.McpReplConfigError`. mcp-repl then owns the confinement,
+A missing mode, ``danger-full-access``, ``inherit-codex``, a mismatch, a
+``--config sandbox_mode=...`` override, any other ``--config`` key about the sandbox
+(``sandbox_workspace_write.network_access``, ``use_linux_sandbox_bwrap``),
+``--add-allowed-domain``, or an ``MCP_REPL_*`` variable about the sandbox or bubblewrap
+in ``env`` raise :class:`~deputy_shiny.errors.McpReplConfigError`: each would change the
+policy deputy_shiny checked. mcp-repl then owns the confinement,
 including failing at startup on hosts where it cannot sandbox.
 
 Session control is mcp-repl's own: input starting with ``\\u0003`` interrupts the
@@ -147,6 +150,24 @@ def _final_sandbox(entry: McpServerConfig) -> str:
             )
         if flag == "-c":
             raise McpReplConfigError(f"{where}: mcp-repl has no -c option; use --config.")
+        key = value.partition("=")[0].strip().lower()
+        if flag == "--config" and ("sandbox" in key or "bwrap" in key):
+            raise McpReplConfigError(
+                f"{where}: --config {key!r} changes the sandbox deputy_shiny checked; "
+                "remove it (the mode goes in --sandbox only)."
+            )
+        if flag == "--add-allowed-domain":
+            raise McpReplConfigError(
+                f"{where}: --add-allowed-domain opens the network to sandboxed code, which "
+                "the checked modes exclude; remove it."
+            )
+    for name in entry.env:
+        upper = name.upper()
+        if upper.startswith("MCP_REPL") and ("SANDBOX" in upper or "BWRAP" in upper):
+            raise McpReplConfigError(
+                f"{where}: its env sets {name}, which changes the sandbox deputy_shiny "
+                "checked; remove it."
+            )
     interpreters = [value for flag, value in options if flag == "--interpreter"]
     if not interpreters or interpreters[-1] != "python":
         found = repr(interpreters[-1]) if interpreters else "missing"
