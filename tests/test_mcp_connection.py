@@ -357,3 +357,52 @@ async def test_the_blocking_constructor_refuses_a_running_loop(notes: Any) -> No
 
     with pytest.raises(SyncInAsyncError):
         McpConnection(in_process(notes=notes), "notes", agent(), tools=["add"])
+
+
+async def test_a_connection_on_the_callers_loop_serves_it_there(notes: Any) -> None:
+    seen: list[bool] = []
+    test_loop = asyncio.get_running_loop()
+
+    @notes.tool()
+    async def where() -> str:
+        """Which loop serves the call."""
+        seen.append(asyncio.get_running_loop() is test_loop)
+        return "here"
+
+    owner = agent()
+    conn = await McpConnection.open(
+        in_process(notes=notes), "notes", owner, tools=["where"], loop="current"
+    )
+    try:
+        assert await conn.tools()[0].invoke({}) == "here"
+        assert seen == [True]  # served on this loop: no hop to the MCP loop thread
+    finally:
+        await owner.aclose()  # the agent closes it, on this loop
+    assert conn.status == "closed"
+    with pytest.raises(ConfigurationError, match='"mcp" or "current"'):
+        await McpConnection.open(
+            in_process(notes=notes),
+            "notes",
+            owner,
+            tools=["add"],
+            loop="other",  # type: ignore[arg-type]
+        )
+
+
+def test_a_connection_whose_loop_ended_is_closed_not_hung() -> None:
+    notes = notes_server()
+    owner = agent()
+
+    async def open_here() -> McpConnection:
+        return await McpConnection.open(
+            in_process(notes=notes), "notes", owner, tools=["add"], loop="current"
+        )
+
+    conn = asyncio.run(open_here())  # that loop ends here, and its owner task with it
+
+    async def call() -> Any:
+        return await conn.call_tool_result("add", {"a": 1, "b": 2})
+
+    with pytest.raises(McpConnectionError, match="loop that owns this MCP connection"):
+        asyncio.run(call())
+    owner.close()  # nothing left to close, and no hang

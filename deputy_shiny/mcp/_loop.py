@@ -6,6 +6,11 @@ server startups. So every connection's owner task runs here, on a daemon thread
 started on first use, and callers on any loop or thread reach it through
 :func:`on_mcp_loop` (async) or :func:`block_on_mcp_loop` (sync). Cancelling the
 awaiting caller cancels the work on the MCP loop too.
+
+An app whose own loop lives as long as its connections (a Shiny app) may open them on
+that loop instead (``McpConnection.open(..., loop="current")``): a call then needs no
+hop between threads, which under load costs a GIL hand-over each way. The functions
+here take the owning loop for that case.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from .._sync import ensure_no_running_loop
+from ..errors import McpConnectionError
 
 T = TypeVar("T")
 
@@ -50,29 +56,54 @@ def on_mcp_thread() -> bool:
     return _thread is not None and threading.current_thread() is _thread
 
 
-async def on_mcp_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the MCP loop and await its result from any loop."""
-    loop = mcp_loop()
+def _check_alive(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> None:
+    if loop.is_closed() or not loop.is_running():
+        coro.close()
+        raise McpConnectionError(
+            "the event loop that owns this MCP connection has stopped, so the connection "
+            "is closed; open a new one"
+        )
+
+
+async def on_loop(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> T:
+    """Run ``coro`` on ``loop`` (default: the MCP loop) and await its result from any loop.
+
+    On ``loop`` itself this is a plain await; from another loop it hops threads.
+    """
+    loop = loop or mcp_loop()
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:  # pragma: no cover - only async callers come here
         running = None
     if running is loop:
         return await coro
+    _check_alive(loop, coro)
     future = asyncio.run_coroutine_threadsafe(coro, loop)
     return await asyncio.wrap_future(future)
 
 
-def block_on_mcp_loop(coro: Coroutine[Any, Any, T], method: str) -> T:
-    """Run ``coro`` on the MCP loop and wait for it (scripts; never inside a running loop)."""
+async def on_mcp_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the MCP loop and await its result from any loop."""
+    return await on_loop(coro)
+
+
+def block_on_mcp_loop(
+    coro: Coroutine[Any, Any, T], method: str, loop: asyncio.AbstractEventLoop | None = None
+) -> T:
+    """Run ``coro`` on ``loop`` (default: the MCP loop) and wait for it (scripts; never
+    inside a running loop)."""
     try:
         ensure_no_running_loop(method)
     except Exception:
         coro.close()
         raise
-    return submit(coro).result()
+    return submit(coro, loop).result()
 
 
-def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    """Schedule ``coro`` on the MCP loop from any thread; the future has its result."""
-    return asyncio.run_coroutine_threadsafe(coro, mcp_loop())
+def submit(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None
+) -> concurrent.futures.Future[T]:
+    """Schedule ``coro`` on ``loop`` (default: the MCP loop) from any thread."""
+    loop = loop or mcp_loop()
+    _check_alive(loop, coro)
+    return asyncio.run_coroutine_threadsafe(coro, loop)

@@ -185,6 +185,11 @@ class SessionOwner:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(task)
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the owner task runs on (None before it started)."""
+        return self._loop
+
     def stop_soon(self) -> None:
         """Ask the owner to close, from any thread, without waiting."""
         loop, stop = self._loop, self._stop

@@ -44,7 +44,7 @@ from .._sync import ensure_no_running_loop
 from ..errors import ConfigurationError, McpError, ToolInvocationError
 from ..tools import Tool, ToolAnnotations, ToolSource, ToolState
 from ._convert import RejectedTool, ToolBinding, content_text, convert_tool, resource_text
-from ._loop import block_on_mcp_loop, on_mcp_loop, on_mcp_thread, submit
+from ._loop import block_on_mcp_loop, on_loop, on_mcp_thread, submit
 from ._owner import McpStatus, SessionOwner
 from .config import ConfigInput, McpServerConfig, load_mcp_config
 from .records import McpPage, McpPromptMessage
@@ -121,22 +121,37 @@ class McpConnection:
         resources: Sequence[str] = (),
         prompts: Sequence[str] = (),
         timeout: float | None = None,  # noqa: ASYNC109 (the connection's limit, not this call's)
+        loop: OwnerLoop = "mcp",
     ) -> McpConnection:
-        """Connect without blocking the event loop; the arguments are the constructor's."""
+        """Connect without blocking the event loop; the arguments are the constructor's.
+
+        ``loop`` is where the connection's owner task lives: ``"mcp"`` (the default) on
+        the process-wide MCP loop thread, so the connection outlives the caller's loop
+        (scripts that call ``asyncio.run`` more than once); ``"current"`` on the
+        caller's loop, for apps whose loop outlives the connection (a Shiny app): each
+        call then skips a hop between threads.
+        """
         self = cls.__new__(cls)
         self._setup(load_mcp_config(config).server(server), agent, tools, resources, prompts)
-        await on_mcp_loop(self._connect(timeout))
+        self._home = _home(loop)
+        await on_loop(self._connect(timeout), self._home)
         return self
 
     @classmethod
     async def open_all_tools(
-        cls, server: McpServerConfig, agent: McpOwnerAgent | None, limit: float | None = None
+        cls,
+        server: McpServerConfig,
+        agent: McpOwnerAgent | None,
+        limit: float | None = None,
+        loop: OwnerLoop = "mcp",
     ) -> McpConnection:
-        """A connection offering every tool the server has (``tools_mcp``, ``load_mcp``)."""
+        """A connection offering every tool the server has (``tools_mcp``, ``load_mcp``,
+        the kit); ``loop`` as for :meth:`open`."""
         self = cls.__new__(cls)
         self._setup(server, agent, (), (), ())
         self._all_tools = True
-        await on_mcp_loop(self._connect(limit))
+        self._home = _home(loop)
+        await on_loop(self._connect(limit), self._home)
         return self
 
     def _setup(
@@ -162,6 +177,7 @@ class McpConnection:
         self._resources = _names("resources", resources)
         self._prompts = _names("prompts", prompts)
         self._all_tools = False
+        self._home: asyncio.AbstractEventLoop | None = None  # None: the MCP loop
         self._tools: list[Tool] = []
         self._rejected: list[RejectedTool] = []
         self._owner: SessionOwner | None = None
@@ -345,7 +361,7 @@ class McpConnection:
     async def _request(
         self, what: str, send: Callable[[Any], Awaitable[T]], limit: float | None = None
     ) -> T:
-        return await on_mcp_loop(self._live_owner().request(what, send, limit))
+        return await on_loop(self._live_owner().request(what, send, limit), self._home)
 
     async def _for_model(self, call: Awaitable[T]) -> T:
         try:
@@ -394,7 +410,7 @@ class McpConnection:
         self, name: str, arguments: Mapping[str, str] | None = None
     ) -> list[McpPromptMessage]:
         """Blocking :meth:`get_prompt`, for scripts."""
-        return block_on_mcp_loop(self.get_prompt(name, arguments), "get_prompt_sync")
+        return block_on_mcp_loop(self.get_prompt(name, arguments), "get_prompt_sync", self._home)
 
     async def discover(self, kind: CatalogueKind, cursor: str | None = None) -> McpPage:
         """One page of the server's catalogue of ``kind``; never changes the allowlists.
@@ -416,19 +432,19 @@ class McpConnection:
 
     def discover_sync(self, kind: CatalogueKind, cursor: str | None = None) -> McpPage:
         """Blocking :meth:`discover`, for scripts."""
-        return block_on_mcp_loop(self.discover(kind, cursor), "discover_sync")
+        return block_on_mcp_loop(self.discover(kind, cursor), "discover_sync", self._home)
 
     # ------------------------------------------------------------------ closing
 
     async def aclose(self) -> None:
         """Close the connection and stop its server; safe to repeat."""
-        if self._owner is not None:
-            await on_mcp_loop(self._owner.stop())
+        if self._owner is not None and not _loop_gone(self._home):
+            await on_loop(self._owner.stop(), self._home)
 
     async def acancel(self) -> None:
         """Cancel the request in progress, close, and discard the server's session state."""
-        if self._owner is not None:
-            await on_mcp_loop(self._owner.cancel())
+        if self._owner is not None and not _loop_gone(self._home):
+            await on_loop(self._owner.cancel(), self._home)
 
     def close(self) -> None:
         """Blocking :meth:`aclose`; inside a running event loop it only starts closing."""
@@ -453,19 +469,38 @@ class _OwnerCloser:
 
 def _close_blocking(owner: SessionOwner, *, cancel: bool = False) -> None:
     """Close ``owner`` and wait, unless this thread runs an event loop (then: signal only)."""
+    home = owner.loop
+    if home is None or home.is_closed() or not home.is_running():
+        return  # never started, or its loop ended (and took the owner task with it)
     if on_mcp_thread():
         owner.stop_soon()
         return
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
-        future = submit(owner.cancel() if cancel else owner.stop())
+        future = submit(owner.cancel() if cancel else owner.stop(), home)
         future.result(timeout=_CLOSE_WAIT)
         return
-    if cancel:
-        submit(owner.cancel())
+    if cancel and running is not home:
+        submit(owner.cancel(), home)
     else:
         owner.stop_soon()
+
+
+OwnerLoop = Literal["mcp", "current"]
+"""Where a connection's owner task lives: the MCP loop thread, or the caller's loop."""
+
+
+def _home(loop: OwnerLoop) -> asyncio.AbstractEventLoop | None:
+    if loop == "mcp":
+        return None
+    if loop == "current":
+        return asyncio.get_running_loop()
+    raise ConfigurationError(f'loop must be "mcp" or "current", not {loop!r}')
+
+
+def _loop_gone(loop: asyncio.AbstractEventLoop | None) -> bool:
+    return loop is not None and (loop.is_closed() or not loop.is_running())
 
 
 def _names(what: str, names: Sequence[str]) -> tuple[str, ...]:

@@ -134,7 +134,11 @@ class SessionMcp:
         try:
             config = self._config.server(server)
             if tools is None:
-                connection = await McpConnection.open_all_tools(config, agent, timeout)
+                # Owned on the app's loop (it outlives every session): calls skip the hop
+                # to the MCP loop thread.
+                connection = await McpConnection.open_all_tools(
+                    config, agent, timeout, loop="current"
+                )
             else:
                 connection = await McpConnection.open(
                     self._config,
@@ -144,6 +148,7 @@ class SessionMcp:
                     resources=resources,
                     prompts=prompts,
                     timeout=timeout,
+                    loop="current",
                 )
             if self._closed:  # the session ended while the server started
                 await connection.aclose()
