@@ -10,10 +10,15 @@ Each browser session gets its own Agent and its own workspace folder (seeded wit
 ask the user first (a dialog), a hook blocks dangerous shell commands, and the user
 can narrow the permission mode from the sidebar, which also shows the workspace's
 files and the conversation's usage.
+
+With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
+sidebar also lists its servers: each session connects them with a click, gets their
+tools, and its server processes stop when it ends.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from shiny import App, Inputs, Outputs, Session, render, ui
@@ -38,10 +43,12 @@ from deputy_shiny import (
     tools_interactive,
     tools_preset,
 )
+from deputy_shiny.mcp import MCP_CONFIG_ENV, load_mcp_config
 from deputy_shiny.shiny import (
     AgentChatContext,
     agent_chat_server,
     agent_chat_ui,
+    mcp_panel_server,
     permission_mode_server,
 )
 
@@ -68,6 +75,10 @@ MODEL_CHECK = ModelCheck(chosen_model()).start()
 # Model-run shell commands only ever run confined. Without bubblewrap the app leaves
 # bash out (and says so in the sidebar) rather than run it unconfined.
 BASH_UNAVAILABLE = sandbox_unavailable_reason()
+
+# The operator's MCP servers, if any: read (and checked) once, at start; a malformed
+# file stops the app with an McpConfigError naming the server and field.
+MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
 
 def build_agent(ctx: AgentChatContext, model: str) -> Agent:
@@ -111,7 +122,7 @@ def app_ui(request: Request) -> ui.Tag:
     banner = ui.output_ui("banner")
     banner.children.append(demo_banner(choice))
     return ui.page_sidebar(
-        app_sidebar(choice, bash_unavailable=BASH_UNAVAILABLE),
+        app_sidebar(choice, bash_unavailable=BASH_UNAVAILABLE, mcp=MCP_CONFIG is not None),
         banner,
         agent_chat_ui(
             "chat",
@@ -137,7 +148,9 @@ def app_ui(request: Request) -> ui.Tag:
 
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
-    handle = agent_chat_server("chat", lambda ctx: build_agent(ctx, MODEL_CHECK.current().model))
+    handle = agent_chat_server(
+        "chat", lambda ctx: build_agent(ctx, MODEL_CHECK.current().model), mcp_config=MCP_CONFIG
+    )
 
     def apply(choice: ModelChoice) -> bool:
         # The check finished after this session started: move the agent to the model
@@ -162,6 +175,8 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)
     usage_meter_server("usage", handle.usage, handle.running, handle.pending_approvals)
+    if MCP_CONFIG is not None:
+        mcp_panel_server("mcp", handle)
 
 
 app = App(app_ui, server, static_assets=WWW)

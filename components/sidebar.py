@@ -22,7 +22,7 @@ from shiny import Inputs, Outputs, Session, module, render, ui
 from components.model_choice import ModelChoice, model_summary
 from components.usage_meter import usage_meter_ui
 from components.workspace import workspace_ui
-from deputy_shiny.shiny import permission_mode_ui
+from deputy_shiny.shiny import mcp_panel_ui, permission_mode_ui
 
 __all__ = ["app_sidebar", "model_section_server", "model_section_ui"]
 
@@ -68,10 +68,13 @@ def _shell_note(bash_unavailable: str | None) -> Tag:
     )
 
 
-def app_sidebar(initial: ModelChoice, bash_unavailable: str | None = None) -> ui.Sidebar:
+def app_sidebar(
+    initial: ModelChoice, bash_unavailable: str | None = None, mcp: bool = False
+) -> ui.Sidebar:
     """The sidebar, with ``initial`` as the model shown before the server renders.
 
-    ``bash_unavailable`` is why the app left shell commands out (None: they are on).
+    ``bash_unavailable`` is why the app left shell commands out (None: they are on);
+    ``mcp`` adds the MCP servers panel (the app has an MCP config).
     """
     return ui.sidebar(
         _section("Model", model_section_ui("model", initial), class_="deputy-model"),
@@ -87,6 +90,7 @@ def app_sidebar(initial: ModelChoice, bash_unavailable: str | None = None) -> ui
         ),
         _section("Workspace", workspace_ui("workspace"), class_="deputy-workspace-section"),
         _section("Usage", usage_meter_ui("usage")),
+        _section("MCP servers", mcp_panel_ui("mcp"), class_="deputy-mcp-section") if mcp else None,
         id="sidebar",
         width=350,
         open="desktop",

@@ -135,6 +135,7 @@ class ToolGate:
                 tool_input=arguments,
                 context=self._hook_context(
                     "PermissionRequest",
+                    tool,
                     call_id=request.id,
                     permission_reason=decision.reason,
                 ),
@@ -157,7 +158,7 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=request.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", call_id=request.id),
+                context=self._hook_context("PreToolUse", tool, call_id=request.id),
             )
             for event in self.hook_events("PreToolUse", run):
                 yield event
@@ -378,7 +379,7 @@ class ToolGate:
                 "PreToolUse",
                 tool_name=tool.name,
                 tool_input=arguments,
-                context=self._hook_context("PreToolUse", call_id=request.id),
+                context=self._hook_context("PreToolUse", tool, call_id=request.id),
             )
             if run.failure is not None:
                 return PermissionDecision(
@@ -416,7 +417,7 @@ class ToolGate:
             tool_input=arguments,
             tool_output=result.output,
             context=self._hook_context(
-                event, call_id=result.call_id, error=result.output if failed else None
+                event, tool, call_id=result.call_id, error=result.output if failed else None
             ),
         )
         hook_result = run.result
@@ -436,8 +437,16 @@ class ToolGate:
 
     # ------------------------------------------------------------ events
 
-    def _hook_context(self, event: str, **extra: Any) -> HookContext:
-        return self.hook_context(event, **extra)
+    def _hook_context(self, event: str, tool: Tool, **extra: Any) -> HookContext:
+        """A tool event's context: it carries the tool's metadata and annotations (an MCP
+        tool's server and connection id), as permission callbacks see them."""
+        meta = tool_metadata(tool)
+        return self.hook_context(
+            event,
+            tool_metadata=meta,
+            tool_annotations=dict(meta["annotations"]),
+            **extra,
+        )
 
     def hook_context(self, event: str, **extra: Any) -> HookContext:
         """The context hooks receive at ``event`` in this run (extras: call_id, ...)."""

@@ -46,9 +46,13 @@ class ToolRegistry:
         *,
         provider: str,
         replace: bool = False,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         """Add a checked batch; a name clash is an error unless ``replace=True``."""
-        batch, natives = self.check_batch(items, permissions, provider=provider)
+        batch, natives = self.check_batch(
+            items, permissions, provider=provider, agent_id=agent_id, session_id=session_id
+        )
         if not replace:
             registered = set(self.tools) | set(self.natives)
             clashes = sorted(name for name in (*batch, *natives) if name in registered)
@@ -66,10 +70,18 @@ class ToolRegistry:
         self._schemas = None
 
     def replace_all(
-        self, items: Iterable[Tool | NativeWebSearch], permissions: Permissions, *, provider: str
+        self,
+        items: Iterable[Tool | NativeWebSearch],
+        permissions: Permissions,
+        *,
+        provider: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         """Replace every registered tool with a checked batch."""
-        self.tools, self.natives = self.check_batch(items, permissions, provider=provider)
+        self.tools, self.natives = self.check_batch(
+            items, permissions, provider=provider, agent_id=agent_id, session_id=session_id
+        )
         self._schemas = None
 
     def all(self) -> dict[str, Tool | NativeWebSearch]:
@@ -101,8 +113,12 @@ class ToolRegistry:
         permissions: Permissions,
         *,
         provider: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
     ) -> Batch:
-        """Check a batch: tools only, unique names, native tools authorized for ``provider``."""
+        """Check a batch: tools only, unique names, native tools authorized for ``provider``,
+        and tools bound to one agent or session (their source's ``agent_id`` /
+        ``session_id``) registered only there."""
         if isinstance(items, Tool | NativeWebSearch):
             items = [items]
         try:
@@ -121,6 +137,7 @@ class ToolRegistry:
             if item.name in batch or item.name in natives:
                 raise ToolNameConflictError(f"Two tools in one batch are named {item.name!r}.")
             if isinstance(item, Tool):
+                _check_binding(item, agent_id, session_id)
                 batch[item.name] = item
                 continue
             refusal = native_web_refusal(permissions, item.name)
@@ -133,3 +150,19 @@ class ToolRegistry:
                 )
             natives[item.name] = item
         return batch, natives
+
+
+def _check_binding(item: Tool, agent_id: str | None, session_id: str | None) -> None:
+    """A tool bound to one agent or session (an McpConnection's) refuses any other."""
+    source = item.source
+    where = f" (MCP connection {source.connection_id})" if source.connection_id else ""
+    if source.agent_id is not None and source.agent_id != agent_id:
+        raise InvalidToolError(
+            f"Tool {item.name!r}{where} belongs to agent {source.agent_id!r} and cannot be "
+            f"registered with agent {agent_id!r}. Open a connection for this agent instead."
+        )
+    if source.session_id is not None and source.session_id != session_id:
+        raise InvalidToolError(
+            f"Tool {item.name!r}{where} belongs to session {source.session_id!r} and cannot be "
+            f"registered in session {session_id!r}. Open a connection for this session instead."
+        )

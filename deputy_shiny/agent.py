@@ -45,6 +45,9 @@ from .errors import (
 from .events import AgentEvent, AgentResult, AgentUsage
 from .hooks import HookMatcher, HookRegistry
 from .limits import UsageLimits
+from .mcp.config import ConfigInput as McpConfigInput
+from .mcp.loading import McpLoads
+from .mcp.records import McpLoadRecord
 from .messages import (
     ContentText,
     ContentToolRequest,
@@ -159,6 +162,7 @@ class Agent:
         self._usage = AgentUsage()
         self._tool_state = ToolState()
         self._engine = Engine()
+        self._mcp: McpLoads | None = None
         self.register_tools(tools)
 
     # ------------------------------------------------------------ identity
@@ -794,17 +798,97 @@ class Agent:
         (from ``tools_web(model)``) is authorized here, once: it needs web access, an
         explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
         """
-        self._tools.add(tools, self._permissions, provider=self._model.provider, replace=replace)
+        self._tools.add(
+            tools,
+            self._permissions,
+            provider=self._model.provider,
+            replace=replace,
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+        )
         return self
+
+    def _lend_tools(self, tools: Iterable[Tool], lead: Agent) -> None:
+        """Register tools ``lead`` lends this agent, its subagent (package-internal:
+        delegation/). A tool bound to the lead (an MCP connection's) stays the lead's:
+        its binding is checked against the lead, on whose behalf this agent works."""
+        self._tools.add(
+            tools,
+            self._permissions,
+            provider=self._model.provider,
+            replace=False,
+            agent_id=lead.agent_id,
+            session_id=lead.session_id,
+        )
 
     def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Agent:
         """Replace all registered tools (the batch is checked first)."""
-        self._tools.replace_all(tools, self._permissions, provider=self._model.provider)
+        self._tools.replace_all(
+            tools,
+            self._permissions,
+            provider=self._model.provider,
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+        )
         return self
 
     def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
         """The registered tools by name (provider-native ones included)."""
         return self._tools.all()
+
+    # ------------------------------------------------------------ MCP
+
+    def load_mcp(
+        self,
+        config: McpConfigInput = None,
+        servers: str | Sequence[str] | None = None,
+        replace: bool = False,
+    ) -> Agent:
+        """Load the tools of MCP servers from a config (blocking; see :meth:`load_mcp_async`).
+
+        Example:
+            >>> import warnings
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([]))
+            >>> with warnings.catch_warnings(action="ignore"):
+            ...     _ = agent.load_mcp({"mcpServers": {}})
+            >>> agent.mcp_status()[0].status, agent.mcp_tools()
+            ('unavailable', [])
+        """
+        return _sync.run_sync(self.load_mcp_async(config, servers, replace), "load_mcp")
+
+    async def load_mcp_async(
+        self,
+        config: McpConfigInput = None,
+        servers: str | Sequence[str] | None = None,
+        replace: bool = False,
+    ) -> Agent:
+        """Load the tools of MCP servers (``servers``: exact names; None: all configured).
+
+        ``config`` is a path, a dict or an ``McpConfig`` (None: ``$DEPUTY_MCP_CONFIG`` or
+        ``~/.config/mcptools/config.json``). The servers stop when the agent is closed.
+        ``replace=True`` swaps the tools loaded earlier from these servers (dropping
+        those a server no longer offers, and replacing other tools with the same names);
+        with ``replace=False`` a name clash is an error. A server that fails is skipped
+        with a warning; tools of connections that have since closed are removed.
+        :meth:`mcp_status` records every call.
+        """
+        self._ensure_idle("load MCP tools")
+        await self._mcp_loads().load(self, config, servers, replace)
+        return self
+
+    def mcp_tools(self) -> list[str]:
+        """The names of the registered tools :meth:`load_mcp` loaded."""
+        return self._mcp_loads().tool_names(self)
+
+    def mcp_status(self) -> list[McpLoadRecord]:
+        """A record of each :meth:`load_mcp` call: status, servers, tools, time, error."""
+        return self._mcp_loads().status()
+
+    def _mcp_loads(self) -> McpLoads:
+        if self._mcp is None:
+            self._mcp = McpLoads()
+        return self._mcp
 
     # ------------------------------------------------------------ skills
 

@@ -30,6 +30,13 @@ __all__ = [
     "InvalidLimitError",
     "InvalidModelError",
     "InvalidToolError",
+    "McpBusyError",
+    "McpConfigError",
+    "McpConnectionError",
+    "McpError",
+    "McpReplConfigError",
+    "McpTimeoutError",
+    "McpUnknownServerError",
     "MissingCredentialsError",
     "PathDenied",
     "PermissionsError",
@@ -259,6 +266,53 @@ class DelegationError(DeputyError):
 
 class DelegationDisclosureError(DelegationError):
     """The lead's ``DelegationDisclosure`` refuses this requester: nothing is shown."""
+
+
+# --------------------------------------------------------------------------- MCP
+
+
+class McpError(DeputyError):
+    """Base class of the MCP errors; raised itself when a server answers a request with an
+    error, or lacks something a connection asked for (an allowlisted tool it does not offer).
+    """
+
+
+class McpConfigError(McpError, ConfigurationError):
+    """An MCP server configuration is malformed: unreadable JSON, a missing or wrong field,
+    an unknown ``${VAR}`` in a header. The message names the server and the field."""
+
+
+class McpReplConfigError(McpConfigError):
+    """An mcp-repl server entry does not pin a sandbox deputy_shiny can check: its final
+    ``--sandbox`` is missing, is not the requested ``read-only`` / ``workspace-write``, or
+    is overridden by ``--config sandbox_mode=...``; or the entry is not a local command
+    running ``--interpreter python``. Raised before any process starts; the message names
+    the server and the argument to fix."""
+
+
+class McpUnknownServerError(McpConfigError):
+    """A selected server name is not in the MCP configuration; the message lists the
+    configured names (``known``)."""
+
+    def __init__(self, message: str, *, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.known = known
+
+
+class McpConnectionError(McpError):
+    """An MCP connection could not start, its server went away (the process exited, the
+    HTTP session ended), or it is closed. A closed connection never reconnects by itself:
+    open a new one (``agent.load_mcp(...)`` or ``McpConnection.open(...)``)."""
+
+
+class McpBusyError(McpError):
+    """A request was sent to an MCP connection that is still serving another one: each
+    connection serves one request at a time, and an overlapping one fails at once."""
+
+
+class McpTimeoutError(McpConnectionError, TimeoutError):
+    """An MCP request outlived its timeout; the connection was closed (its server process
+    stopped), so later calls on it raise :class:`McpConnectionError`."""
 
 
 # --------------------------------------------------------------------------- internal signals

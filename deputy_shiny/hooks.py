@@ -255,6 +255,11 @@ class HookContext(CallIdentity):
         prompt: The user's message at ``UserPromptSubmit``.
         details: Anything else the event carries (for example ``subagent`` and ``task``
             at ``SubagentStart``/``SubagentStop``, ``message`` at ``Notification``).
+        tool_metadata: At tool events, :func:`~deputy_shiny.tools.tool_metadata` of the
+            tool (its source: an MCP tool's server, remote name and connection id), as
+            permission callbacks get it; None at other events.
+        tool_annotations: At tool events, the tool's annotations as supplied (missing
+            ones absent); None at other events.
 
     Example:
         >>> HookContext(event="Stop", run_id="run_1", reason="complete").reason
@@ -268,6 +273,8 @@ class HookContext(CallIdentity):
     permission_reason: str | None = None
     prompt: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    tool_metadata: Mapping[str, Any] | None = None
+    tool_annotations: Mapping[str, bool] | None = None
 
     def __post_init__(self) -> None:
         _check_event(self.event)

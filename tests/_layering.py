@@ -21,9 +21,10 @@ PACKAGE = "deputy_shiny"
 KIT = f"{PACKAGE}.shiny"
 # What the runtime must never import: the kit, the UI libraries, the reference app.
 UI_IMPORTS = (KIT, "shiny", "shinychat", "app", "components")
-# Modules that hold policy or tools, and what they must not import.
+# Modules that hold policy or tools (MCP tools included), and what they must not import.
 POLICY_MODULES = (
     f"{PACKAGE}.tools",
+    f"{PACKAGE}.mcp",
     f"{PACKAGE}.permissions",
     f"{PACKAGE}.hooks",
     f"{PACKAGE}.hooks_builtin",
@@ -126,8 +127,8 @@ def check_ui_direction(root: Path, allowed: Iterable[str] = ()) -> list[str]:
 
 
 def check_policy_independence(root: Path, allowed: Iterable[str] = ()) -> list[str]:
-    """Rule 2: tools/, permissions, hooks, hooks_builtin and sandbox import nothing of
-    agent.py, _engine.py or models (module or package). ``allowed`` holds
+    """Rule 2: tools/, mcp/, permissions, hooks, hooks_builtin and sandbox import nothing
+    of agent.py, _engine.py or models (module or package). ``allowed`` holds
     ``"module -> target"`` pairs exempt for now."""
     exempt = set(allowed)
     return _unique(
@@ -234,11 +235,11 @@ def check_cycles(root: Path, known: Iterable[frozenset[str]] = ()) -> list[str]:
 
 
 def heavy_imports(root: Path, package: str = PACKAGE) -> list[str]:
-    """Rule 5: which of shiny, shinychat and litellm ``import <package>`` loads, in a
-    fresh interpreter with ``root`` first on the path."""
+    """Rule 5: which of shiny, shinychat, litellm and the MCP SDK (``mcp``)
+    ``import <package>`` loads, in a fresh interpreter with ``root`` first on the path."""
     code = (
         f"import sys, {package}\n"
-        "heavy = ('shiny', 'shinychat', 'litellm')\n"
+        "heavy = ('shiny', 'shinychat', 'litellm', 'mcp')\n"
         "print(' '.join(h for h in heavy if h in sys.modules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(root)}

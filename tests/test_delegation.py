@@ -656,3 +656,31 @@ def test_annotations_of_the_delegate_tool() -> None:
         read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=False
     )
     assert tool is not None
+
+
+async def test_a_subagent_may_use_its_leads_mcp_tools(tmp_path: Path) -> None:
+    from deputy_shiny.tools import tool_metadata
+    from tests.mcp_servers import in_process, notes_server
+
+    sub = ScriptedModel([calls(ScriptedToolCall("add", {"a": 2, "b": 3})), "It is 5."])
+    lead = LeadAgent(
+        ScriptedModel([calls(delegate("adder", "add 2 and 3")), "ok"]),
+        working_dir=tmp_path,
+        subagents=[AgentDefinition(name="adder", description="Adds.", tools=["add"])],
+        subagent_models={"adder": sub},
+    )
+    await lead.load_mcp_async(in_process(notes=notes_server()), servers=["notes"])
+    try:
+        assert tool_metadata(lead.get_tools()["add"])["source"]["type"] == "mcp"  # type: ignore[arg-type]
+        await lead.run_async("go")
+    finally:
+        await lead.aclose()
+    (record,) = lead.list_subagents()
+    assert (record.status, record.response) == ("completed", "It is 5.")
+    (turns,) = lead.get_subagent_messages().values()
+    assert [r.output for t in turns for r in t.tool_results] == ["5"]
+    # Another agent still cannot take the lead's connection's tools.
+    from deputy_shiny.errors import InvalidToolError
+
+    with pytest.raises(InvalidToolError):
+        Agent(ScriptedModel([])).register_tools([lead.get_tools()["add"]])  # type: ignore[list-item]

@@ -19,6 +19,20 @@ def test_import_does_not_load_litellm() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_import_does_not_load_the_mcp_sdk() -> None:
+    """The MCP SDK takes ~0.7 s to import: it loads on the first connection, not before."""
+    code = (
+        "import sys, deputy_shiny, deputy_shiny.mcp\n"
+        "from deputy_shiny import Agent, load_mcp_config\n"
+        "from deputy_shiny.testing import ScriptedModel\n"
+        "Agent(ScriptedModel(['x'])).mcp_status()\n"
+        "load_mcp_config({'mcpServers': {'t': {'command': 'mcp-server-time'}}})\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_litellm_is_configured_for_offline_use() -> None:
     code = (
         "import os\n"
@@ -37,7 +51,7 @@ def test_version_comes_from_the_package_metadata() -> None:
     import importlib.metadata
 
     import deputy_shiny
-    from deputy_shiny.shiny._chat_module import _dependency
+    from deputy_shiny.shiny._chat_module import kit_dependency
 
     assert deputy_shiny.__version__ == importlib.metadata.version("deputy_shiny")
-    assert str(_dependency().version) == deputy_shiny.__version__
+    assert str(kit_dependency().version) == deputy_shiny.__version__

@@ -588,7 +588,12 @@ def test_title_is_not_a_hint_in_metadata() -> None:
         ),
         (
             ToolSource(type="mcp", server="github", remote_name="list_issues"),
-            {"type": "mcp", "server": "github", "remote_name": "list_issues"},
+            {
+                "type": "mcp",
+                "server": "github",
+                "tool": "list_issues",
+                "remote_name": "list_issues",
+            },
         ),
     ],
 )

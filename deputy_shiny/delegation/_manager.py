@@ -357,7 +357,6 @@ class Delegations:
             model = definition.model
         sub = Agent(
             model,
-            tools=resolved.tools,
             system_prompt=definition.prompt or None,
             usage_limits=limits,
             working_dir=lead.working_dir,
@@ -367,6 +366,7 @@ class Delegations:
             hooks=lead._hooks.select(_TOOL_HOOK_EVENTS),
             approval_handler=lead._approval_handler,
         )
+        sub._lend_tools(resolved.tools, lead)
         return sub, limits
 
     def _ancestors_for(self, item: _Delegation) -> tuple[Authority, ...]:

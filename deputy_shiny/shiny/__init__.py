@@ -11,6 +11,8 @@ Example:
 
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._image_guard import ImageGuard
+from ._mcp_panel import mcp_panel_server, mcp_panel_ui
+from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
 from ._render import render_events
 
@@ -18,9 +20,14 @@ __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
     "ImageGuard",
+    "McpServerState",
+    "McpServerView",
+    "SessionMcp",
     "agent_chat_server",
     "agent_chat_ui",
     "allowed_modes",
+    "mcp_panel_server",
+    "mcp_panel_ui",
     "permission_mode_server",
     "permission_mode_ui",
     "render_events",

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -39,9 +40,13 @@ from shinychat import Chat, chat_ui
 from .. import __version__
 from ..agent import Agent
 from ..approvals import ApprovalDecision, ApprovalRequest
+from ..errors import ConfigurationError, McpError
 from ..events import AgentEvent, AgentUsage
+from ..mcp.config import ConfigInput as McpConfigInput
+from ..mcp.config import McpConfig
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._image_guard import normalize_origins
+from ._mcp_session import SessionMcp
 from ._modals import approval_modal, questions_modal
 from ._prompts import PromptClosed, session_prompts
 from ._render import render_events
@@ -49,7 +54,8 @@ from ._render import render_events
 logger = logging.getLogger(__name__)
 
 
-def _dependency() -> HTMLDependency:
+def kit_dependency() -> HTMLDependency:
+    """The kit's script and stylesheet (modals, MCP panel buttons)."""
     return HTMLDependency(
         name="deputy_shiny",
         version=__version__,
@@ -71,12 +77,15 @@ class AgentChatContext:
             as a form in this session only.
         approval_handler: Pass to ``Agent(approval_handler=ctx.approval_handler)``:
             approvals show as a modal in this session only.
+        mcp: This session's MCP connections (``await ctx.mcp.connect(server)`` once
+            the agent exists, e.g. from an effect's task); the same as ``handle.mcp``.
     """
 
     session_id: str
     working_dir: Path
     ask_user: Callable[[list[Question], AskUserContext], Any]
     approval_handler: Callable[[ApprovalRequest], Any]
+    mcp: SessionMcp
 
 
 @dataclass
@@ -90,6 +99,8 @@ class AgentChatHandle:
         pending_approvals: Prompts (approvals and questions) waiting in this session.
         tool_events: Increments when a tool call ends (refresh views of the workspace).
         working_dir: The session's workspace.
+        mcp: This session's MCP connections: ``await handle.mcp.connect(server)``;
+            they close when the session ends.
     """
 
     agent: Agent | None
@@ -98,6 +109,7 @@ class AgentChatHandle:
     pending_approvals: reactive.Value[int]
     tool_events: reactive.Value[int]
     working_dir: Path | None
+    mcp: SessionMcp
 
 
 @module.ui
@@ -108,7 +120,7 @@ def agent_chat_ui(**chat_ui_options: Any) -> TagList:
     """
     options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
     return TagList(
-        _dependency(),
+        kit_dependency(),
         chat_ui("chat", **options),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
     )
@@ -133,6 +145,8 @@ def agent_chat_server(
     keep_workspaces: bool = False,
     approval_timeout: float | None = 600,
     allowed_image_origins: Iterable[str] = (),
+    mcp_config: McpConfigInput | McpConfig | None = None,
+    mcp_servers: Iterable[str] = (),
 ) -> AgentChatHandle:
     """Bind one Agent per browser session to the chat placed by ``agent_chat_ui(id)``.
 
@@ -145,13 +159,31 @@ def agent_chat_server(
             (or declined). None waits as long as the session lasts.
         allowed_image_origins: Origins (``https://images.example``) from which images in
             model text may load; every other remote image is blocked.
+        mcp_config: The MCP config (path, dict or ``McpConfig``) whose servers this
+            session may connect (``handle.mcp.connect``, the MCP panel).
+        mcp_servers: Servers of ``mcp_config`` to connect as each session starts, in the
+            background: their tools join the session's agent when ready, and the chat
+            says so if one fails. Each session starts its own server processes, and
+            they stop when it ends.
     """
     running = reactive.value(False)
     usage_value = reactive.value(AgentUsage())
     tool_events = reactive.value(0)
     origins = normalize_origins(allowed_image_origins)
+    autoconnect = tuple(mcp_servers)
+    if autoconnect and mcp_config is None:
+        raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
     if session.is_stub_session():
-        return AgentChatHandle(None, running, usage_value, reactive.value(0), tool_events, None)
+        return AgentChatHandle(
+            None, running, usage_value, reactive.value(0), tool_events, None, SessionMcp(None)
+        )
+
+    async def tell_chat(message: str) -> None:
+        await chat.append_message(message)
+
+    mcp = SessionMcp(mcp_config, on_failure=tell_chat)
+    for name in autoconnect:
+        mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
     root = (
         Path(workspace_root)
@@ -207,13 +239,29 @@ def agent_chat_server(
         working_dir=working_dir,
         ask_user=ask_user,
         approval_handler=approval_handler,
+        mcp=mcp,
     )
     agent = agent_factory(ctx)
     if not isinstance(agent, Agent):
         raise TypeError(f"agent_factory must return an Agent, not {type(agent).__name__}")
     _warn_unbound_ask_user(agent, ask_user)
     chat = Chat("chat", history=False)
-    handle = AgentChatHandle(agent, running, usage_value, prompts.pending, tool_events, working_dir)
+    handle = AgentChatHandle(
+        agent, running, usage_value, prompts.pending, tool_events, working_dir, mcp
+    )
+    mcp.bind(agent)
+    background: set[asyncio.Task[Any]] = set()
+
+    async def autoconnect_one(server: str) -> None:
+        # A failure shows in the panel, and SessionMcp tells the chat.
+        with contextlib.suppress(McpError):
+            await mcp.connect(server)
+
+    for name in autoconnect:
+        # Not awaited: the page and other sessions never wait for a server to start.
+        task = asyncio.get_running_loop().create_task(autoconnect_one(name))
+        background.add(task)
+        task.add_done_callback(background.discard)
 
     async def _set(value: reactive.Value[Any], new: Any) -> None:
         async with reactive.lock():
@@ -264,6 +312,9 @@ def agent_chat_server(
             if not agent.running:
                 break
             await asyncio.sleep(0.05)
+        for task in list(background):
+            task.cancel()
+        await mcp.aclose()  # this session's MCP servers stop
         await agent.aclose()  # stops the session's run_python interpreters
         if not keep_workspaces:
             await asyncio.to_thread(shutil.rmtree, working_dir, True)

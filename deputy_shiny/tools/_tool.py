@@ -206,6 +206,27 @@ class ToolSource(BaseModel):
             "other tool (judged by its annotations)."
         ),
     )
+    connection_id: str | None = Field(
+        default=None, description='For "mcp": the id of the connection the tool calls through.'
+    )
+    agent_id: str | None = Field(
+        default=None,
+        description=(
+            "For a tool bound to one agent (e.g. an McpConnection's): the only agent that may "
+            "register it. None: any agent may."
+        ),
+    )
+    session_id: str | None = Field(
+        default=None,
+        description="For a tool bound to one session: the only session that may register it.",
+    )
+    sandbox: str | None = Field(
+        default=None,
+        description=(
+            'For "mcp": the OS sandbox mode the server was checked to run its code in '
+            '(mcp-repl\'s "read-only" or "workspace-write"); None: not known.'
+        ),
+    )
 
 
 BUILTIN_PACKAGE = "deputy_shiny"
@@ -575,7 +596,16 @@ def tool_metadata(t: Tool) -> ToolMetadata:
     elif src.type == "package":
         source = {"type": "package", "package": src.package}
     else:
-        source = {"type": "mcp", "server": src.server, "remote_name": src.remote_name}
+        source = {
+            "type": "mcp",
+            "server": src.server,
+            "tool": src.remote_name,
+            "remote_name": src.remote_name,
+        }
+        if src.connection_id is not None:
+            source["connection_id"] = src.connection_id
+        if src.sandbox is not None:
+            source["sandbox"] = src.sandbox
     given = {k: v for k in _HINTS if (v := getattr(t.annotations, k)) is not None}
     return {
         "name": t.name,

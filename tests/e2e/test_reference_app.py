@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 
+import pytest
 from playwright.sync_api import Page, expect
 from shinychat.playwright import ChatController
 
@@ -65,3 +68,26 @@ def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
     card = chat_a.expand_tool_card(chat_a.tool_card("run_bash").last)
     expect(card).to_contain_text("welcome.md")
     assert SERVER_KEY not in (card.text_content() or "")
+
+
+def test_with_an_mcp_config_the_sidebar_connects_its_servers(
+    page: Page, serve_app: Callable[..., AppServer], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = tmp_path_factory.mktemp("mcp") / "config.json"
+    time_server = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
+    config.write_text(json.dumps({"mcpServers": {"time": time_server}}))
+    app = serve_app(str(ROOT / "app.py"), DEPUTY_MCP_CONFIG=str(config))
+    page.goto(app.url)
+    time_row = page.locator(".deputy-mcp-server[data-server='time']")
+    expect(time_row.locator(".deputy-mcp-state")).to_have_text("not connected", timeout=20_000)
+    time_row.get_by_role("button", name="Connect").click()
+    expect(time_row.locator(".deputy-mcp-state")).to_have_text("connected", timeout=20_000)
+    expect(time_row.locator(".deputy-mcp-tools")).to_have_text("2 tools")
+
+
+def test_without_an_mcp_config_there_is_no_mcp_panel(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app(str(ROOT / "app.py"))
+    open_chat(page, app, "chat")
+    expect(page.locator(".deputy-mcp-section")).to_have_count(0)

@@ -43,6 +43,15 @@
     return { action: action, answers: answers };
   }
 
+  // MCP panel buttons: connect / disconnect one configured server of this session.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("[data-deputy-mcp]");
+    if (!button || !window.Shiny) return;
+    button.disabled = true;
+    const value = { server: button.dataset.server, action: button.dataset.deputyMcp };
+    window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
+  });
+
   document.addEventListener("click", function (event) {
     const button = event.target.closest("[data-deputy-action]");
     if (!button || !window.Shiny) return;

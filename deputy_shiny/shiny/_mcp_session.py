@@ -1,0 +1,208 @@
+"""The MCP connections of one browser session: ``handle.mcp`` (and ``ctx.mcp``).
+
+Every connection made here belongs to this session's agent: its tools join that agent
+only, its server process is this session's own (two sessions connecting the same
+configured server start two processes), and it closes when the session ends. Servers
+start on the MCP loop (a thread of its own), so connecting never holds up the page
+or another session; the panel and the chat learn how it went through
+:attr:`SessionMcp.version`, a reactive counter set only for the moment of the change.
+
+Example:
+    >>> SessionMcp(None).configured
+    ()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from shiny import reactive
+
+from ..errors import McpError
+from ..mcp import McpConnection, load_mcp_config
+from ..mcp.config import ConfigInput, McpConfig
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+logger = logging.getLogger(__name__)
+
+McpServerState = Literal["not connected", "connecting", "connected", "failed", "closed"]
+
+
+class McpServerView(BaseModel):
+    """One configured server as this session sees it (what the MCP panel shows).
+
+    Example:
+        >>> McpServerView(server="time", state="connecting").tools
+        0
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    server: str
+    state: McpServerState = "not connected"
+    tools: int = Field(default=0, description="How many of its tools the agent has.")
+    error: str | None = Field(default=None, description="The last error, if any.")
+
+
+class SessionMcp:
+    """This browser session's MCP connections (``handle.mcp``, ``ctx.mcp``).
+
+    Args:
+        config: The app's MCP config (path, dict or :class:`~deputy_shiny.mcp.McpConfig`),
+            or None for none: then :meth:`connect` needs servers it cannot find.
+        on_failure: Called (awaited) with a message when a connection fails, e.g. to
+            tell the chat.
+
+    Example:
+        >>> mcp = SessionMcp({"mcpServers": {"time": {"command": "mcp-server-time"}}})
+        >>> mcp.configured, mcp.views()[0].state
+        (('time',), 'not connected')
+    """
+
+    def __init__(
+        self,
+        config: ConfigInput | McpConfig | None,
+        on_failure: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._config = load_mcp_config(config) if config is not None else None
+        self._on_failure = on_failure
+        self._agent: Agent | None = None
+        self._connections: dict[str, McpConnection] = {}
+        self._views: dict[str, McpServerView] = {
+            name: McpServerView(server=name) for name in self.configured
+        }
+        self._closed = False
+        self._changes = 0  # a plain count: tasks may not read reactive values
+        self.version = reactive.value(0)
+
+    @property
+    def configured(self) -> tuple[str, ...]:
+        """The server names in the app's config, in its order."""
+        return () if self._config is None else self._config.names()
+
+    def views(self) -> list[McpServerView]:
+        """Every configured (or connected) server with its state, tool count and error."""
+        return list(self._views.values())
+
+    def check_server(self, server: str) -> None:
+        """Raise if ``server`` is not in the app's config (no connection is made)."""
+        if self._config is None:
+            raise McpError("the app has no MCP config (agent_chat_server(mcp_config=...))")
+        self._config.server(server)
+
+    def connection(self, server: str) -> McpConnection | None:
+        """The live connection to ``server``, if this session has one."""
+        return self._connections.get(server)
+
+    def bind(self, agent: Agent) -> None:
+        """Attach the session's agent (the kit does this right after the factory)."""
+        self._agent = agent
+
+    async def connect(
+        self,
+        server: str,
+        *,
+        tools: Sequence[str] | None = None,
+        resources: Sequence[str] = (),
+        prompts: Sequence[str] = (),
+        timeout: float | None = None,  # noqa: ASYNC109 (the connection's limit)
+    ) -> McpConnection:
+        """Connect ``server`` for this session and give its tools to the session's agent.
+
+        ``tools=None`` allows every tool the server offers when it connects; a list
+        allows exactly those. A server already connected is disconnected first, so its
+        old tools never linger beside the new ones.
+
+        Raises:
+            McpError: the session has ended, or the server is unknown or failed to start
+                (the state says ``failed`` and the chat is told).
+        """
+        if self._closed:
+            raise McpError("this browser session has ended; it cannot connect servers")
+        agent = self._agent
+        if agent is None:
+            raise McpError("connect MCP servers after the agent exists (not in its factory)")
+        if self._config is None:
+            raise McpError("the app has no MCP config (agent_chat_server(mcp_config=...))")
+        await self.disconnect(server)
+        await self._show(server, state="connecting", tools=0, error=None)
+        try:
+            config = self._config.server(server)
+            if tools is None:
+                # Owned on the app's loop (it outlives every session): calls skip the hop
+                # to the MCP loop thread.
+                connection = await McpConnection.open_all_tools(
+                    config, agent, timeout, loop="current"
+                )
+            else:
+                connection = await McpConnection.open(
+                    self._config,
+                    server,
+                    agent,
+                    tools=tools,
+                    resources=resources,
+                    prompts=prompts,
+                    timeout=timeout,
+                    loop="current",
+                )
+            if self._closed:  # the session ended while the server started
+                await connection.aclose()
+                raise McpError("this browser session ended while the server started")
+            agent.register_tools(connection.tools(), replace=True)
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            await self._show(server, state="failed", error=message)
+            if self._on_failure is not None and not self._closed:
+                await self._on_failure(f"MCP server `{server}` failed to connect: {message}")
+            if isinstance(exc, McpError):
+                raise
+            raise McpError(f"MCP server {server!r} failed to connect: {message}") from exc
+        self._connections[server] = connection
+        await self._show(server, state="connected", tools=len(connection.tools()), error=None)
+        return connection
+
+    async def disconnect(self, server: str) -> None:
+        """Close this session's connection to ``server`` and take its tools away."""
+        connection = self._connections.pop(server, None)
+        if connection is None:
+            return
+        self._remove_tools(connection)
+        await connection.aclose()
+        await self._show(server, state="closed", tools=0)
+
+    async def aclose(self) -> None:
+        """Close every connection (the session ended); later connects fail."""
+        self._closed = True
+        for server in list(self._connections):
+            connection = self._connections.pop(server)
+            try:
+                await connection.aclose()
+            except Exception:  # one failing close must not keep the others open
+                logger.warning("closing MCP server %r failed", server, exc_info=True)
+
+    def _remove_tools(self, connection: McpConnection) -> None:
+        agent = self._agent
+        if agent is None:
+            return
+        theirs = {id(t) for t in connection.tools()}
+        kept = [t for t in agent.get_tools().values() if id(t) not in theirs]
+        agent.set_tools(kept)
+
+    async def _show(self, server: str, **changes: object) -> None:
+        view = self._views.get(server) or McpServerView(server=server)
+        self._views[server] = view.model_copy(update=changes)
+        if self._closed:
+            return
+        # Set from a task, not an effect: hold Shiny's lock only for the set.
+        async with reactive.lock():
+            self._changes += 1
+            self.version.set(self._changes)
+            await reactive.flush()
+
+
+__all__ = ["McpServerState", "McpServerView", "SessionMcp"]
