@@ -36,10 +36,18 @@ class SharedBudget:
     """The usage charged to one run, by itself and by every run delegated under it."""
 
     def __init__(
-        self, limits: UsageLimits, parent: SharedBudget | None = None, label: str = "lead"
+        self,
+        limits: UsageLimits,
+        parent: SharedBudget | None = None,
+        label: str = "lead",
+        *,
+        also: SharedBudget | None = None,
     ) -> None:
         self.limits = limits
         self.parent = parent
+        # A second budget this one also draws on (a retained agent's task draws on its
+        # handle's total and on the run that sent it): charged and checked like parent.
+        self.also = also
         self.label = label  # how stop messages name whose budget ran out
         self._lock = threading.Lock()
         self._requests = 0
@@ -50,11 +58,17 @@ class SharedBudget:
         self._cost_missing = 0
 
     def ancestors(self) -> Iterator[SharedBudget]:
-        """The budgets above this one, nearest first."""
-        budget = self.parent
-        while budget is not None:
+        """The budgets above this one, nearest first, each once (``parent``'s line,
+        then ``also``'s)."""
+        seen: set[int] = {id(self)}
+        pending = [b for b in (self.parent, self.also) if b is not None]
+        while pending:
+            budget = pending.pop(0)
+            if id(budget) in seen:
+                continue
+            seen.add(id(budget))
             yield budget
-            budget = budget.parent
+            pending[:0] = [b for b in (budget.parent, budget.also) if b is not None]
 
     def _chain(self) -> Iterator[SharedBudget]:
         yield self

@@ -38,15 +38,17 @@ class Authority:
         name: How denials name it ("lead agent", or its agent name).
         agent_id: Its agent id.
         permissions: Returns its current permissions.
-        tool_names: Returns the names of the tools it has now.
         working_dir: Where its relative paths resolve.
+        tool_names: Returns the names of the tools it has now (a lead lends its subagent
+            only its own tools), or None when the run below brings its own tools (a
+            retained agent): then only the permissions apply.
     """
 
     name: str
     agent_id: str
     permissions: Callable[[], Permissions]
-    tool_names: Callable[[], frozenset[str]]
     working_dir: Path
+    tool_names: Callable[[], frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)

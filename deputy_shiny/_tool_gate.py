@@ -247,7 +247,7 @@ class ToolGate:
         if decision.decision == "deny":
             return decision
         for above in self.deps.ancestors:
-            if tool.name not in above.tool_names():
+            if above.tool_names is not None and tool.name not in above.tool_names():
                 return PermissionDecision(
                     "deny",
                     f"The {above.name} does not have the tool {tool.name!r}, so a subagent "

@@ -21,12 +21,24 @@ import dataclasses
 import os
 import uuid
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, ClassVar, Literal, overload
 
 from . import _sync
 from ._budget import SharedBudget
+from ._delegation.host import DelegationHost, DelegationSubscription, ResultPage
+from ._delegation.policies import DelegationDisclosure, DelegationObservation
+from ._delegation.records import DelegationManifest, SubagentRecord
+from ._delegation.retained import Retention
 from ._engine import Engine
 from ._metadata import validate_run_context
 from ._run_deps import Authority, RunDeps, RunReport
@@ -38,6 +50,7 @@ from .approvals import ApprovalHandler
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
+    AgentRetainedError,
     ConfigurationError,
     InvalidLimitError,
     ToolNameConflictError,
@@ -87,6 +100,13 @@ class Agent:
         fallback_models: Models to try, in order, when a request fails transiently
             (connection error, 408, 429, 500, 502, 503, 504) before the run received
             any response or ran any tool. Once used, a fallback stays in use.
+        delegation_disclosure: Who may see this agent's delegations through
+            :meth:`inspect_subagents` and the other reads made for a requester
+            (default: nobody).
+        delegation_observation: How many delegation events are kept for
+            :meth:`observe_subagents`.
+        delegation_scope: What this agent belongs to (``{"owner": user_id}``), passed to
+            the disclosure policy.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -104,6 +124,8 @@ class Agent:
         '2 + 3 = 5'
     """
 
+    _retainable: ClassVar[bool] = True  # a LeadAgent cannot be retained
+
     def __init__(
         self,
         model: ModelLike,
@@ -119,6 +141,9 @@ class Agent:
         permissions: Permissions | None = None,
         hooks: Iterable[HookMatcher] = (),
         approval_handler: ApprovalHandler | None = None,
+        delegation_disclosure: DelegationDisclosure | None = None,
+        delegation_observation: DelegationObservation | None = None,
+        delegation_scope: Mapping[str, Any] | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -163,6 +188,14 @@ class Agent:
         self._tool_state = ToolState()
         self._engine = Engine()
         self._mcp: McpLoads | None = None
+        self._retained_by: str | None = None  # the agent id of the agent retaining it
+        self._retention: Retention | None = None  # the agents it retains (made on first use)
+        self._delegation_host = DelegationHost(
+            self,
+            disclosure=delegation_disclosure,
+            observation=delegation_observation,
+            scope=delegation_scope,
+        )
         self.register_tools(tools)
 
     # ------------------------------------------------------------ identity
@@ -222,6 +255,7 @@ class Agent:
             >>> Agent(ScriptedModel([])).set_permission_mode("readonly").get_permission_mode()
             'readonly'
         """
+        self._ensure_free("change its permissions")
         self._permissions = narrow_mode(self._permissions, mode)
         # Provider-native tools can't be checked per call: drop those the new mode refuses.
         self._tools.drop_refused_natives(self._permissions)
@@ -235,6 +269,7 @@ class Agent:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).add_hook(hook_block_dangerous_bash())
         """
+        self._ensure_free("add hooks")
         self._hooks.add(hook)
         return self
 
@@ -300,6 +335,7 @@ class Agent:
             >>> asyncio.run(main())[:2]
             ['start', 'request_start']
         """
+        self._ensure_free("run a task directly")
         options = build_run_options(
             task,
             agent_limits=self._usage_limits,
@@ -642,6 +678,13 @@ class Agent:
             self._model = report.model
             del self._fallbacks[: report.fallbacks_used]
 
+    def _ensure_free(self, action: str) -> None:
+        if self._retained_by is not None:
+            raise AgentRetainedError(
+                f"Cannot {action}: this agent is retained by agent {self._retained_by}, "
+                "which must release_agent() it first."
+            )
+
     def _ensure_idle(self, action: str) -> None:
         if self._engine.running:
             raise AgentBusyError(f"Cannot {action} while the agent is running a task.")
@@ -678,6 +721,7 @@ class Agent:
             >>> Agent(ScriptedModel([])).set_turns([]).get_turns()
             []
         """
+        self._ensure_free("replace the conversation")
         self._ensure_idle("replace the conversation")
         new_turns = list(turns)
         for turn in new_turns:
@@ -695,6 +739,7 @@ class Agent:
             >>> agent.last_turn().text
             '4'
         """
+        self._ensure_free("add turns")
         self._ensure_idle("add turns")
         user_t = user if isinstance(user, Turn) else user_turn(user)
         assistant_t = (
@@ -719,6 +764,7 @@ class Agent:
 
     def set_system_prompt(self, value: str | None) -> Agent:
         """Replace the system prompt (None removes it)."""
+        self._ensure_free("change the system prompt")
         if value is not None and not isinstance(value, str):
             raise ConfigurationError("system_prompt must be a string or None")
         self._conversation.system_prompt = value
@@ -760,6 +806,7 @@ class Agent:
             >>> Agent(ScriptedModel([])).set_model("anthropic/claude-sonnet-4-5").get_model()
             'anthropic/claude-sonnet-4-5'
         """
+        self._ensure_free("change the model")
         self._ensure_idle("change the model")
         new_model = resolve_model(model)
         if self._tools.natives and new_model.provider != self._model.provider:
@@ -798,6 +845,7 @@ class Agent:
         (from ``tools_web(model)``) is authorized here, once: it needs web access, an
         explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
         """
+        self._ensure_free("add tools")
         self._tools.add(
             tools,
             self._permissions,
@@ -823,6 +871,7 @@ class Agent:
 
     def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Agent:
         """Replace all registered tools (the batch is checked first)."""
+        self._ensure_free("replace the tools")
         self._tools.replace_all(
             tools,
             self._permissions,
@@ -835,6 +884,219 @@ class Agent:
     def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
         """The registered tools by name (provider-native ones included)."""
         return self._tools.all()
+
+    # ------------------------------------------------------------ delegations: reads
+
+    def list_subagents(self) -> list[SubagentRecord]:
+        """Every delegation this agent made, oldest first, running ones included (host
+        code only: no disclosure check). Records are kept in memory only.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).list_subagents()
+            []
+        """
+        return self._delegation_host.list_subagents()
+
+    def get_subagent_results(
+        self, agent_name: str | None = None, delegation_id: str | None = None
+    ) -> list[SubagentRecord]:
+        """The finished delegations (optionally of one subagent, or one delegation)."""
+        return [
+            r
+            for r in self.list_subagents()
+            if r.completed_at is not None
+            and (agent_name is None or r.agent_name == agent_name)
+            and (delegation_id is None or r.delegation_id == delegation_id)
+        ]
+
+    def get_subagent_messages(
+        self, agent_name: str | None = None, session_id: str | None = None
+    ) -> dict[str, list[Turn]]:
+        """Each delegation's turns (so far, for a running one), by delegation id.
+
+        Reading them adds nothing to this agent's context. No disclosure check: use
+        :meth:`inspect_subagents` before showing history to a person.
+        """
+        return self._delegation_host.messages(agent_name, session_id)
+
+    def get_subagent_contexts(
+        self, view: Literal["initial", "current"] = "initial"
+    ) -> dict[str, DelegationManifest | dict[str, Any] | None]:
+        """What each subagent started with (``initial``: its manifest) or what its model
+        context holds (``current``: system prompt and turns; at the end for a finished
+        one). Nothing is sent to a model; no disclosure check."""
+        return self._delegation_host.contexts(view)
+
+    def interrupt_subagent(self, delegation_id: str, reason: str = "interrupted") -> bool:
+        """Ask a running subagent to stop at its next safe point (its own delegations
+        stop too). No disclosure check: make sure the user may do this. Returns True if
+        it was running."""
+        return self._delegation_host.interrupt(delegation_id, reason)
+
+    def observe_subagents(
+        self, requester: Any, delegation_id: str | None = None, after: int | None = None
+    ) -> DelegationSubscription:
+        """Follow delegation events as they happen, as ``requester`` may see them.
+
+        Raises:
+            DelegationDisclosureError: the requester may see nothing here.
+        """
+        return self._delegation_host.observe_subagents(requester, delegation_id, after)
+
+    def inspect_subagents(
+        self, requester: Any, delegation_id: str | None = None, transcript: bool = False
+    ) -> list[dict[str, Any]]:
+        """A snapshot of each delegation ``requester`` may see: its task, what the runtime
+        observed (status, stop reason, usage, tools called, errors) kept apart from what
+        the subagent claimed (its answer), and the manifest it started from; with
+        ``transcript`` its turns too. A retained agent's task also reports the handle's
+        total usage. Every view passes the disclosure policy.
+
+        Raises:
+            DelegationDisclosureError: the requester may see none of them.
+        """
+        return self._delegation_host.inspect(requester, delegation_id, transcript)
+
+    def export_subagents(self, requester: Any, delegation_id: str | None = None) -> dict[str, Any]:
+        """A JSON-ready record of the finished delegations ``requester`` may see, for
+        :func:`~deputy_shiny.delegation.delegation_history`. Raises if a selected
+        delegation is still running."""
+        return self._delegation_host.export(requester, delegation_id)
+
+    def read_subagent_result(
+        self, requester: Any, delegation_id: str, reference: str, offset: int = 0
+    ) -> ResultPage:
+        """Read 8,192 characters of a subagent's full answer from ``offset`` (``reference``
+        as in its :meth:`inspect_subagents` view). Nothing is run.
+
+        Raises:
+            DelegationDisclosureError: the requester may not see this delegation.
+            DelegationError: no such delegation, result or offset.
+        """
+        return self._delegation_host.read_result(requester, delegation_id, reference, offset)
+
+    # ------------------------------------------------------------ delegations: retained
+
+    def retain_agent(self, agent: Agent, usage_limits: UsageLimits, max_runs: int = 32) -> str:
+        """Retain ``agent`` to send it tasks with :meth:`continue_agent`; returns its handle.
+
+        The retained agent keeps its conversation between tasks. Until
+        :meth:`release_agent`, it cannot be run directly and its conversation, prompt,
+        model, tools, hooks, tool observers and permissions cannot change
+        (:class:`~deputy_shiny.errors.AgentRetainedError`); observers it already has keep
+        working. Each of its tool calls must also pass this agent's current permissions.
+
+        Args:
+            agent: A plain Agent (not a LeadAgent, not this one, not retained, not
+                retaining others) without fallback models or provider-native tools.
+            usage_limits: The total of all its tasks until release (each task is also
+                capped by the agent's own per-run limits).
+            max_runs: How many tasks it may be sent.
+
+        Raises:
+            RetainError: ``agent`` cannot be retained, or this agent holds 32 already.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> owner = Agent(ScriptedModel([]))
+            >>> analyst = Agent(ScriptedModel(["Sales rose 4%.", "The north did."]))
+            >>> handle = owner.retain_agent(analyst, UsageLimits(max_requests=10))
+            >>> owner.continue_agent(handle, "Summarise sales.").response
+            'Sales rose 4%.'
+            >>> owner.continue_agent(handle, "Which region drove it?").response
+            'The north did.'
+            >>> len(analyst.get_turns()), [r.status for r in owner.list_subagents()]
+            (4, ['completed', 'completed'])
+            >>> owner.release_agent(handle)
+        """
+        self._ensure_free("retain agents")
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"retain_agent takes an Agent, not {type(agent).__name__}")
+        return self._retained().retain(agent, usage_limits, max_runs)
+
+    async def continue_agent_async(
+        self, handle: str, task: str, usage_limits: UsageLimits | None = None
+    ) -> AgentResult:
+        """Send a retained agent its next task (it still has its earlier conversation).
+
+        The task runs on the same engine, recorded as a delegation of this agent
+        (:meth:`list_subagents`). Its usage is charged to the handle's total and, when
+        called from inside one of this agent's runs (from a tool), to that run's budget
+        too; its limits are ``usage_limits`` (None: the agent's own) clamped to what
+        both have left.
+
+        Raises (all before any request):
+            RetainedHandleError: the handle is another agent's or unknown
+                (RetainedAgentReleasedError: released).
+            RetainedAgentBusyError: it is running a task.
+            RetainedAgentChangedError: it was changed since it was retained.
+            RetainedAgentExhaustedError: ``max_runs`` tasks were sent already.
+            DelegationTaskError: the task is empty or over 64 KiB.
+        """
+        return await self._retained().continue_(handle, task, usage_limits)
+
+    def continue_agent(
+        self, handle: str, task: str, usage_limits: UsageLimits | None = None
+    ) -> AgentResult:
+        """Blocking :meth:`continue_agent_async` (an error inside a running event loop)."""
+        return _sync.run_sync(
+            self.continue_agent_async(handle, task, usage_limits), "continue_agent"
+        )
+
+    def cancel_agent(self, handle: str, reason: str = "interrupted") -> bool:
+        """Ask a retained agent to stop its current task at the next safe point (the
+        conversation so far is kept). True if a task was running; repeating is harmless."""
+        return self._retained().cancel(handle, reason)
+
+    def release_agent(self, handle: str) -> None:
+        """Stop retaining an agent so it can be used on its own again.
+
+        This also discards the delegation records of its tasks (save them first with
+        :meth:`export_subagents`). Its tools and connections stay open.
+
+        Raises:
+            RetainedAgentBusyError: it is running (``cancel_agent`` and wait first).
+            RetainedHandleError: the handle is another agent's, unknown or released.
+        """
+        self._retained().release(handle)
+
+    def _retained(self) -> Retention:
+        if self._retention is None:
+            self._retention = Retention(self._delegation_host)
+        return self._retention
+
+    def _retain_refusal(self) -> str | None:
+        """Why this agent cannot be retained now, or None (package-internal)."""
+        if not self._retainable:
+            return f"a {type(self).__name__} cannot be retained"
+        if self._retained_by is not None:
+            return "it is already retained"
+        if self._retention is not None and self._retention.count():
+            return "it retains other agents (release them first)"
+        if self._fallbacks:
+            return "it has fallback models"
+        if self._tools.natives:
+            return "it has provider-native tools"
+        return None
+
+    def _set_retained(self, owner_id: str | None) -> None:
+        self._retained_by = owner_id
+
+    def _fingerprint(self) -> tuple[Any, ...]:
+        """What a retained agent must keep unchanged between its tasks (package-internal)."""
+        return (
+            self._model,
+            self._conversation.system_prompt,
+            tuple(self._tools.all().items()),
+            self._permissions,
+            self._hooks.snapshot(),
+            self._approval_handler,
+            tuple(self._on_tool_request),
+            tuple(self._on_tool_result),
+            tuple(self._conversation.turns),
+            self._working_dir,
+        )
 
     # ------------------------------------------------------------ MCP
 
@@ -873,6 +1135,7 @@ class Agent:
         with a warning; tools of connections that have since closed are removed.
         :meth:`mcp_status` records every call.
         """
+        self._ensure_free("load MCP tools")
         self._ensure_idle("load MCP tools")
         await self._mcp_loads().load(self, config, servers, replace)
         return self
@@ -909,6 +1172,7 @@ class Agent:
             >>> sorted(agent.skills()), "Be terse." in agent.get_system_prompt()
             (['terse'], True)
         """
+        self._ensure_free("load a skill")
         self._ensure_idle("load a skill")
         loaded = prepare_skill(skill)
         if loaded.name in self._skills and not allow_conflicts:
@@ -949,10 +1213,12 @@ class Agent:
         Raise :class:`~deputy_shiny.errors.ToolRejectedError` (``raise ToolRejectedError(why)``) in
         the callback to refuse the call; any other exception also refuses it.
         """
+        self._ensure_free("add tool observers")
         return _add_callback(self._on_tool_request, callback)
 
     def on_tool_result(self, callback: Callable[[ContentToolResult], object]) -> Callable[[], None]:
         """Call ``callback(result)`` when a tool call has a result; returns a remover."""
+        self._ensure_free("add tool observers")
         return _add_callback(self._on_tool_result, callback)
 
 

@@ -268,6 +268,44 @@ class DelegationDisclosureError(DelegationError):
     """The lead's ``DelegationDisclosure`` refuses this requester: nothing is shown."""
 
 
+class RetainError(DelegationError):
+    """``retain_agent`` refused: the agent is a LeadAgent, the retaining agent itself,
+    already retained, running, retaining others, has fallback models or provider-native
+    tools, or the retaining agent already holds 32 agents."""
+
+
+class AgentRetainedError(DelegationError):
+    """The agent is retained by another agent: it cannot be run directly, and its
+    conversation, prompt, model, tools, hooks, observers and permissions cannot change
+    until its owner calls ``release_agent``."""
+
+
+class RetainedHandleError(DelegationError):
+    """A retained-agent handle cannot be used: it belongs to another agent, was never
+    issued, or was released (see :class:`RetainedAgentReleasedError`)."""
+
+
+class RetainedAgentReleasedError(RetainedHandleError):
+    """The handle's agent was released; retain it again for a new handle."""
+
+
+class RetainedAgentBusyError(DelegationError):
+    """The retained agent is running a task: wait for it (or ``cancel_agent``) first."""
+
+
+class RetainedAgentChangedError(DelegationError):
+    """The retained agent was changed since it was retained (its tools, model, prompt,
+    hooks, observers, permissions or conversation): release it and retain it again."""
+
+
+class RetainedAgentExhaustedError(DelegationError):
+    """The handle has used all of its ``max_runs`` tasks."""
+
+
+class DelegationTaskError(DelegationError, ValueError):
+    """A task for a retained agent is empty, not a string, or over 64 KiB (UTF-8)."""
+
+
 # --------------------------------------------------------------------------- MCP
 
 

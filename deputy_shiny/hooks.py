@@ -674,6 +674,16 @@ class HookRegistry:
         with self._lock:
             self._matchers = (*self._matchers, *items)
 
+    def snapshot(self) -> tuple[HookMatcher, ...]:
+        """Every matcher now, in order (a retained agent's fingerprint compares them).
+
+        Example:
+            >>> HookRegistry().snapshot()
+            ()
+        """
+        with self._lock:
+            return self._matchers
+
     def select(self, events: Iterable[str]) -> HookRegistry:
         """A new registry with this one's matchers for ``events`` only (a subagent gets its
         lead's tool hooks this way, not its Stop or SessionStart hooks).

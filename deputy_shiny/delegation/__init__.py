@@ -3,6 +3,9 @@
 - :class:`LeadAgent` delegates self-contained tasks to subagents through its
   ``delegate`` tool; each subagent runs on the same engine with at most the lead's
   authority, drawing on the lead's budget.
+- Any :class:`~deputy_shiny.Agent` can retain other agents (``retain_agent``,
+  ``continue_agent``) or a graph of them (``retain_agent_graph``), and reads its
+  delegations with ``list_subagents()``, ``inspect_subagents()`` and the rest.
 - Agent definitions (:mod:`deputy_shiny.delegation.definitions`): a subagent described
   as data, read from or written to strict YAML.
 - :class:`DelegationDisclosure` decides who may see the delegations;
@@ -14,7 +17,8 @@ Example:
     'inherit'
 """
 
-from ._manager import DELEGATE_TOOL, MAX_TASK_BYTES
+from .._delegation.host import MAX_TASK_BYTES
+from ._manager import DELEGATE_TOOL
 from .definitions import (
     AGENT_DEFINITION_VERSION,
     MAX_AGENT_DEFINITION_BYTES,
