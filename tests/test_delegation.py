@@ -570,7 +570,8 @@ def test_long_results_read_in_pages(tmp_path: Path) -> None:
     lead = _finished_lead(tmp_path, answer)
     (record,) = lead.list_subagents()
     reference = f"deputy://subagent-result/{record.delegation_id}"
-    pages, offset = [], 0
+    pages: list[str] = []
+    offset: int | None = 0
     while offset is not None:
         page = lead.read_subagent_result("ana", record.delegation_id, reference, offset)
         pages.append(page.text)
