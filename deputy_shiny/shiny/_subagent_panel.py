@@ -11,8 +11,9 @@ may see.
 
 The server polls the lead (``observe_subagents`` / ``inspect_subagents``) every
 ``interval`` seconds from an effect that never awaits; the page is re-rendered only
-when what it shows changed. Model and tool output are untrusted: they render as
-escaped text, never as HTML.
+when what it shows changed. The tick comes from a task of the session's own that holds
+the reactive lock only to set a counter, and stops when the session ends. Model and
+tool output are untrusted: they render as escaped text, never as HTML.
 
 Example:
     >>> from deputy_shiny.shiny import subagent_panel_ui
@@ -22,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -222,7 +225,10 @@ def subagent_panel_server(
         >>> app = App(ui.page_sidebar(ui.sidebar(subagent_panel_ui("team")),
         ...     agent_chat_ui("chat")), server)
     """
+    if session.is_stub_session():
+        return
     input_id = session.ns("action")
+    tick = reactive.value(0)
     shown = reactive.value[tuple[Any, ...]](("loading",))
     expanded = reactive.value[frozenset[str]](frozenset())
     # Plain state of this session's panel (read and written only by its effects).
@@ -282,9 +288,23 @@ def subagent_panel_server(
             rows.append((view, list(recent.get(delegation_id, ())), transcript))
         return ("rows", rows)
 
+    async def _ticker() -> None:
+        count = 0
+        while True:
+            await asyncio.sleep(interval)
+            count += 1
+            async with reactive.lock():
+                tick.set(count)
+                await reactive.flush()
+
+    # Not reactive.invalidate_later: a cancelled timer keeps its context (and with it
+    # the session) alive until its deadline; this task's context holds nothing.
+    ticker = asyncio.get_running_loop().create_task(_ticker(), context=contextvars.Context())
+    session.on_ended(ticker.cancel)
+
     @reactive.effect
     def _poll() -> None:
-        reactive.invalidate_later(interval)
+        tick()
         opened = expanded()
         with reactive.isolate():
             lead = _lead()
