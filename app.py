@@ -11,6 +11,12 @@ ask the user first (a dialog), a hook blocks dangerous shell commands, and the u
 can narrow the permission mode from the sidebar, which also shows the workspace's
 files and the conversation's usage.
 
+The agent leads a small research team: it may hand a task to a ``researcher``
+subagent (read-only file tools) and a ``writer`` (no tools) with its ``delegate``
+tool. The sidebar's Team panel shows the delegations live, with transcripts and a Stop
+button, to this session's user only (``session.user`` when Posit Connect sets it, else
+the session id). On the demo model, say *research <topic>*.
+
 With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
 sidebar also lists its servers: each session connects them with a click, gets their
 tools, and its server processes stop when it ends.
@@ -35,7 +41,6 @@ from components.sidebar import app_sidebar, model_section_server
 from components.usage_meter import usage_meter_server
 from components.workspace import seed_workspace, workspace_server
 from deputy_shiny import (
-    Agent,
     Permissions,
     hook_block_dangerous_bash,
     sandbox_unavailable_reason,
@@ -43,13 +48,16 @@ from deputy_shiny import (
     tools_interactive,
     tools_preset,
 )
+from deputy_shiny.delegation import AgentDefinition, DelegationDisclosure, LeadAgent
 from deputy_shiny.mcp import MCP_CONFIG_ENV, load_mcp_config
+from deputy_shiny.models.demo import RESEARCHER_ROLE, WRITER_ROLE
 from deputy_shiny.shiny import (
     AgentChatContext,
     agent_chat_server,
     agent_chat_ui,
     mcp_panel_server,
     permission_mode_server,
+    subagent_panel_server,
 )
 
 WWW = Path(__file__).parent / "www"
@@ -60,7 +68,9 @@ belongs to this browser session (it starts with welcome.md).
 
 Tools: read, list, search, write and edit files in the workspace; run bash commands
 there (in a sandbox: only the workspace, no network), when the server offers run_bash;
-ask the user multiple-choice questions with ask_user when a choice is theirs.
+ask the user multiple-choice questions with ask_user when a choice is theirs; hand
+self-contained research to your team with delegate (the researcher reads the files,
+the writer turns notes into prose; they see nothing of this conversation but the task).
 Writes and shell commands need the user's approval in a dialog, and the user may
 narrow the permission mode at any time. A call that comes back "Denied: <reason>" did
 not run: respect it, do not retry it unchanged, and say what you would need instead.
@@ -81,13 +91,38 @@ BASH_UNAVAILABLE = sandbox_unavailable_reason()
 MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
 
-def build_agent(ctx: AgentChatContext, model: str) -> Agent:
-    """This session's agent: standard file tools, sandboxed bash, ask_user; writes need
-    approval."""
+TEAM = (
+    AgentDefinition(
+        name="researcher",
+        description="Looks through the workspace files (read-only) and reports what they say.",
+        prompt=f"{RESEARCHER_ROLE}. Look through the workspace files with your read-only "
+        "tools and report, briefly and factually, what they say about the task's topic.",
+        tools=["read_file", "list_files", "grep_files"],
+        permission_mode="readonly",
+    ),
+    AgentDefinition(
+        name="writer",
+        description="Turns research notes into a short, clear answer.",
+        prompt=f"{WRITER_ROLE}. Turn the notes in your task into a short, clear answer.",
+        tools=[],
+        permission_mode="readonly",
+    ),
+)
+
+
+def build_agent(ctx: AgentChatContext, model: str, requester: str | None = None) -> LeadAgent:
+    """This session's agent: standard file tools, sandboxed bash, ask_user and a research
+    team; writes need approval. Only ``requester`` (default: the session id) may see its
+    delegations."""
     seed_workspace(ctx.working_dir)
     bash = [] if BASH_UNAVAILABLE else [tool_run_bash()]
-    return Agent(
+    return LeadAgent(
         model,
+        subagents=TEAM,
+        delegation_scope={"owner": requester or ctx.session_id},
+        delegation_disclosure=DelegationDisclosure(
+            authorize=lambda who, scope, record: who == scope["owner"]
+        ),
         tools=[
             *tools_preset("standard"),
             *bash,
@@ -107,7 +142,8 @@ def _greeting(choice: ModelChoice) -> str:
         return (
             "This is the **offline demo model**: scripted replies, not an LLM. Say *hi* "
             "for a tour, or try *list files*, *read welcome.md*, *write a note*, *ask me "
-            "something* or *run a dangerous command*."
+            "something*, *run a dangerous command* or *research tides* (a team of "
+            "subagents; watch the Team panel)."
         )
     # Not naming the model: an unchecked one may still turn out to lack its API key.
     return (
@@ -148,8 +184,13 @@ def app_ui(request: Request) -> ui.Tag:
 
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
+    # Whom the Team panel's disclosure policy judges: the signed-in user on Posit
+    # Connect, else this browser session.
+    requester = session.user or session.id
     handle = agent_chat_server(
-        "chat", lambda ctx: build_agent(ctx, MODEL_CHECK.current().model), mcp_config=MCP_CONFIG
+        "chat",
+        lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),
+        mcp_config=MCP_CONFIG,
     )
 
     def apply(choice: ModelChoice) -> bool:
@@ -175,6 +216,7 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)
     usage_meter_server("usage", handle.usage, handle.running, handle.pending_approvals)
+    subagent_panel_server("team", lambda: handle.agent, requester)
     if MCP_CONFIG is not None:
         mcp_panel_server("mcp", handle)
 

@@ -1,14 +1,15 @@
-"""The app's sidebar: model in use, permission mode, workspace files, usage meter.
+"""The app's sidebar: model in use, permission mode, workspace files, usage, team.
 
 It only lays out the pieces; each has its own module (:mod:`components.model_choice`,
 :mod:`components.workspace`, :mod:`components.usage_meter`, and the kit's permission
-mode switcher). On a phone the sidebar folds away behind a toggle above the chat.
+mode switcher and subagent panel). On a phone the sidebar folds away behind a toggle
+above the chat.
 
 Example:
     >>> from components.model_choice import ModelChoice
     >>> demo = ModelChoice("deputy/demo", "deputy/demo", True)
     >>> html = str(ui.page_sidebar(app_sidebar(demo), "main"))
-    >>> all(s in html for s in ["Model", "Permission mode", "Workspace", "Usage"])
+    >>> all(s in html for s in ["Model", "Permission mode", "Workspace", "Usage", "Team"])
     True
 """
 
@@ -22,7 +23,7 @@ from shiny import Inputs, Outputs, Session, module, render, ui
 from components.model_choice import ModelChoice, model_summary
 from components.usage_meter import usage_meter_ui
 from components.workspace import workspace_ui
-from deputy_shiny.shiny import mcp_panel_ui, permission_mode_ui
+from deputy_shiny.shiny import mcp_panel_ui, permission_mode_ui, subagent_panel_ui
 
 __all__ = ["app_sidebar", "model_section_server", "model_section_ui"]
 
@@ -90,6 +91,16 @@ def app_sidebar(
         ),
         _section("Workspace", workspace_ui("workspace"), class_="deputy-workspace-section"),
         _section("Usage", usage_meter_ui("usage")),
+        _section(
+            "Team",
+            subagent_panel_ui("team"),
+            tags.p(
+                "The agent's subagents (a researcher and a writer) at work: only you see "
+                "them here.",
+                class_="deputy-muted deputy-hint",
+            ),
+            class_="deputy-team-section",
+        ),
         _section("MCP servers", mcp_panel_ui("mcp"), class_="deputy-mcp-section") if mcp else None,
         id="sidebar",
         width=350,

@@ -7,6 +7,12 @@ Example:
     True
 """
 
-from .shiny.playwright import AgentChat, ApprovalModal, ArgumentValue, QuestionModal
+from .shiny.playwright import (
+    AgentChat,
+    ApprovalModal,
+    ArgumentValue,
+    QuestionModal,
+    SubagentPanel,
+)
 
-__all__ = ["AgentChat", "ApprovalModal", "ArgumentValue", "QuestionModal"]
+__all__ = ["AgentChat", "ApprovalModal", "ArgumentValue", "QuestionModal", "SubagentPanel"]

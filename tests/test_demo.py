@@ -20,13 +20,16 @@ from deputy_shiny import (
     tools_preset,
 )
 from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
+from deputy_shiny.delegation import AgentDefinition, LeadAgent
 from deputy_shiny.models import demo as demo_module
 from deputy_shiny.models.demo import (
     CHUNK_SIZE,
     INTRO,
     MENU,
     NOTE_PATH,
+    RESEARCHER_ROLE,
     TOUR_DONE,
+    WRITER_ROLE,
     demo_reply,
 )
 from deputy_shiny.testing import ScriptedReply
@@ -393,6 +396,17 @@ def _every_kind_of_reply() -> list[ScriptedReply]:
         ("grep_files", "x"),
     ]:
         replies.append(demo_reply(with_result(name, {}, output), ALL))
+    team = specs("delegate")
+    replies.append(demo_reply(after_intro("research tides"), team))
+    for agent, output in [
+        ("researcher", "- notes"),
+        ("writer", "Text."),
+        ("writer", "Delegation refused"),
+    ]:
+        replies.append(demo_reply(with_result("delegate", {"agent": agent}, output), team))
+    for role in (RESEARCHER_ROLE, WRITER_ROLE):
+        system = {"role": "system", "content": role}
+        replies.append(demo_reply([system, {"role": "user", "content": "Research x: go"}], ALL))
     return replies
 
 
@@ -572,3 +586,76 @@ async def test_replies_stream_in_many_text_chunks(workspace: Path) -> None:
     chunks = [e.text async for e in agent.run("Hello") if e.type == "text"]
     assert "".join(chunks).startswith(INTRO)
     assert len(chunks) > 20 and max(len(c) for c in chunks) <= CHUNK_SIZE
+
+
+# --------------------------------------------------------------------------- research team
+
+
+def team_lead(workspace: Path) -> LeadAgent:
+    """A lead like app.py's: a read-only researcher and a tool-less writer, all on the demo."""
+    return LeadAgent(
+        "deputy/demo",
+        tools=tools_preset("standard"),
+        working_dir=workspace,
+        subagents=[
+            AgentDefinition(
+                name="researcher",
+                description="Looks through the workspace.",
+                prompt=f"{RESEARCHER_ROLE}. Report what the files say.",
+                tools=["read_file", "list_files", "grep_files"],
+                permission_mode="readonly",
+            ),
+            AgentDefinition(
+                name="writer",
+                description="Writes a short answer from notes.",
+                prompt=f"{WRITER_ROLE}. Write briefly.",
+                tools=[],
+                permission_mode="readonly",
+            ),
+        ],
+    )
+
+
+def test_research_delegates_to_the_researcher_first() -> None:
+    name, arguments = only_call(demo_reply(after_intro("research the tides"), specs("delegate")))
+    assert name == "delegate" and arguments["agent"] == "researcher"
+    assert arguments["task"].startswith("Research the tides:")
+
+
+def test_research_without_a_team_is_explained() -> None:
+    reply = demo_reply(after_intro("research tides"), ALL)
+    assert reply.tool_calls == [] and "`delegate`" in reply.text
+
+
+def test_after_the_researcher_the_writer_then_the_answer() -> None:
+    task = "Research tides: look through the workspace files and report what they say."
+    history = with_result("delegate", {"agent": "researcher", "task": task}, "- Tides rise.")
+    name, arguments = only_call(demo_reply(history, specs("delegate")))
+    assert (name, arguments["agent"]) == ("delegate", "writer")
+    assert "Tides rise." in arguments["task"]
+    history = with_result("delegate", arguments, "On tides: they rise.", history, "call_2")
+    final = demo_reply(history, specs("delegate"))
+    assert final.tool_calls == [] and "> On tides: they rise." in final.text
+
+
+def test_a_refused_delegation_ends_the_flow() -> None:
+    history = with_result("delegate", {"agent": "researcher"}, "Delegation refused: no.")
+    reply = demo_reply(history, specs("delegate"))
+    assert reply.tool_calls == [] and "could not finish" in reply.text
+
+
+@pytest.mark.usefixtures("no_delay")
+async def test_walkthrough_research_team(workspace: Path) -> None:
+    lead = team_lead(workspace)
+    result = await lead.run_async("research tides")
+    assert "my team's answer about tides" in result.response
+    assert "welcome.md" in result.response
+    records = lead.list_subagents()
+    assert [(r.agent_name, r.status) for r in records] == [
+        ("researcher", "completed"),
+        ("writer", "completed"),
+    ]
+    (researcher_turns, writer_turns) = lead.get_subagent_messages().values()
+    called = [c.name for t in researcher_turns for c in t.tool_requests]
+    assert called == ["list_files", "read_file"]
+    assert not [c for t in writer_turns for c in t.tool_requests]

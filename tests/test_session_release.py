@@ -160,9 +160,9 @@ def reference_app(held: Held, monkeypatch: pytest.MonkeyPatch) -> App:
     assert reference.MODEL_CHECK.current().is_demo
     build = reference.build_agent
 
-    def recorded_build(ctx: AgentChatContext, model: str) -> Agent:
+    def recorded_build(ctx: AgentChatContext, model: str, requester: str | None = None) -> Agent:
         held.record_session()
-        agent = build(ctx, model)
+        agent = build(ctx, model, requester)
         held.add("agent", agent)
         return agent
 

@@ -237,3 +237,30 @@ async def test_stop_answers_every_prompt_of_the_same_run_and_no_other() -> None:
     assert not other.done()
     prompts.answer({"request_id": "b1", "action": "deny"})
     assert (await other)["action"] == "deny"
+
+
+def test_the_subagent_panel_renders_untrusted_text_inert() -> None:
+    from deputy_shiny.shiny._subagent_panel import TASK_CHARS, _row
+
+    hostile = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    view = {
+        "delegation_id": "dlg_1",
+        "agent_name": "<b>writer</b>",
+        "task": hostile + " " + "x" * 500,
+        "observed": {"status": "running", "usage": {"requests": 2, "total_tokens": 30}},
+    }
+    transcript = [
+        {"role": "assistant", "contents": [{"type": "text", "text": hostile}]},
+        {
+            "role": "user",
+            "contents": [{"type": "tool_result", "name": "read_file", "output": hostile}],
+        },
+    ]
+    html = str(_row(view, [hostile], transcript, "team-action"))
+    assert "<img" not in html and "<script" not in html and "<b>writer" not in html
+    assert "&lt;img" in html and "2 requests · 30 tokens" in html
+    assert "deputy-subagent-btn-interrupt" in html  # running: it can be stopped
+    task_text = html.split('class="deputy-subagent-task">', 1)[1].split("</div>", 1)[0]
+    assert len(task_text) < TASK_CHARS + 100  # cut for display (escaping adds a little)
+    finished = {**view, "observed": {"status": "completed"}}
+    assert "deputy-subagent-btn-interrupt" not in str(_row(finished, [], None, "team-action"))

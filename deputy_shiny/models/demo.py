@@ -14,7 +14,16 @@ the message has        tool called     what the follow-up reply does with the re
 "ask", "question"      ``ask_user``    reflects the answers, or the decline
 "dangerous", "rm"      ``run_bash``    ``rm -rf /``: explains the denial it gets back
 "run `<command>`"      ``run_bash``    quotes the command's output (it runs sandboxed)
+"research <topic>"     ``delegate``    hands the topic to a research team (below)
 =====================  ==============  ==============================================
+
+The research team (a :class:`~deputy_shiny.delegation.LeadAgent` whose subagents run on
+the demo model too): the lead delegates to ``researcher``, then passes its notes to
+``writer``, then gives the writer's text as its answer. The demo recognises a subagent
+by its system prompt: one beginning :data:`RESEARCHER_ROLE` lists the workspace, reads
+``welcome.md`` and reports what it found; one beginning :data:`WRITER_ROLE` turns the
+notes in its task into a short answer. Every step is scripted, offline and the same
+each time.
 
 When several keywords appear, the earliest wins. The demo only calls tools the request
 offers; otherwise it says which tool is missing. Other messages get canned replies
@@ -55,11 +64,13 @@ __all__ = [
     "INTRO",
     "MENU",
     "NOTE_PATH",
+    "RESEARCHER_ROLE",
+    "WRITER_ROLE",
     "demo_reply",
     "ensure_demo_registered",
 ]
 
-Step = Literal["list", "read", "write", "ask", "dangerous", "run"]
+Step = Literal["list", "read", "write", "ask", "dangerous", "run", "research"]
 
 CHUNK_SIZE: Final = 12
 """Characters per streamed chunk."""
@@ -70,6 +81,10 @@ Tests that drive many demo replies may set it to 0."""
 NOTE_PATH: Final = "notes/demo-note.md"
 DANGEROUS_COMMAND: Final = "rm -rf /"
 DEFAULT_READ: Final = "welcome.md"
+RESEARCHER_ROLE: Final = "You are the researcher of a small research team"
+"""How a researcher subagent's system prompt begins (the demo then plays that part)."""
+WRITER_ROLE: Final = "You are the writer of a small research team"
+"""How a writer subagent's system prompt begins (the demo then plays that part)."""
 
 INTRO: Final = (
     "Hi! I'm the offline demo model — scripted replies, not an LLM. I don't understand "
@@ -89,7 +104,9 @@ MENU: Final = (
     "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook "
     "blocks it.\n"
     "- **run `ls -la`**: I run the command in backticks with `run_bash`, in the "
-    "session's sandbox."
+    "session's sandbox.\n"
+    "- **research tides**: I delegate to a small team of subagents (a researcher, "
+    "then a writer); the app's Team panel shows them at work."
 )
 
 _PATTERNS: Final[tuple[tuple[Step, re.Pattern[str]], ...]] = (
@@ -98,6 +115,7 @@ _PATTERNS: Final[tuple[tuple[Step, re.Pattern[str]], ...]] = (
     ("write", re.compile(r"\b(?:write|writing|note|notes)\b", re.IGNORECASE)),
     ("ask", re.compile(r"\b(?:ask|question|questions|quiz)\b", re.IGNORECASE)),
     ("dangerous", re.compile(r"\b(?:dangerous|danger|rm)\b", re.IGNORECASE)),
+    ("research", re.compile(r"\bresearch\b", re.IGNORECASE)),
 )
 _TOOL_FOR: Final[dict[Step, str]] = {
     "list": "list_files",
@@ -105,6 +123,7 @@ _TOOL_FOR: Final[dict[Step, str]] = {
     "write": "write_file",
     "ask": "ask_user",
     "dangerous": "run_bash",
+    "research": "delegate",
 }
 _RUN_COMMAND: Final = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
 _RUN_OUTPUT_LINES: Final = 40
@@ -143,6 +162,7 @@ _NEXT: Final[dict[Step, str]] = {
     "write": "Next, try **write a note**: it needs your approval.",
     "ask": "Next, try **ask me something**.",
     "dangerous": "Next, try **run a dangerous command**.",
+    "research": "Next, try **research tides**: a small team of subagents works on it.",
 }
 TOUR_DONE: Final = (
     "That's the tour. Everything I said was scripted; set DEPUTY_MODEL and the "
@@ -206,7 +226,13 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
         True
     """
     available = _tool_names(tools)
+    role = _team_role(messages)
+    if role is not None:
+        return _researcher_reply(messages, available) if role == "researcher" else _writer(messages)
     results = _trailing_tool_results(messages)
+    delegated = [r for r in results if r.tool_name == "delegate"]
+    if delegated:
+        return _after_delegate(delegated[0], messages, available)
     if results:
         text = "\n\n".join(_follow_up(result) for result in results)
         return _reply(f"{text} {_next_hint(messages, available)}".rstrip())
@@ -299,6 +325,15 @@ def _tool_step(step: Step, user_text: str, available: list[str], prefix: str = "
             "(or decline) and I'll reflect your answers."
         )
         call = ScriptedToolCall("ask_user", {"questions": _QUESTIONS})
+    elif step == "research":
+        topic = _research_topic(user_text)
+        text = (
+            "Scripted step: I hand this to my team. First the `researcher` subagent looks "
+            "through the workspace, then the `writer` turns its notes into a short answer "
+            "(the app's Team panel shows them at work)."
+        )
+        task = f"Research {topic}: look through the workspace files and report what they say."
+        call = ScriptedToolCall("delegate", {"agent": "researcher", "task": task})
     elif step == "run":
         match = _RUN_COMMAND.search(user_text)
         command = match.group(1).strip() if match else "true"
@@ -538,6 +573,133 @@ def _parse_answers(content: str) -> list[tuple[str, str]]:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --------------------------------------------------------------------------- research team
+
+_RESEARCH_TOPIC: Final = re.compile(r"\bresearch\s+(?:(?:about|on|into|the topic)\s+)?(.*)", re.I)
+_TASK_TOPIC: Final = re.compile(r"^(?:Research|Write a short answer about) (.+?)(?::| from )")
+_NOTES_LIMIT: Final = 1500
+_TEAM_NOTE: Final = (
+    "(Scripted demo: the lead, the researcher and the writer all ran on the demo model; "
+    "the Team panel shows each delegation and its transcript.)"
+)
+
+
+def _team_role(messages: list[dict[str, Any]]) -> Literal["researcher", "writer"] | None:
+    """Which research-team subagent this request is for (by its system prompt), if any."""
+    for message in messages:
+        if message.get("role") == "system":
+            text = _text_of(message.get("content")).lstrip()
+            if text.startswith(RESEARCHER_ROLE):
+                return "researcher"
+            if text.startswith(WRITER_ROLE):
+                return "writer"
+    return None
+
+
+def _research_topic(text: str) -> str:
+    match = _RESEARCH_TOPIC.search(text)
+    topic = _shorten(match.group(1)).rstrip(".?!") if match else ""
+    return topic or "the workspace"
+
+
+def _task_topic(messages: list[dict[str, Any]]) -> str:
+    """The topic named in a subagent's task (its first user message)."""
+    task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    match = _TASK_TOPIC.search(task.strip())
+    return match.group(1) if match else "the workspace"
+
+
+def _after_delegate(
+    result: _ToolResult, messages: list[dict[str, Any]], available: list[str]
+) -> ScriptedReply:
+    """The lead's next step once a subagent answered: the writer, then the final answer."""
+    agent = result.arguments.get("agent")
+    task = str(result.arguments.get("task") or "")
+    match = _TASK_TOPIC.search(task)
+    topic = match.group(1) if match else "the workspace"
+    answer = result.content.strip()
+    if answer.startswith(("Delegation refused", "Delegation failed", "The subagent ")):
+        return _reply(
+            f"My team could not finish: `delegate` answered *{_clip(answer, _REASON_LIMIT)}* "
+            "(Scripted demo reply: I stop here rather than improvise.)"
+        )
+    if agent == "researcher":
+        notes = _clip(answer, _NOTES_LIMIT)
+        text = (
+            f"The researcher reported back ({len(answer)} characters). Scripted step: I "
+            "pass its notes to the `writer` subagent."
+        )
+        writer_task = f"Write a short answer about {topic} from these research notes:\n\n{notes}"
+        call = ScriptedToolCall("delegate", {"agent": "writer", "task": writer_task})
+        return _reply(text, [call])
+    quoted = "\n".join(f"> {line}" if line else ">" for line in answer.splitlines())
+    text = f"Here is my team's answer about {topic}:\n\n{quoted}\n\n{_TEAM_NOTE}"
+    return _reply(f"{text} {_next_hint(messages, available)}".rstrip())
+
+
+def _researcher_reply(messages: list[dict[str, Any]], available: list[str]) -> ScriptedReply:
+    """The researcher: list the workspace, read welcome.md, report what it found."""
+    topic = _task_topic(messages)
+    done = {name for name, _ in _calls_by_id(messages).values()}
+    if "list_files" not in done and "list_files" in available:
+        text = "Scripted researcher step: I list the workspace to see what is there."
+        return _reply(text, [ScriptedToolCall("list_files", {"path": "."})])
+    if "read_file" not in done and "read_file" in available:
+        text = f"Scripted researcher step: I read `{DEFAULT_READ}`."
+        return _reply(text, [ScriptedToolCall("read_file", {"path": DEFAULT_READ})])
+    findings = [_finding(r) for r in _all_tool_results(messages)] or [
+        "I had no tools to look with."
+    ]
+    return _reply(
+        f"Research notes on {topic} (scripted researcher on the demo model):\n\n"
+        + "\n".join(f"- {f}" for f in findings)
+        + "\n- Nothing here is about the topic itself: a scripted demo only reports what "
+        "the workspace holds."
+    )
+
+
+def _finding(result: _ToolResult) -> str:
+    content = result.content.strip()
+    if result.tool_name == "list_files":
+        entries = [line for line in content.splitlines()[1:] if line and not line.startswith("[")]
+        shown = ", ".join(_clip(e, _QUOTE_LIMIT) for e in entries[:_LISTED_ENTRIES])
+        return f"The workspace holds {_count(len(entries), 'entry')}: {shown or 'nothing'}."
+    if result.tool_name == "read_file":
+        lines = [m.group(1) for line in content.splitlines() if (m := _NUMBERED_LINE.match(line))]
+        first = next((line.strip("# ").strip() for line in lines if line.strip()), "")
+        if not first:
+            return f"`{DEFAULT_READ}` could not be read: {_clip(content, _REASON_LIMIT)}"
+        return f"`{DEFAULT_READ}` has {_count(len(lines), 'line')}; it begins: {_clip(first, 120)}"
+    return f"`{result.tool_name}` said: {_clip(content, _REASON_LIMIT)}"
+
+
+def _all_tool_results(messages: list[dict[str, Any]]) -> list[_ToolResult]:
+    calls = _calls_by_id(messages)
+    results = []
+    for message in messages:
+        if message.get("role") == "tool":
+            name, arguments = calls.get(str(message.get("tool_call_id")), (None, {}))
+            results.append(_ToolResult(name, arguments, _text_of(message.get("content"))))
+    return results
+
+
+def _writer(messages: list[dict[str, Any]]) -> ScriptedReply:
+    """The writer: a short answer made of the notes in its task."""
+    topic = _task_topic(messages)
+    task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    notes = [
+        line.strip().lstrip("- ").strip()
+        for line in task.splitlines()
+        if line.strip().startswith("- ")
+    ]
+    sentences = [n if n.endswith((".", "!", "?")) else n + "." for n in notes[:3]]
+    body = " ".join(sentences) if sentences else "the researcher sent no notes."
+    return _reply(
+        f"On {topic}, in short: {_clip(body, 600)} (Scripted writer on the demo model: it "
+        "rearranges the researcher's notes; a real model would write a real answer.)"
+    )
 
 
 # --------------------------------------------------------------------------- text helpers

@@ -15,6 +15,7 @@ from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
 from ._render import render_events
+from ._subagent_panel import subagent_panel_server, subagent_panel_ui
 
 __all__ = [
     "AgentChatContext",
@@ -31,4 +32,6 @@ __all__ = [
     "permission_mode_server",
     "permission_mode_ui",
     "render_events",
+    "subagent_panel_server",
+    "subagent_panel_ui",
 ]

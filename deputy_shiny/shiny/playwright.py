@@ -1,11 +1,11 @@
-"""Playwright page controllers for apps built on the kit: the chat, approvals, questions.
+"""Playwright page controllers for apps built on the kit: chat, approvals, questions, team.
 
 Test your own app the way ``shinychat.playwright.ChatController`` tests a chat: open the
 app in a Playwright :class:`~playwright.sync_api.Page`, then drive the kit's parts with
 :class:`AgentChat` (messages, the stop button, tool cards, the usage line),
-:class:`ApprovalModal` (a tool call waiting for a human) and :class:`QuestionModal`
-(the ``ask_user`` tool's questions). Every ``expect_*`` method waits, like Playwright's
-own ``expect``.
+:class:`ApprovalModal` (a tool call waiting for a human), :class:`QuestionModal`
+(the ``ask_user`` tool's questions) and :class:`SubagentPanel` (a lead's delegations).
+Every ``expect_*`` method waits, like Playwright's own ``expect``.
 
 This module needs the ``playwright`` package (the ``[test]`` extra). Importing
 ``deputy_shiny`` never imports it. ``deputy_shiny.playwright`` re-exports it.
@@ -34,7 +34,7 @@ from re import Pattern
 from playwright.sync_api import Locator, Page, expect
 from shinychat.playwright import ChatController
 
-__all__ = ["AgentChat", "ApprovalModal", "QuestionModal"]
+__all__ = ["AgentChat", "ApprovalModal", "QuestionModal", "SubagentPanel"]
 
 ArgumentValue = str | int | float | bool
 """A value for one scalar argument input of the approval form."""
@@ -439,3 +439,127 @@ class QuestionModal(_Modal):
         """
         expect(self.loc).to_be_visible(timeout=timeout)
         self.button("Cancel").click(timeout=timeout)
+
+
+class SubagentPanel:
+    """Controller for ``subagent_panel_ui(id)``: a lead agent's delegations.
+
+    Attributes:
+        loc: The panel's output (``#<id>-delegations``).
+        loc_rows: One row per delegation shown, newest first.
+        loc_note: The note shown instead of rows ("No delegations yet.", or that the
+            user may not see them).
+
+    Example:
+        >>> from deputy_shiny.shiny.playwright import SubagentPanel
+        >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+        >>> row = team.row("researcher")  # doctest: +SKIP
+        >>> team.expect_status(row, "running")  # doctest: +SKIP
+        >>> team.expect_event(row, "calls list_files")  # doctest: +SKIP
+        >>> team.interrupt(row)  # doctest: +SKIP
+        >>> team.expect_status(row, "stopped")  # doctest: +SKIP
+    """
+
+    def __init__(self, page: Page, id: str) -> None:
+        """Control the kit's subagent panel ``id`` on ``page``."""
+        self.page = page
+        self.id = id
+        self.loc = page.locator(f"#{id}-delegations")
+        self.loc_rows = self.loc.locator(".deputy-subagent")
+        self.loc_note = self.loc.locator(".deputy-subagent-note")
+
+    def row(self, agent_name: str | None = None, *, index: int = 0) -> Locator:
+        """The ``index``-th row (newest first), of subagent ``agent_name`` when given.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> SubagentPanel(page, "team").row("writer").inner_text()  # doctest: +SKIP
+            'writer completed 1 requests · 30 tokens ...'
+        """
+        rows = self.loc_rows
+        if agent_name is not None:
+            name = self.page.locator(".deputy-subagent-name").get_by_text(agent_name, exact=True)
+            rows = rows.filter(has=name)
+        return rows.nth(index)
+
+    def delegation_id(self, row: Locator, *, timeout: float | None = None) -> str:
+        """The delegation id a row shows (its ``data-delegation``).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+            >>> team.delegation_id(team.row())  # doctest: +SKIP
+            'dlg_3f2a...'
+        """
+        value = row.get_attribute("data-delegation", timeout=timeout)
+        if not value:
+            raise AssertionError("the subagent row has no data-delegation")
+        return value
+
+    def expect_rows(self, count: int, *, timeout: float | None = None) -> None:
+        """Wait until exactly ``count`` delegations are shown.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> SubagentPanel(page, "team").expect_rows(2)  # doctest: +SKIP
+        """
+        expect(self.loc_rows).to_have_count(count, timeout=timeout)
+
+    def expect_note(self, value: str | Pattern[str], *, timeout: float | None = None) -> None:
+        """Wait until the panel shows a note containing ``value`` instead of rows.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> SubagentPanel(page, "team").expect_note("may not see")  # doctest: +SKIP
+        """
+        expect(self.loc_note).to_contain_text(value, timeout=timeout)
+
+    def expect_status(
+        self, row: Locator, value: str | Pattern[str], *, timeout: float | None = None
+    ) -> None:
+        """Wait until a row's status badge reads ``value`` (``running``, ``stopped``...).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+            >>> team.expect_status(team.row(), "completed")  # doctest: +SKIP
+        """
+        expect(row.locator(".deputy-subagent-status")).to_have_text(value, timeout=timeout)
+
+    def expect_event(
+        self, row: Locator, value: str | Pattern[str], *, timeout: float | None = None
+    ) -> None:
+        """Wait until one of a row's recent events contains ``value``.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+            >>> team.expect_event(team.row(), "calls read_file")  # doctest: +SKIP
+        """
+        events = row.locator(".deputy-subagent-events li")
+        expect(events.filter(has_text=value).first).to_be_visible(timeout=timeout)
+
+    def interrupt(self, row: Locator, *, timeout: float | None = None) -> None:
+        """Click a running delegation's "Stop" button.
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+            >>> team.interrupt(team.row("researcher"))  # doctest: +SKIP
+        """
+        row.locator(".deputy-subagent-btn-interrupt").click(timeout=timeout)
+
+    def open_transcript(self, row: Locator, *, timeout: float | None = None) -> Locator:
+        """Open a row's transcript and return it (read-only text).
+
+        Example:
+            >>> from deputy_shiny.shiny.playwright import SubagentPanel
+            >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
+            >>> team.open_transcript(team.row()).inner_text()  # doctest: +SKIP
+            'user Research tides ...'
+        """
+        transcript = row.locator(".deputy-subagent-transcript")
+        if transcript.count() == 0:
+            row.locator(".deputy-subagent-btn-transcript").click(timeout=timeout)
+        expect(transcript).to_be_visible(timeout=timeout)
+        return transcript

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from shinychat.playwright import ChatController
 
-from deputy_shiny.playwright import ApprovalModal
+from deputy_shiny.playwright import ApprovalModal, SubagentPanel
 from tests.e2e.conftest import ROOT, AppServer, open_chat
 
 E2E_APPS = (str(ROOT / "app.py"),)
@@ -30,6 +30,24 @@ def test_the_demo_model_answers_in_the_browser(
     chat.send_user_input()
     replies = chat.loc_messages.locator("> .shiny-chat-message")
     expect(replies.last).to_contain_text("not an LLM", timeout=20_000)
+
+
+def test_research_shows_the_team_at_work_in_the_sidebar(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app(str(ROOT / "app.py"))
+    chat = open_chat(page, app, "chat")
+    team = SubagentPanel(page, "team")
+    team.expect_note("No delegations yet")
+    chat.send("research tides")
+    researcher, writer = team.row("researcher"), team.row("writer")
+    team.expect_status(researcher, "completed", timeout=20_000)
+    team.expect_event(researcher, "calls read_file")
+    team.expect_status(writer, "completed", timeout=20_000)
+    chat.expect_latest_reply("my team's answer about tides", timeout=20_000)
+    chat.expect_latest_reply("welcome.md")
+    transcript = team.open_transcript(researcher)
+    expect(transcript).to_contain_text("list_files result")
 
 
 SERVER_KEY = "sk-e2e-server-" + "5f3a9c1e77d04b2a"

@@ -52,6 +52,16 @@
     window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
   });
 
+  // Subagent panel buttons: open a delegation's transcript, or stop it. The server acts
+  // only on a delegation of this session's agent that its user may see.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("[data-deputy-subagent]");
+    if (!button || !window.Shiny) return;
+    if (button.dataset.deputySubagent === "interrupt") button.disabled = true;
+    const value = { delegation_id: button.dataset.delegation, action: button.dataset.deputySubagent };
+    window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
+  });
+
   document.addEventListener("click", function (event) {
     const button = event.target.closest("[data-deputy-action]");
     if (!button || !window.Shiny) return;

@@ -1,0 +1,367 @@
+"""The subagent panel: a LeadAgent's delegations, live, as the session's user may see them.
+
+Each delegation shows as a row: the subagent's name, its task (cut for display), a
+status badge, its usage (requests and tokens) and its latest events (tool calls, what
+it said), updated while it runs. "Transcript" opens a read-only transcript; "Stop"
+interrupts a running delegation. Everything goes through the lead's
+:class:`~deputy_shiny.delegation.DelegationDisclosure` with the ``requester`` the app
+names: a requester the policy refuses sees a short note and no records, and a click
+(or a forged input value) acts only on a delegation of this agent that the requester
+may see.
+
+The server polls the lead (``observe_subagents`` / ``inspect_subagents``) every
+``interval`` seconds from an effect that never awaits; the page is re-rendered only
+when what it shows changed. The tick comes from a task of the session's own that holds
+the reactive lock only to set a counter, and stops when the session ends. Model and
+tool output are untrusted: they render as escaped text, never as HTML.
+
+Example:
+    >>> from deputy_shiny.shiny import subagent_panel_ui
+    >>> "deputy-subagent-panel" in str(subagent_panel_ui("team"))
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from htmltools import Tag, TagList, tags
+from shiny import module, reactive, render, ui
+
+from ..agent import Agent
+from ..delegation import DelegationSubscription, LeadAgent
+from ..errors import DelegationDisclosureError, DelegationError
+
+__all__ = ["subagent_panel_server", "subagent_panel_ui"]
+
+logger = logging.getLogger(__name__)
+
+TASK_CHARS = 160
+"""The longest task shown in a row (the whole task is in the transcript)."""
+EVENT_CHARS = 200
+"""The longest event summary shown in a row."""
+RECENT_EVENTS = 5
+"""Events shown per delegation (the newest)."""
+MAX_SHOWN = 30
+"""Delegations shown (the newest)."""
+TRANSCRIPT_CHARS = 4000
+"""The longest piece of one transcript entry shown (text, arguments or output)."""
+
+_STATUS_CLASS = {
+    "running": "text-bg-info",
+    "queued": "text-bg-secondary",
+    "completed": "text-bg-success",
+    "failed": "text-bg-danger",
+    "stopped": "text-bg-warning",
+    "suspended": "text-bg-warning",
+    "not_started": "text-bg-secondary",
+}
+_LIVE = ("running", "queued")
+_DENIED_NOTE = "You may not see this agent's delegations."
+_NONE_NOTE = "No delegations yet."
+_NOT_LEAD_NOTE = "This agent does not delegate."
+
+AgentArg = Agent | Callable[[], Agent | None] | None
+"""The agent, or a zero-argument function returning it."""
+
+
+@module.ui
+def subagent_panel_ui() -> TagList:
+    """The panel's place on the page (filled in by :func:`subagent_panel_server`).
+
+    Example:
+        >>> from deputy_shiny.shiny import subagent_panel_ui
+        >>> html = str(subagent_panel_ui("team"))
+        >>> "team-delegations" in html
+        True
+    """
+    from ._chat_module import kit_dependency
+
+    return TagList(
+        kit_dependency(), ui.div(ui.output_ui("delegations"), class_="deputy-subagent-panel")
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _usage_text(usage: Any) -> str:
+    if not isinstance(usage, dict):
+        return ""
+    return f"{usage.get('requests', 0)} requests · {usage.get('total_tokens', 0)} tokens"
+
+
+def _transcript(turns: Any) -> Tag:
+    """A transcript (``inspect_subagents(..., transcript=True)``) as escaped text."""
+    entries: list[Tag] = []
+    for turn in turns if isinstance(turns, list) else ():
+        role = str(turn.get("role", "?")) if isinstance(turn, dict) else "?"
+        contents = turn.get("contents", []) if isinstance(turn, dict) else []
+        for content in contents if isinstance(contents, list) else ():
+            if not isinstance(content, dict):
+                continue
+            kind = content.get("type")
+            if kind == "text":
+                label, body = role, str(content.get("text", ""))
+            elif kind == "tool_request":
+                label = f"{role} calls {content.get('name', '?')}"
+                body = str(content.get("raw_arguments") or content.get("arguments") or "")
+            elif kind == "tool_result":
+                error = " (error)" if content.get("is_error") else ""
+                label = f"{content.get('name', '?')} result{error}"
+                body = str(content.get("output"))
+            else:
+                continue
+            if len(body) > TRANSCRIPT_CHARS:
+                body = body[:TRANSCRIPT_CHARS] + f" [... {len(body) - TRANSCRIPT_CHARS} more]"
+            entries.append(
+                tags.div(
+                    tags.div(label, class_="deputy-subagent-role small fw-semibold"),
+                    tags.pre(body, class_="deputy-subagent-text"),
+                    class_=f"deputy-subagent-entry deputy-subagent-{kind}",
+                )
+            )
+    if not entries:
+        entries.append(tags.p("Nothing yet.", class_="text-muted small"))
+    return tags.div(*entries, class_="deputy-subagent-transcript")
+
+
+def _button(label: str, action: str, delegation_id: str, input_id: str) -> Tag:
+    return tags.button(
+        label,
+        type="button",
+        class_=f"btn btn-sm btn-outline-secondary deputy-subagent-btn-{action}",
+        data_deputy_subagent=action,
+        data_delegation=delegation_id,
+        data_input=input_id,
+    )
+
+
+def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str) -> Tag:
+    """One delegation (a view from ``inspect_subagents``) as a row of the panel."""
+    delegation_id = str(view.get("delegation_id", ""))
+    observed = view.get("observed") or {}
+    status = str(observed.get("status", "?"))
+    task = str(view.get("task", ""))
+    header = tags.div(
+        tags.strong(str(view.get("agent_name", "?")), class_="deputy-subagent-name"),
+        tags.span(
+            status,
+            class_=f"badge {_STATUS_CLASS.get(status, 'text-bg-secondary')} deputy-subagent-status",
+        ),
+        tags.span(_usage_text(observed.get("usage")), class_="deputy-subagent-usage small"),
+        class_="d-flex flex-wrap align-items-center gap-2",
+    )
+    body: list[Any] = [header, tags.div(_clip(task, TASK_CHARS), class_="deputy-subagent-task")]
+    if events:
+        body.append(
+            tags.ul(
+                *[tags.li(_clip(e, EVENT_CHARS)) for e in events],
+                class_="deputy-subagent-events small",
+            )
+        )
+    buttons = [
+        _button(
+            "Hide transcript" if transcript is not None else "Transcript",
+            "transcript",
+            delegation_id,
+            input_id,
+        )
+    ]
+    if status in _LIVE:
+        buttons.append(_button("Stop", "interrupt", delegation_id, input_id))
+    body.append(tags.div(*buttons, class_="d-flex gap-2"))
+    if transcript is not None:
+        body.append(_transcript(transcript))
+    return tags.div(
+        *body,
+        class_="deputy-subagent mb-2",
+        data_delegation=delegation_id,
+        data_status=status,
+        title=task if len(task) <= 2000 else task[:2000] + "…",
+    )
+
+
+@module.server
+def subagent_panel_server(
+    input: Any,
+    output: Any,
+    session: Any,
+    agent: AgentArg,
+    requester: Any,
+    *,
+    interval: float = 0.4,
+) -> None:
+    """Show ``agent``'s delegations, as ``requester`` may see them, while they run.
+
+    Args:
+        agent: The session's :class:`~deputy_shiny.delegation.LeadAgent`, or a function
+            returning it (e.g. ``lambda: handle.agent``). Any other agent shows a note.
+        requester: Whom the lead's disclosure policy judges: a value, or a function
+            returning it (e.g. ``session.user``, else the session id).
+        interval: Seconds between polls of the lead.
+
+    Example:
+        >>> from shiny import App, ui
+        >>> from deputy_shiny.delegation import AgentDefinition, DelegationDisclosure, LeadAgent
+        >>> from deputy_shiny.shiny import (agent_chat_server, agent_chat_ui,
+        ...     subagent_panel_server, subagent_panel_ui)
+        >>> def make_agent(ctx):
+        ...     return LeadAgent("deputy/demo", working_dir=ctx.working_dir,
+        ...         subagents=[AgentDefinition(name="helper", description="Helps.")],
+        ...         delegation_scope={"owner": ctx.session_id},
+        ...         delegation_disclosure=DelegationDisclosure(
+        ...             authorize=lambda who, scope, record: who == scope["owner"]))
+        >>> def server(input, output, session):
+        ...     handle = agent_chat_server("chat", make_agent)
+        ...     subagent_panel_server("team", lambda: handle.agent, session.id)
+        >>> app = App(ui.page_sidebar(ui.sidebar(subagent_panel_ui("team")),
+        ...     agent_chat_ui("chat")), server)
+    """
+    if session.is_stub_session():
+        return
+    input_id = session.ns("action")
+    tick = reactive.value(0)
+    shown = reactive.value[tuple[Any, ...]](("loading",))
+    expanded = reactive.value[frozenset[str]](frozenset())
+    # Plain state of this session's panel (read and written only by its effects).
+    state: dict[str, Any] = {"subscription": None, "lead": None, "requester": None, "live": False}
+    recent: dict[str, deque[str]] = {}
+    visible: set[str] = set()
+
+    def _lead() -> LeadAgent | None:
+        target = agent() if callable(agent) and not isinstance(agent, Agent) else agent
+        return target if isinstance(target, LeadAgent) else None
+
+    def _who() -> Any:
+        return requester() if callable(requester) else requester
+
+    def _subscription(lead: LeadAgent, who: Any) -> DelegationSubscription | None:
+        current = state["subscription"]
+        if current is not None and state["requester"] == who and state["lead"] is lead:
+            return current
+        if current is not None:
+            current.close()
+        recent.clear()
+        state.update(subscription=None, lead=lead, requester=who, opened=None)
+        try:
+            state["subscription"] = lead.observe_subagents(who)
+        except DelegationDisclosureError:
+            return None
+        return state["subscription"]
+
+    def _snapshot(lead: LeadAgent, who: Any, opened: frozenset[str]) -> tuple[Any, ...]:
+        subscription = _subscription(lead, who)
+        if subscription is None:
+            visible.clear()
+            return ("denied",)
+        fresh = subscription.poll()
+        for event in fresh:
+            kept = recent.setdefault(event.delegation_id, deque(maxlen=RECENT_EVENTS))
+            if event.kind != "status":
+                kept.append(event.summary)
+        if not fresh and not state["live"] and opened == state.get("opened"):
+            return shown.get()  # nothing new, nothing running: keep what is shown
+        try:
+            views = lead.inspect_subagents(who)
+        except DelegationDisclosureError:
+            visible.clear()
+            return ("denied",)
+        views = views[-MAX_SHOWN:]
+        visible.clear()
+        visible.update(str(v.get("delegation_id")) for v in views)
+        state["live"] = any((v.get("observed") or {}).get("status") in _LIVE for v in views)
+        state["opened"] = opened
+        rows = []
+        for view in reversed(views):  # newest first
+            delegation_id = str(view.get("delegation_id"))
+            transcript = None
+            if delegation_id in opened:
+                transcript = _read_transcript(lead, who, delegation_id)
+            rows.append((view, list(recent.get(delegation_id, ())), transcript))
+        return ("rows", rows)
+
+    async def _ticker() -> None:
+        count = 0
+        while True:
+            await asyncio.sleep(interval)
+            count += 1
+            async with reactive.lock():
+                tick.set(count)
+                await reactive.flush()
+
+    # Not reactive.invalidate_later: a cancelled timer keeps its context (and with it
+    # the session) alive until its deadline; this task's context holds nothing.
+    ticker = asyncio.get_running_loop().create_task(_ticker(), context=contextvars.Context())
+    session.on_ended(ticker.cancel)
+
+    @reactive.effect
+    def _poll() -> None:
+        tick()
+        opened = expanded()
+        with reactive.isolate():
+            lead = _lead()
+            if lead is None:
+                new: tuple[Any, ...] = ("not_lead",)
+            else:
+                try:
+                    new = _snapshot(lead, _who(), opened)
+                except Exception:
+                    logger.warning("subagent panel: polling failed", exc_info=True)
+                    return
+            if new != shown.get():
+                shown.set(new)
+
+    @render.ui
+    def delegations() -> Tag:
+        kind, *rest = shown()
+        if kind == "loading":
+            return tags.p("…", class_="text-muted small")
+        if kind == "not_lead":
+            return tags.p(_NOT_LEAD_NOTE, class_="text-muted small deputy-subagent-note")
+        if kind == "denied":
+            return tags.p(_DENIED_NOTE, class_="text-muted small deputy-subagent-note")
+        rows = rest[0]
+        if not rows:
+            return tags.p(_NONE_NOTE, class_="text-muted small deputy-subagent-note")
+        return tags.div(*[_row(view, events, t, input_id) for view, events, t in rows])
+
+    @reactive.effect
+    @reactive.event(input.action)  # no ignore_init: see _prompts.session_prompts
+    def _clicked() -> None:
+        value = input.action()
+        if not isinstance(value, dict):
+            return
+        delegation_id, action = value.get("delegation_id"), value.get("action")
+        # Only a delegation of this agent this requester may see, only these actions:
+        # a forged value from the browser (another session's id, anything) changes nothing.
+        if not isinstance(delegation_id, str) or action not in ("interrupt", "transcript"):
+            return
+        lead = _lead()
+        if lead is None or delegation_id not in visible:
+            return
+        try:
+            lead.inspect_subagents(_who(), delegation_id)
+        except (DelegationDisclosureError, DelegationError):
+            return
+        if action == "interrupt":
+            lead.interrupt_subagent(delegation_id, "stopped from the panel")
+            state["live"] = True  # re-read at the next poll
+            return
+        opened = expanded.get()
+        expanded.set(opened ^ {delegation_id})  # open or close this one
+
+
+def _read_transcript(lead: LeadAgent, who: Any, delegation_id: str) -> Any:
+    try:
+        (view,) = lead.inspect_subagents(who, delegation_id, transcript=True)
+    except (DelegationDisclosureError, DelegationError, ValueError):
+        return None
+    return view.get("transcript", [])
