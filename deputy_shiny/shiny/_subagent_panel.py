@@ -1,4 +1,7 @@
-"""The subagent panel: a LeadAgent's delegations, live, as the session's user may see them.
+"""The subagent panel: an agent's delegations, live, as the session's user may see them.
+
+Any agent's: a LeadAgent's subagents, and the tasks it gave to retained agents or its
+delegation graph.
 
 Each delegation shows as a row: the subagent's name, its task (cut for display), a
 status badge, its usage (requests and tokens) and its latest events (tool calls, what
@@ -34,7 +37,7 @@ from htmltools import Tag, TagList, tags
 from shiny import module, reactive, render, ui
 
 from ..agent import Agent
-from ..delegation import DelegationSubscription, LeadAgent
+from ..delegation import DelegationSubscription
 from ..errors import DelegationDisclosureError, DelegationError
 
 __all__ = ["subagent_panel_server", "subagent_panel_ui"]
@@ -64,7 +67,7 @@ _STATUS_CLASS = {
 _LIVE = ("running", "queued")
 _DENIED_NOTE = "You may not see this agent's delegations."
 _NONE_NOTE = "No delegations yet."
-_NOT_LEAD_NOTE = "This agent does not delegate."
+_NOT_LEAD_NOTE = "There is no agent in this session yet."
 
 AgentArg = Agent | Callable[[], Agent | None] | None
 """The agent, or a zero-argument function returning it."""
@@ -202,8 +205,9 @@ def subagent_panel_server(
     """Show ``agent``'s delegations, as ``requester`` may see them, while they run.
 
     Args:
-        agent: The session's :class:`~deputy_shiny.delegation.LeadAgent`, or a function
-            returning it (e.g. ``lambda: handle.agent``). Any other agent shows a note.
+        agent: The session's agent (a :class:`~deputy_shiny.delegation.LeadAgent`, or any
+            agent with retained agents or a delegation graph), or a function returning it
+            (e.g. ``lambda: handle.agent``; None shows a note).
         requester: Whom the lead's disclosure policy judges: a value, or a function
             returning it (e.g. ``session.user``, else the session id).
         interval: Seconds between polls of the lead.
@@ -236,14 +240,14 @@ def subagent_panel_server(
     recent: dict[str, deque[str]] = {}
     visible: set[str] = set()
 
-    def _lead() -> LeadAgent | None:
+    def _lead() -> Agent | None:
         target = agent() if callable(agent) and not isinstance(agent, Agent) else agent
-        return target if isinstance(target, LeadAgent) else None
+        return target if isinstance(target, Agent) else None
 
     def _who() -> Any:
         return requester() if callable(requester) else requester
 
-    def _subscription(lead: LeadAgent, who: Any) -> DelegationSubscription | None:
+    def _subscription(lead: Agent, who: Any) -> DelegationSubscription | None:
         current = state["subscription"]
         if current is not None and state["requester"] == who and state["lead"] is lead:
             return current
@@ -257,7 +261,7 @@ def subagent_panel_server(
             return None
         return state["subscription"]
 
-    def _snapshot(lead: LeadAgent, who: Any, opened: frozenset[str]) -> tuple[Any, ...]:
+    def _snapshot(lead: Agent, who: Any, opened: frozenset[str]) -> tuple[Any, ...]:
         subscription = _subscription(lead, who)
         if subscription is None:
             visible.clear()
@@ -359,7 +363,7 @@ def subagent_panel_server(
         expanded.set(opened ^ {delegation_id})  # open or close this one
 
 
-def _read_transcript(lead: LeadAgent, who: Any, delegation_id: str) -> Any:
+def _read_transcript(lead: Agent, who: Any, delegation_id: str) -> Any:
     try:
         (view,) = lead.inspect_subagents(who, delegation_id, transcript=True)
     except (DelegationDisclosureError, DelegationError, ValueError):
