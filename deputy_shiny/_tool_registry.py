@@ -84,6 +84,13 @@ class ToolRegistry:
         )
         self._schemas = None
 
+    def remove(self, tools: Iterable[Tool]) -> None:
+        """Remove these tools (each only while the registered tool of its name is it)."""
+        for item in tools:
+            if self.tools.get(item.name) is item:
+                del self.tools[item.name]
+                self._schemas = None
+
     def all(self) -> dict[str, Tool | NativeWebSearch]:
         """Every registered tool by name (provider-native ones included)."""
         return {**self.tools, **self.natives}

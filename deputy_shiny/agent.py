@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal, overload
 
 from . import _sync
 from ._budget import SharedBudget
+from ._delegation.graph import DelegationGraph, RouteSpec, retain_graph
 from ._delegation.host import DelegationHost, DelegationSubscription, ResultPage
 from ._delegation.policies import DelegationDisclosure, DelegationObservation
 from ._delegation.records import DelegationManifest, SubagentRecord
@@ -52,6 +53,7 @@ from .errors import (
     AgentBusyError,
     AgentRetainedError,
     ConfigurationError,
+    DelegationGraphError,
     InvalidLimitError,
     ToolNameConflictError,
 )
@@ -190,6 +192,7 @@ class Agent:
         self._mcp: McpLoads | None = None
         self._retained_by: str | None = None  # the agent id of the agent retaining it
         self._retention: Retention | None = None  # the agents it retains (made on first use)
+        self._graph: DelegationGraph | None = None  # its delegation graph, if any
         self._delegation_host = DelegationHost(
             self,
             disclosure=delegation_disclosure,
@@ -1060,6 +1063,138 @@ class Agent:
             RetainedHandleError: the handle is another agent's, unknown or released.
         """
         self._retained().release(handle)
+
+    # ------------------------------------------------------------ delegations: graph
+
+    def retain_agent_graph(
+        self,
+        agents: Mapping[str, Agent],
+        routes: Mapping[str, Mapping[str, RouteSpec | Mapping[str, Any]]],
+        usage_limits: UsageLimits,
+        *,
+        max_depth: int = 3,
+        max_delegations: int = 16,
+        max_concurrency: int = 4,
+        max_runs: int = 32,
+    ) -> dict[str, str]:
+        """Retain several agents as a graph whose members delegate to each other through
+        route tools; returns each agent's handle by name (for :meth:`continue_agent`).
+
+        This agent is the graph's root (routes name it ``"root"``) and records every
+        delegation in it (:meth:`list_subagents`, with ``parent_delegation_id`` for
+        nested ones). ``routes[source][tool_name]`` adds to ``source`` (an agent's name
+        or ``"root"``) a tool ``tool_name(task)`` that sends ``task`` to the route's
+        target as its next task: a :class:`~deputy_shiny.delegation.RouteSpec` or a
+        mapping with ``target``, ``description`` and optional ``usage_limits`` (each
+        task's limits, clamped to what is left). Every run in the graph draws on the one
+        budget ``usage_limits`` (its ``max_requests`` is required), and a route the
+        root's own run calls draws on that run too. Each call a member makes must also
+        pass the current permissions of every agent above it in the chain, so a route
+        from a plan-mode agent gives its target no write.
+
+        Routes may form cycles, but a route to an agent that is already running (one
+        in the chain, or busy elsewhere) is refused at once. So are routes past
+        ``max_depth`` (the root's own delegates are at depth 1), past
+        ``max_delegations`` (tasks in the graph until release, ``continue_agent`` ones
+        included) or past ``max_concurrency`` (members running at once): a refusal,
+        never a queue, since an agent waiting on its own delegate holds its slot and
+        queueing could deadlock. A refused route call is a tool error for the model and
+        a ``not_started`` record. Each member meets :meth:`retain_agent`'s conditions
+        and, until :meth:`release_agent_graph`, is retained like one (``max_runs`` tasks
+        each; the members count toward the 32 agents one agent may retain).
+
+        Raises:
+            DelegationGraphError: a graph already exists, an agent is named ``root`` or
+                appears twice, a route's source or target is unknown, a route tool's
+                name is invalid or clashes with its source's tools, or a limit is not a
+                whole number of at least 1 (``max_delegations``: 0).
+            RetainError: an agent cannot be retained.
+            InvalidLimitError: ``usage_limits`` is not a UsageLimits with max_requests.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+            >>> def ask(tool, task):
+            ...     return ScriptedReply(tool_calls=[ScriptedToolCall(tool, {"task": task})])
+            >>> root = Agent(ScriptedModel([ask("ask_planner", "Plan a trip."), "Booked."]))
+            >>> planner = Agent(ScriptedModel([ask("ask_booker", "Book it."), "Trip planned."]))
+            >>> booker = Agent(ScriptedModel(["Booked a train."]))
+            >>> handles = root.retain_agent_graph(
+            ...     {"planner": planner, "booker": booker},
+            ...     {
+            ...         "root": {"ask_planner": {"target": "planner", "description": "Plans."}},
+            ...         "planner": {"ask_booker": {"target": "booker", "description": "Books."}},
+            ...     },
+            ...     UsageLimits(max_requests=10),
+            ... )
+            >>> root.run_sync("Get me to Lyon.").response
+            'Booked.'
+            >>> [(r.agent_name, r.response) for r in root.list_subagents()]
+            [('planner', 'Trip planned.'), ('booker', 'Booked a train.')]
+            >>> root.delegation_graph_usage().requests
+            3
+            >>> root.release_agent_graph()
+        """
+        self._ensure_free("retain agents")
+        if self._graph is not None:
+            raise DelegationGraphError(
+                "this agent already has a delegation graph; release_agent_graph() it first"
+            )
+        for name, agent in agents.items() if isinstance(agents, Mapping) else ():
+            if not isinstance(agent, Agent):
+                raise ConfigurationError(
+                    f"retain_agent_graph takes Agents; {name!r} is a {type(agent).__name__}"
+                )
+        self._graph = retain_graph(
+            self._retained(),
+            agents,
+            routes,
+            usage_limits,
+            max_depth=max_depth,
+            max_delegations=max_delegations,
+            max_concurrency=max_concurrency,
+            max_runs=max_runs,
+        )
+        return self._graph.handles()
+
+    def delegation_graph_usage(self) -> AgentUsage:
+        """The total usage of every run in this agent's delegation graph so far (running
+        ones included; the root's own requests are not in it).
+
+        Raises:
+            DelegationGraphError: this agent has no delegation graph.
+        """
+        if self._graph is None:
+            raise DelegationGraphError("this agent has no delegation graph")
+        return self._graph.usage()
+
+    def release_agent_graph(self) -> None:
+        """Release the delegation graph: its route tools and handles go, its members can
+        be used on their own again (their own tools and connections stay), and the
+        graph's delegation records are discarded (save them first with
+        :meth:`export_subagents`). A new graph may then be retained.
+
+        Raises:
+            DelegationGraphError: no graph, or an agent in it is running (cancel it with
+                :meth:`cancel_agent` and wait for the task to end first).
+        """
+        if self._graph is None:
+            raise DelegationGraphError("this agent has no delegation graph")
+        self._graph.release()
+        self._graph = None
+
+    def _add_route_tools(self, tools: list[Tool]) -> None:
+        """Register a graph's route tools (package-internal: before retaining)."""
+        self._tools.add(
+            tools,
+            self._permissions,
+            provider=self._model.provider,
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+        )
+
+    def _remove_route_tools(self, tools: list[Tool]) -> None:
+        """Remove a released graph's route tools (package-internal)."""
+        self._tools.remove(tools)
 
     def _retained(self) -> Retention:
         if self._retention is None:

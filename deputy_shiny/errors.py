@@ -24,6 +24,7 @@ __all__ = [
     "ConfigurationError",
     "DelegationDisclosureError",
     "DelegationError",
+    "DelegationGraphError",
     "DeputyError",
     "Interrupted",
     "InvalidHookError",
@@ -300,6 +301,14 @@ class RetainedAgentChangedError(DelegationError):
 
 class RetainedAgentExhaustedError(DelegationError):
     """The handle has used all of its ``max_runs`` tasks."""
+
+
+class DelegationGraphError(DelegationError):
+    """A delegation graph refused: ``retain_agent_graph`` arguments that do not form a
+    graph (an agent named ``root``, a route to an unknown agent, a route tool name that
+    clashes), a second graph before ``release_agent_graph``, a graph limit
+    (``max_depth``, ``max_delegations``, ``max_concurrency``) refusing a
+    ``continue_agent``, or ``release_agent_graph`` while an agent in it is running."""
 
 
 class DelegationTaskError(DelegationError, ValueError):

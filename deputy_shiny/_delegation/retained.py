@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from .._budget import SharedBudget, current_budget
 from ..errors import (
     DelegationError,
+    DelegationGraphError,
     DelegationTaskError,
     InvalidLimitError,
     RetainedAgentBusyError,
@@ -47,7 +48,7 @@ from ..events import AgentResult, AgentUsage
 from ..usage import UsageLimits
 from .host import MAX_TASK_BYTES, DelegatingAgent, DelegationHost, DelegationItem
 from .host import parent_delegation as _parent_delegation
-from .records import DelegationManifest
+from .records import DelegationManifest, InputError
 
 __all__ = ["MAX_RETAINED", "Retention"]
 
@@ -63,25 +64,44 @@ class RetainableAgent(DelegatingAgent, Protocol):
     def _fingerprint(self) -> tuple[Any, ...]: ...
 
 
+Refusal = tuple[InputError, type[DelegationError], str]
+"""Why a task cannot start: the record's input_error, the error host code gets, and
+the message."""
+
+
+class GraphLimits(Protocol):
+    """What a retained agent's delegation graph (``graph.py``) limits of its tasks."""
+
+    delegations: int
+
+    def refusal(self, depth: int) -> Refusal | None: ...
+
+
 class _Entry:
     def __init__(
-        self, handle: str, agent: RetainableAgent, budget: SharedBudget, max_runs: int
+        self,
+        handle: str,
+        agent: RetainableAgent,
+        budget: SharedBudget,
+        max_runs: int,
+        name: str | None = None,
     ) -> None:
         self.handle = handle
         self.agent = agent
-        self.name = agent.agent_name or agent.agent_id
+        self.name = name or agent.agent_name or agent.agent_id
         self.budget = budget
         self.max_runs = max_runs
         self.runs = 0
         self.fingerprint = agent._fingerprint()
         self.item: DelegationItem | None = None  # the task running now
+        self.graph: GraphLimits | None = None  # the graph it belongs to, if any
 
 
 class Retention:
     """The agents one agent retains, by handle (part of its DelegationHost)."""
 
     def __init__(self, host: DelegationHost) -> None:
-        self._host = host
+        self.host = host
         self._entries: dict[str, _Entry] = {}
         self._released: set[str] = set()
 
@@ -90,9 +110,9 @@ class Retention:
 
     # ------------------------------------------------------------------ retain
 
-    def retain(self, agent: RetainableAgent, usage_limits: UsageLimits, max_runs: int) -> str:
-        owner = self._host.owner
-        if agent is owner:
+    def check(self, agent: RetainableAgent, usage_limits: UsageLimits, max_runs: int) -> None:
+        """Raise RetainError (or InvalidLimitError) unless ``agent`` may be retained."""
+        if agent is self.host.owner:
             raise RetainError("an agent cannot retain itself")
         why = agent._retain_refusal()
         if why is not None:
@@ -103,16 +123,34 @@ class Retention:
             raise InvalidLimitError("usage_limits must be a UsageLimits (the total of all tasks)")
         if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
             raise RetainError("max_runs must be a whole number of at least 1")
-        if len(self._entries) >= MAX_RETAINED:
+
+    def check_room(self, more: int) -> None:
+        if len(self._entries) + more > MAX_RETAINED:
             raise RetainError(
                 f"an agent may retain at most {MAX_RETAINED} agents at a time; release one first"
             )
-        handle = f"{owner.agent_id}/retained_{secrets.token_urlsafe(12)}"
+
+    def retain(self, agent: RetainableAgent, usage_limits: UsageLimits, max_runs: int) -> str:
+        self.check(agent, usage_limits, max_runs)
+        self.check_room(1)
         name = agent.agent_name or agent.agent_id
         budget = SharedBudget(usage_limits, label=f"retained agent {name}'s total")
-        agent._set_retained(owner.agent_id)
-        self._entries[handle] = _Entry(handle, agent, budget, max_runs)
-        return handle
+        return self.add(agent, budget, max_runs).handle
+
+    def add(
+        self, agent: RetainableAgent, budget: SharedBudget, max_runs: int, name: str | None = None
+    ) -> _Entry:
+        """Retain a checked ``agent`` under a new handle (its fingerprint is taken now)."""
+        handle = f"{self.host.owner.agent_id}/retained_{secrets.token_urlsafe(12)}"
+        agent._set_retained(self.host.owner.agent_id)
+        entry = self._entries[handle] = _Entry(handle, agent, budget, max_runs, name)
+        return entry
+
+    def drop(self, entry: _Entry) -> None:
+        """Stop retaining ``entry`` (checked idle by the caller); its handle is released."""
+        del self._entries[entry.handle]
+        self._released.add(entry.handle)
+        entry.agent._set_retained(None)
 
     def entry(self, handle: str) -> _Entry:
         found = self._entries.get(handle) if isinstance(handle, str) else None
@@ -120,7 +158,7 @@ class Retention:
             return found
         if handle in self._released:
             raise RetainedAgentReleasedError(f"the handle {handle!r} was released")
-        owner_id = self._host.owner.agent_id
+        owner_id = self.host.owner.agent_id
         if isinstance(handle, str) and not handle.startswith(owner_id + "/"):
             raise RetainedHandleError(
                 "this handle belongs to another agent (or was never issued); only the "
@@ -134,6 +172,33 @@ class Retention:
 
     # ------------------------------------------------------------------ continue
 
+    def refusal(self, entry: _Entry, depth: int) -> Refusal | None:
+        """Why a task for ``entry`` at ``depth`` cannot start now (None: it can)."""
+        if entry.item is not None or entry.agent.running:
+            return (
+                "invalid",
+                RetainedAgentBusyError,
+                f"the agent {entry.name} is already running a task (an agent runs one task "
+                "at a time, so a delegation may not go back to an agent in its own chain); "
+                "wait for it to end or cancel_agent() it",
+            )
+        if entry.agent._fingerprint() != entry.fingerprint:
+            return (
+                "stale",
+                RetainedAgentChangedError,
+                f"the retained agent {entry.name} was changed since it was retained; "
+                "release it and retain it again",
+            )
+        if entry.runs >= entry.max_runs:
+            return (
+                "unauthorized",
+                RetainedAgentExhaustedError,
+                f"the agent {entry.name} has used all of its {entry.max_runs} tasks (max_runs)",
+            )
+        if entry.graph is not None:
+            return entry.graph.refusal(depth)
+        return None
+
     async def continue_(
         self, handle: str, task: str, usage_limits: UsageLimits | None
     ) -> AgentResult:
@@ -142,36 +207,40 @@ class Retention:
         check_task(task)
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
             raise InvalidLimitError("usage_limits must be a UsageLimits or None")
-        if entry.item is not None or entry.agent.running:
-            raise RetainedAgentBusyError(
-                f"the retained agent {entry.name} is running a task; wait for it to end "
-                "or cancel_agent() it"
-            )
-        if entry.agent._fingerprint() != entry.fingerprint:
-            raise RetainedAgentChangedError(
-                f"the retained agent {entry.name} was changed since it was retained; "
-                "release_agent() it and retain it again"
-            )
-        if entry.runs >= entry.max_runs:
-            raise RetainedAgentExhaustedError(
-                f"the handle has used all of its {entry.max_runs} tasks (max_runs)"
-            )
-        entry.runs += 1
-        host = self._host
+        host = self.host
         parent = host.find(_parent_delegation.get())
+        depth = parent.depth + 1 if parent else 1
+        refused = self.refusal(entry, depth)
+        if refused is not None:
+            _, error, message = refused
+            raise error(message)
         item = host.add(
             DelegationItem(
-                entry.name,
-                task,
-                parent.id if parent else None,
-                handle=entry.handle,
-                depth=parent.depth + 1 if parent else 1,
+                entry.name, task, parent.id if parent else None, handle=entry.handle, depth=depth
             )
         )
+        await self.start(entry, item, parent, usage_limits)
+        result = entry.agent.last_run()
+        if result is None or result.run_id != item.run_id:
+            raise DelegationError(f"the task did not run: {item.error or item.status}")
+        return result
+
+    async def start(
+        self,
+        entry: _Entry,
+        item: DelegationItem,
+        parent: DelegationItem | None,
+        usage_limits: UsageLimits | None,
+    ) -> None:
+        """Run the checked ``item`` on ``entry``'s agent to its end (it holds the agent,
+        and a graph slot, until then)."""
+        entry.runs += 1
+        if entry.graph is not None:
+            entry.graph.delegations += 1
         item.handle_budget = entry.budget
         entry.item = item
         try:
-            return await self._run(entry, item, parent, usage_limits)
+            await self._run(entry, item, parent, usage_limits)
         finally:
             entry.item = None
             entry.fingerprint = entry.agent._fingerprint()
@@ -182,8 +251,8 @@ class Retention:
         item: DelegationItem,
         parent: DelegationItem | None,
         usage_limits: UsageLimits | None,
-    ) -> AgentResult:
-        host = self._host
+    ) -> None:
+        host = self.host
         agent = entry.agent
         # This task draws on the handle's total and on the run that sent it (if any).
         budget = SharedBudget(
@@ -204,10 +273,6 @@ class Retention:
         )
         host.observe(item, "status", "queued")
         await host.drive(item, agent, budget=budget, limits=limits)
-        result = agent.last_run()
-        if result is None or result.run_id != item.run_id:
-            raise DelegationError(f"the task did not run: {item.error or item.status}")
-        return result
 
     # ------------------------------------------------------------------ cancel, release
 
@@ -215,19 +280,22 @@ class Retention:
         entry = self.entry(handle)
         if entry.item is None:
             return False
-        return self._host.interrupt(entry.item.id, reason)
+        return self.host.interrupt(entry.item.id, reason)
 
     def release(self, handle: str) -> None:
         entry = self.entry(handle)
+        if entry.graph is not None:
+            raise DelegationGraphError(
+                f"the agent {entry.name} belongs to this agent's delegation graph; "
+                "release it with release_agent_graph()"
+            )
         if entry.item is not None or entry.agent.running:
             raise RetainedAgentBusyError(
                 f"the retained agent {entry.name} is running; cancel_agent() it and wait "
                 "for the task to end before releasing it"
             )
-        del self._entries[handle]
-        self._released.add(handle)
-        entry.agent._set_retained(None)
-        self._host.discard(lambda item: item.handle != handle)
+        self.drop(entry)
+        self.host.discard(lambda item: item.handle != handle)
 
 
 def check_task(task: object) -> None:

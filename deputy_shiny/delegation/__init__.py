@@ -17,6 +17,7 @@ Example:
     'inherit'
 """
 
+from .._delegation.graph import RouteSpec
 from .._delegation.host import MAX_TASK_BYTES
 from ._manager import DELEGATE_TOOL
 from .definitions import (
@@ -63,6 +64,7 @@ __all__ = [
     "LeadAgent",
     "ResolvedAgentDefinition",
     "ResultPage",
+    "RouteSpec",
     "SkillRegistry",
     "SubagentRecord",
     "ToolRegistry",
