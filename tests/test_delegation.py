@@ -685,3 +685,28 @@ async def test_a_subagent_may_use_its_leads_mcp_tools(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidToolError):
         Agent(ScriptedModel([])).register_tools([lead.get_tools()["add"]])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/deputy-outside.txt"])
+async def test_a_subagent_cannot_write_outside_its_leads_workspace(
+    tmp_path: Path, path: str
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    sub = ScriptedModel(
+        [calls(ScriptedToolCall("write_file", {"path": path, "content": "escaped"})), "tried"]
+    )
+    lead = LeadAgent(
+        ScriptedModel([calls(delegate("writer", "write outside")), "ok"]),
+        tools=[tool_write_file(), tool_read_file()],
+        working_dir=workspace,
+        permissions=Permissions(mode="full"),
+        subagents=[writer()],
+        subagent_models={"writer": sub},
+    )
+    await lead.run_async("go")
+    assert not (tmp_path / "outside.txt").exists()
+    assert not Path("/etc/deputy-outside.txt").exists()
+    (turns,) = lead.get_subagent_messages().values()
+    (result,) = [r for t in turns for r in t.tool_results]
+    assert result.is_error and "Denied" in result.output
