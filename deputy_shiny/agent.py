@@ -26,25 +26,25 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
 from pathlib import Path
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, Literal
 
 from . import _sync
+from ._agent_chat import ChatMethods
+from ._agent_delegation import DelegationMethods
+from ._agent_mcp import McpMethods
 from ._budget import SharedBudget
-from ._delegation.graph import DelegationGraph, RouteSpec, retain_graph
-from ._delegation.host import DelegationHost, DelegationSubscription, ResultPage
+from ._delegation.graph import DelegationGraph
+from ._delegation.host import DelegationHost
 from ._delegation.policies import DelegationDisclosure, DelegationObservation
-from ._delegation.records import DelegationManifest, SubagentRecord
 from ._delegation.retained import Retention
 from ._engine import Engine
 from ._metadata import validate_run_context
 from ._run_deps import Authority, RunDeps, RunReport
 from ._run_options import TaskInput, ToolMode, build_run_options
-from ._streams import StreamContent, content_chunks, text_chunks
 from ._structured import Validator
 from ._tool_registry import ToolRegistry
 from .approvals import ApprovalHandler
@@ -53,16 +53,13 @@ from .errors import (
     AgentBusyError,
     AgentRetainedError,
     ConfigurationError,
-    DelegationGraphError,
     InvalidLimitError,
     ToolNameConflictError,
 )
 from .events import AgentEvent, AgentResult, AgentUsage
 from .hooks import HookMatcher, HookRegistry
 from .limits import UsageLimits
-from .mcp.config import ConfigInput as McpConfigInput
 from .mcp.loading import McpLoads
-from .mcp.records import McpLoadRecord
 from .messages import (
     ContentText,
     ContentToolRequest,
@@ -83,7 +80,7 @@ from .tools import NativeWebSearch, Tool, ToolState
 from .usage import ConversationCost
 
 
-class Agent:
+class Agent(ChatMethods, DelegationMethods, McpMethods):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
     Args:
@@ -125,8 +122,6 @@ class Agent:
         >>> agent.run_sync("Add 2 and 3").response
         '2 + 3 = 5'
     """
-
-    _retainable: ClassVar[bool] = True  # a LeadAgent cannot be retained
 
     def __init__(
         self,
@@ -493,166 +488,6 @@ class Agent:
         self.interrupt("closed")
         await asyncio.to_thread(self._tool_state.close)
 
-    # ------------------------------------------------------------ ellmer-style adapters
-
-    async def chat_async(
-        self,
-        *content: UserContent,
-        tool_mode: ToolMode = "concurrent",
-        run_context: dict[str, Any] | None = None,
-    ) -> str:
-        """Send a message and return the reply text; :meth:`last_run` has the full result.
-
-        Example:
-            >>> import asyncio
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> asyncio.run(Agent(ScriptedModel(["Hello!"])).chat_async("Hi"))
-            'Hello!'
-        """
-        result = await self.run_async(
-            _content_task(content), tool_mode=tool_mode, run_context=run_context
-        )
-        return result.response
-
-    def chat(self, *content: UserContent, run_context: dict[str, Any] | None = None) -> str:
-        """Blocking :meth:`chat_async`.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> Agent(ScriptedModel(["Hello!"])).chat("Hi")
-            'Hello!'
-        """
-        return _sync.run_sync(self.chat_async(*content, run_context=run_context), "chat")
-
-    async def chat_structured_async(
-        self,
-        *content: UserContent,
-        type: Any,
-        run_context: dict[str, Any] | None = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-    ) -> Any:
-        """Extract data of ``type`` (a pydantic model, dataclass, ``list[int]``...) from a reply.
-
-        Every attempt counts toward the usage limits.
-
-        Raises:
-            StructuredOutputError: the value was still rejected after ``max_corrections``.
-
-        Example:
-            >>> import asyncio
-            >>> from pydantic import BaseModel
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> class City(BaseModel):
-            ...     name: str
-            >>> agent = Agent(ScriptedModel(["Paris", '{"name": "Paris"}']))
-            >>> asyncio.run(agent.chat_structured_async("Capital of France?", type=City))
-            City(name='Paris')
-        """
-        if type is None:
-            raise ConfigurationError("chat_structured needs a type")
-        result = await self.run_async(
-            _content_task(content),
-            type=type,
-            run_context=run_context,
-            validate=validate,
-            max_corrections=max_corrections,
-        )
-        return result.structured_output
-
-    def chat_structured(
-        self,
-        *content: UserContent,
-        type: Any,
-        run_context: dict[str, Any] | None = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-    ) -> Any:
-        """Blocking :meth:`chat_structured_async`.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> Agent(ScriptedModel(["", "[1, 2]"])).chat_structured("Two numbers", type=list[int])
-            [1, 2]
-        """
-        return _sync.run_sync(
-            self.chat_structured_async(
-                *content,
-                type=type,
-                run_context=run_context,
-                validate=validate,
-                max_corrections=max_corrections,
-            ),
-            "chat_structured",
-        )
-
-    @overload
-    def stream_async(
-        self,
-        *content: UserContent,
-        tool_mode: ToolMode = ...,
-        stream: Literal["text"] = ...,
-        run_context: dict[str, Any] | None = ...,
-    ) -> AsyncIterator[str]: ...
-
-    @overload
-    def stream_async(
-        self,
-        *content: UserContent,
-        tool_mode: ToolMode = ...,
-        stream: Literal["content"],
-        run_context: dict[str, Any] | None = ...,
-    ) -> AsyncIterator[StreamContent]: ...
-
-    def stream_async(
-        self,
-        *content: UserContent,
-        tool_mode: ToolMode = "concurrent",
-        stream: Literal["text", "content"] = "text",
-        run_context: dict[str, Any] | None = None,
-    ) -> AsyncIterator[str] | AsyncIterator[StreamContent]:
-        """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
-
-        ``"content"`` yields :class:`ContentText` chunks, :class:`ContentToolRequest`
-        as a call starts and :class:`ContentToolResult` as it ends. Errors raise
-        after the stream, as in :meth:`run_async`.
-
-        Example:
-            >>> import asyncio
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> agent = Agent(ScriptedModel(["Hello there"]))
-            >>> async def main():
-            ...     return "".join([c async for c in agent.stream_async("Hi")])
-            >>> asyncio.run(main())
-            'Hello there'
-        """
-        if stream not in ("text", "content"):
-            raise ConfigurationError('stream must be "text" or "content"')
-        events = self.run(_content_task(content), tool_mode=tool_mode, run_context=run_context)
-        finish = self._engine.finished_result
-        if stream == "text":
-            return text_chunks(events, finish)
-        return content_chunks(events, finish)
-
-    def stream(
-        self,
-        *content: UserContent,
-        stream: Literal["text", "content"] = "text",
-        run_context: dict[str, Any] | None = None,
-    ) -> Iterator[str | StreamContent]:
-        """Blocking :meth:`stream_async`, for scripts.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> "".join(Agent(ScriptedModel(["Hi!"])).stream("Hello"))
-            'Hi!'
-        """
-        _sync.ensure_no_running_loop("stream")
-        chunks: AsyncIterator[Any] = self.stream_async(
-            *content, stream=stream, run_context=run_context
-        )
-        return _sync.iterate_sync(chunks, "stream")
-
     def _run_deps(self) -> RunDeps:
         """What the next run may use: a snapshot of this agent's configuration."""
         return RunDeps(
@@ -888,406 +723,6 @@ class Agent:
         """The registered tools by name (provider-native ones included)."""
         return self._tools.all()
 
-    # ------------------------------------------------------------ delegations: reads
-
-    def list_subagents(self) -> list[SubagentRecord]:
-        """Every delegation this agent made, oldest first, running ones included (host
-        code only: no disclosure check). Records are kept in memory only.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> Agent(ScriptedModel([])).list_subagents()
-            []
-        """
-        return self._delegation_host.list_subagents()
-
-    def get_subagent_results(
-        self, agent_name: str | None = None, delegation_id: str | None = None
-    ) -> list[SubagentRecord]:
-        """The finished delegations (optionally of one subagent, or one delegation)."""
-        return [
-            r
-            for r in self.list_subagents()
-            if r.completed_at is not None
-            and (agent_name is None or r.agent_name == agent_name)
-            and (delegation_id is None or r.delegation_id == delegation_id)
-        ]
-
-    def get_subagent_messages(
-        self, agent_name: str | None = None, session_id: str | None = None
-    ) -> dict[str, list[Turn]]:
-        """Each delegation's turns (so far, for a running one), by delegation id.
-
-        Reading them adds nothing to this agent's context. No disclosure check: use
-        :meth:`inspect_subagents` before showing history to a person.
-        """
-        return self._delegation_host.messages(agent_name, session_id)
-
-    def get_subagent_contexts(
-        self, view: Literal["initial", "current"] = "initial"
-    ) -> dict[str, DelegationManifest | dict[str, Any] | None]:
-        """What each subagent started with (``initial``: its manifest) or what its model
-        context holds (``current``: system prompt and turns; at the end for a finished
-        one). Nothing is sent to a model; no disclosure check."""
-        return self._delegation_host.contexts(view)
-
-    def interrupt_subagent(self, delegation_id: str, reason: str = "interrupted") -> bool:
-        """Ask a running subagent to stop at its next safe point (its own delegations
-        stop too). No disclosure check: make sure the user may do this. Returns True if
-        it was running."""
-        return self._delegation_host.interrupt(delegation_id, reason)
-
-    def observe_subagents(
-        self, requester: Any, delegation_id: str | None = None, after: int | None = None
-    ) -> DelegationSubscription:
-        """Follow delegation events as they happen, as ``requester`` may see them.
-
-        Raises:
-            DelegationDisclosureError: the requester may see nothing here.
-        """
-        return self._delegation_host.observe_subagents(requester, delegation_id, after)
-
-    def inspect_subagents(
-        self, requester: Any, delegation_id: str | None = None, transcript: bool = False
-    ) -> list[dict[str, Any]]:
-        """A snapshot of each delegation ``requester`` may see: its task, what the runtime
-        observed (status, stop reason, usage, tools called, errors) kept apart from what
-        the subagent claimed (its answer), and the manifest it started from; with
-        ``transcript`` its turns too. A retained agent's task also reports the handle's
-        total usage. Every view passes the disclosure policy.
-
-        Raises:
-            DelegationDisclosureError: the requester may see none of them.
-        """
-        return self._delegation_host.inspect(requester, delegation_id, transcript)
-
-    def export_subagents(self, requester: Any, delegation_id: str | None = None) -> dict[str, Any]:
-        """A JSON-ready record of the finished delegations ``requester`` may see, for
-        :func:`~deputy_shiny.delegation.delegation_history`. Raises if a selected
-        delegation is still running."""
-        return self._delegation_host.export(requester, delegation_id)
-
-    def read_subagent_result(
-        self, requester: Any, delegation_id: str, reference: str, offset: int = 0
-    ) -> ResultPage:
-        """Read 8,192 characters of a subagent's full answer from ``offset`` (``reference``
-        as in its :meth:`inspect_subagents` view). Nothing is run.
-
-        Raises:
-            DelegationDisclosureError: the requester may not see this delegation.
-            DelegationError: no such delegation, result or offset.
-        """
-        return self._delegation_host.read_result(requester, delegation_id, reference, offset)
-
-    # ------------------------------------------------------------ delegations: retained
-
-    def retain_agent(self, agent: Agent, usage_limits: UsageLimits, max_runs: int = 32) -> str:
-        """Retain ``agent`` to send it tasks with :meth:`continue_agent`; returns its handle.
-
-        The retained agent keeps its conversation between tasks. Until
-        :meth:`release_agent`, it cannot be run directly and its conversation, prompt,
-        model, tools, hooks, tool observers and permissions cannot change
-        (:class:`~deputy_shiny.errors.AgentRetainedError`); observers it already has keep
-        working. Each of its tool calls must also pass this agent's current permissions.
-
-        Args:
-            agent: A plain Agent (not a LeadAgent, not this one, not retained, not
-                retaining others) without fallback models or provider-native tools.
-            usage_limits: The total of all its tasks until release (each task is also
-                capped by the agent's own per-run limits).
-            max_runs: How many tasks it may be sent.
-
-        Raises:
-            RetainError: ``agent`` cannot be retained, or this agent holds 32 already.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> owner = Agent(ScriptedModel([]))
-            >>> analyst = Agent(ScriptedModel(["Sales rose 4%.", "The north did."]))
-            >>> handle = owner.retain_agent(analyst, UsageLimits(max_requests=10))
-            >>> owner.continue_agent(handle, "Summarise sales.").response
-            'Sales rose 4%.'
-            >>> owner.continue_agent(handle, "Which region drove it?").response
-            'The north did.'
-            >>> len(analyst.get_turns()), [r.status for r in owner.list_subagents()]
-            (4, ['completed', 'completed'])
-            >>> owner.release_agent(handle)
-        """
-        self._ensure_free("retain agents")
-        if not isinstance(agent, Agent):
-            raise ConfigurationError(f"retain_agent takes an Agent, not {type(agent).__name__}")
-        return self._retained().retain(agent, usage_limits, max_runs)
-
-    async def continue_agent_async(
-        self, handle: str, task: str, usage_limits: UsageLimits | None = None
-    ) -> AgentResult:
-        """Send a retained agent its next task (it still has its earlier conversation).
-
-        The task runs on the same engine, recorded as a delegation of this agent
-        (:meth:`list_subagents`). Its usage is charged to the handle's total and, when
-        called from inside one of this agent's runs (from a tool), to that run's budget
-        too; its limits are ``usage_limits`` (None: the agent's own) clamped to what
-        both have left.
-
-        Raises (all before any request):
-            RetainedHandleError: the handle is another agent's or unknown
-                (RetainedAgentReleasedError: released).
-            RetainedAgentBusyError: it is running a task.
-            RetainedAgentChangedError: it was changed since it was retained.
-            RetainedAgentExhaustedError: ``max_runs`` tasks were sent already.
-            DelegationTaskError: the task is empty or over 64 KiB.
-        """
-        return await self._retained().continue_(handle, task, usage_limits)
-
-    def continue_agent(
-        self, handle: str, task: str, usage_limits: UsageLimits | None = None
-    ) -> AgentResult:
-        """Blocking :meth:`continue_agent_async` (an error inside a running event loop)."""
-        return _sync.run_sync(
-            self.continue_agent_async(handle, task, usage_limits), "continue_agent"
-        )
-
-    def cancel_agent(self, handle: str, reason: str = "interrupted") -> bool:
-        """Ask a retained agent to stop its current task at the next safe point (the
-        conversation so far is kept). True if a task was running; repeating is harmless."""
-        return self._retained().cancel(handle, reason)
-
-    def release_agent(self, handle: str) -> None:
-        """Stop retaining an agent so it can be used on its own again.
-
-        This also discards the delegation records of its tasks (save them first with
-        :meth:`export_subagents`). Its tools and connections stay open.
-
-        Raises:
-            RetainedAgentBusyError: it is running (``cancel_agent`` and wait first).
-            RetainedHandleError: the handle is another agent's, unknown or released.
-        """
-        self._retained().release(handle)
-
-    # ------------------------------------------------------------ delegations: graph
-
-    def retain_agent_graph(
-        self,
-        agents: Mapping[str, Agent],
-        routes: Mapping[str, Mapping[str, RouteSpec | Mapping[str, Any]]],
-        usage_limits: UsageLimits,
-        *,
-        max_depth: int = 3,
-        max_delegations: int = 16,
-        max_concurrency: int = 4,
-        max_runs: int = 32,
-    ) -> dict[str, str]:
-        """Retain several agents as a graph whose members delegate to each other through
-        route tools; returns each agent's handle by name (for :meth:`continue_agent`).
-
-        This agent is the graph's root (routes name it ``"root"``) and records every
-        delegation in it (:meth:`list_subagents`, with ``parent_delegation_id`` for
-        nested ones). ``routes[source][tool_name]`` adds to ``source`` (an agent's name
-        or ``"root"``) a tool ``tool_name(task)`` that sends ``task`` to the route's
-        target as its next task: a :class:`~deputy_shiny.delegation.RouteSpec` or a
-        mapping with ``target``, ``description`` and optional ``usage_limits`` (each
-        task's limits, clamped to what is left). Every run in the graph draws on the one
-        budget ``usage_limits`` (its ``max_requests`` is required), and a route the
-        root's own run calls draws on that run too. Each call a member makes must also
-        pass the current permissions of every agent above it in the chain, so a route
-        from a plan-mode agent gives its target no write.
-
-        Routes may form cycles, but a route to an agent that is already running (one
-        in the chain, or busy elsewhere) is refused at once. So are routes past
-        ``max_depth`` (the root's own delegates are at depth 1), past
-        ``max_delegations`` (tasks in the graph until release, ``continue_agent`` ones
-        included) or past ``max_concurrency`` (members running at once): a refusal,
-        never a queue, since an agent waiting on its own delegate holds its slot and
-        queueing could deadlock. A refused route call is a tool error for the model and
-        a ``not_started`` record. Each member meets :meth:`retain_agent`'s conditions
-        and, until :meth:`release_agent_graph`, is retained like one (``max_runs`` tasks
-        each; the members count toward the 32 agents one agent may retain).
-
-        Raises:
-            DelegationGraphError: a graph already exists, an agent is named ``root`` or
-                appears twice, a route's source or target is unknown, a route tool's
-                name is invalid or clashes with its source's tools, or a limit is not a
-                whole number of at least 1 (``max_delegations``: 0).
-            RetainError: an agent cannot be retained.
-            InvalidLimitError: ``usage_limits`` is not a UsageLimits with max_requests.
-
-        Example:
-            >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-            >>> def ask(tool, task):
-            ...     return ScriptedReply(tool_calls=[ScriptedToolCall(tool, {"task": task})])
-            >>> root = Agent(ScriptedModel([ask("ask_planner", "Plan a trip."), "Booked."]))
-            >>> planner = Agent(ScriptedModel([ask("ask_booker", "Book it."), "Trip planned."]))
-            >>> booker = Agent(ScriptedModel(["Booked a train."]))
-            >>> handles = root.retain_agent_graph(
-            ...     {"planner": planner, "booker": booker},
-            ...     {
-            ...         "root": {"ask_planner": {"target": "planner", "description": "Plans."}},
-            ...         "planner": {"ask_booker": {"target": "booker", "description": "Books."}},
-            ...     },
-            ...     UsageLimits(max_requests=10),
-            ... )
-            >>> root.run_sync("Get me to Lyon.").response
-            'Booked.'
-            >>> [(r.agent_name, r.response) for r in root.list_subagents()]
-            [('planner', 'Trip planned.'), ('booker', 'Booked a train.')]
-            >>> root.delegation_graph_usage().requests
-            3
-            >>> root.release_agent_graph()
-        """
-        self._ensure_free("retain agents")
-        if self._graph is not None:
-            raise DelegationGraphError(
-                "this agent already has a delegation graph; release_agent_graph() it first"
-            )
-        for name, agent in agents.items() if isinstance(agents, Mapping) else ():
-            if not isinstance(agent, Agent):
-                raise ConfigurationError(
-                    f"retain_agent_graph takes Agents; {name!r} is a {type(agent).__name__}"
-                )
-        self._graph = retain_graph(
-            self._retained(),
-            agents,
-            routes,
-            usage_limits,
-            max_depth=max_depth,
-            max_delegations=max_delegations,
-            max_concurrency=max_concurrency,
-            max_runs=max_runs,
-        )
-        return self._graph.handles()
-
-    def delegation_graph_usage(self) -> AgentUsage:
-        """The total usage of every run in this agent's delegation graph so far (running
-        ones included; the root's own requests are not in it).
-
-        Raises:
-            DelegationGraphError: this agent has no delegation graph.
-        """
-        if self._graph is None:
-            raise DelegationGraphError("this agent has no delegation graph")
-        return self._graph.usage()
-
-    def release_agent_graph(self) -> None:
-        """Release the delegation graph: its route tools and handles go, its members can
-        be used on their own again (their own tools and connections stay), and the
-        graph's delegation records are discarded (save them first with
-        :meth:`export_subagents`). A new graph may then be retained.
-
-        Raises:
-            DelegationGraphError: no graph, or an agent in it is running (cancel it with
-                :meth:`cancel_agent` and wait for the task to end first).
-        """
-        if self._graph is None:
-            raise DelegationGraphError("this agent has no delegation graph")
-        self._graph.release()
-        self._graph = None
-
-    def _add_route_tools(self, tools: list[Tool]) -> None:
-        """Register a graph's route tools (package-internal: before retaining)."""
-        self._tools.add(
-            tools,
-            self._permissions,
-            provider=self._model.provider,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-        )
-
-    def _remove_route_tools(self, tools: list[Tool]) -> None:
-        """Remove a released graph's route tools (package-internal)."""
-        self._tools.remove(tools)
-
-    def _retained(self) -> Retention:
-        if self._retention is None:
-            self._retention = Retention(self._delegation_host)
-        return self._retention
-
-    def _retain_refusal(self) -> str | None:
-        """Why this agent cannot be retained now, or None (package-internal)."""
-        if not self._retainable:
-            return f"a {type(self).__name__} cannot be retained"
-        if self._retained_by is not None:
-            return "it is already retained"
-        if self._retention is not None and self._retention.count():
-            return "it retains other agents (release them first)"
-        if self._fallbacks:
-            return "it has fallback models"
-        if self._tools.natives:
-            return "it has provider-native tools"
-        return None
-
-    def _set_retained(self, owner_id: str | None) -> None:
-        self._retained_by = owner_id
-
-    def _fingerprint(self) -> tuple[Any, ...]:
-        """What a retained agent must keep unchanged between its tasks (package-internal)."""
-        return (
-            self._model,
-            self._conversation.system_prompt,
-            tuple(self._tools.all().items()),
-            self._permissions,
-            self._hooks.snapshot(),
-            self._approval_handler,
-            tuple(self._on_tool_request),
-            tuple(self._on_tool_result),
-            tuple(self._conversation.turns),
-            self._working_dir,
-        )
-
-    # ------------------------------------------------------------ MCP
-
-    def load_mcp(
-        self,
-        config: McpConfigInput = None,
-        servers: str | Sequence[str] | None = None,
-        replace: bool = False,
-    ) -> Agent:
-        """Load the tools of MCP servers from a config (blocking; see :meth:`load_mcp_async`).
-
-        Example:
-            >>> import warnings
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> agent = Agent(ScriptedModel([]))
-            >>> with warnings.catch_warnings(action="ignore"):
-            ...     _ = agent.load_mcp({"mcpServers": {}})
-            >>> agent.mcp_status()[0].status, agent.mcp_tools()
-            ('unavailable', [])
-        """
-        return _sync.run_sync(self.load_mcp_async(config, servers, replace), "load_mcp")
-
-    async def load_mcp_async(
-        self,
-        config: McpConfigInput = None,
-        servers: str | Sequence[str] | None = None,
-        replace: bool = False,
-    ) -> Agent:
-        """Load the tools of MCP servers (``servers``: exact names; None: all configured).
-
-        ``config`` is a path, a dict or an ``McpConfig`` (None: ``$DEPUTY_MCP_CONFIG`` or
-        ``~/.config/mcptools/config.json``). The servers stop when the agent is closed.
-        ``replace=True`` swaps the tools loaded earlier from these servers (dropping
-        those a server no longer offers, and replacing other tools with the same names);
-        with ``replace=False`` a name clash is an error. A server that fails is skipped
-        with a warning; tools of connections that have since closed are removed.
-        :meth:`mcp_status` records every call.
-        """
-        self._ensure_free("load MCP tools")
-        self._ensure_idle("load MCP tools")
-        await self._mcp_loads().load(self, config, servers, replace)
-        return self
-
-    def mcp_tools(self) -> list[str]:
-        """The names of the registered tools :meth:`load_mcp` loaded."""
-        return self._mcp_loads().tool_names(self)
-
-    def mcp_status(self) -> list[McpLoadRecord]:
-        """A record of each :meth:`load_mcp` call: status, servers, tools, time, error."""
-        return self._mcp_loads().status()
-
-    def _mcp_loads(self) -> McpLoads:
-        if self._mcp is None:
-            self._mcp = McpLoads()
-        return self._mcp
-
     # ------------------------------------------------------------ skills
 
     def load_skill(
@@ -1387,9 +822,3 @@ def _identifier(value: str | None, name: str, prefix: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} must be a non-empty string")
     return value
-
-
-def _content_task(content: Sequence[UserContent]) -> Turn:
-    if not content:
-        raise ConfigurationError("Send at least one piece of content")
-    return user_turn(*content)

@@ -1,0 +1,235 @@
+"""The conversational adapters every Agent has: chat, chat_structured, stream (and their
+async twins), each a thin adapter over :meth:`Agent.run` / :meth:`Agent.run_async`.
+
+A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it), kept apart so that
+agent.py stays configuration and runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from . import _sync
+from ._run_options import TaskInput, ToolMode
+from ._streams import StreamContent, content_chunks, text_chunks
+from ._structured import Validator
+from .errors import ConfigurationError
+from .events import AgentEvent, AgentResult
+from .messages import (
+    Turn,
+    UserContent,
+    user_turn,
+)
+from .usage import UsageLimits
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+__all__ = ["ChatMethods"]
+
+
+class ChatMethods:
+    """An Agent's chat and stream adapters (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+
+    if TYPE_CHECKING:
+        # Agent's own; mypy holds these to the real signatures (an override that
+        # drifts from them is an error).
+        _engine: Engine
+
+        def run(
+            self,
+            task: TaskInput,
+            *,
+            usage_limits: UsageLimits | None = None,
+            include_partial_messages: bool = True,
+            run_context: dict[str, Any] | None = None,
+            type: Any = None,
+            validate: Validator | None = None,
+            max_corrections: int = 0,
+            tool_mode: ToolMode = "concurrent",
+        ) -> AsyncIterator[AgentEvent]: ...
+
+        async def run_async(
+            self,
+            task: TaskInput,
+            *,
+            usage_limits: UsageLimits | None = None,
+            run_context: dict[str, Any] | None = None,
+            type: Any = None,
+            validate: Validator | None = None,
+            max_corrections: int = 0,
+            tool_mode: ToolMode = "concurrent",
+        ) -> AgentResult: ...
+
+    # ------------------------------------------------------------ ellmer-style adapters
+
+    async def chat_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = "concurrent",
+        run_context: dict[str, Any] | None = None,
+    ) -> str:
+        """Send a message and return the reply text; :meth:`last_run` has the full result.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> asyncio.run(Agent(ScriptedModel(["Hello!"])).chat_async("Hi"))
+            'Hello!'
+        """
+        result = await self.run_async(
+            _content_task(content), tool_mode=tool_mode, run_context=run_context
+        )
+        return result.response
+
+    def chat(self, *content: UserContent, run_context: dict[str, Any] | None = None) -> str:
+        """Blocking :meth:`chat_async`.
+
+        Example:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel(["Hello!"])).chat("Hi")
+            'Hello!'
+        """
+        return _sync.run_sync(self.chat_async(*content, run_context=run_context), "chat")
+
+    async def chat_structured_async(
+        self,
+        *content: UserContent,
+        type: Any,
+        run_context: dict[str, Any] | None = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+    ) -> Any:
+        """Extract data of ``type`` (a pydantic model, dataclass, ``list[int]``...) from a reply.
+
+        Every attempt counts toward the usage limits.
+
+        Raises:
+            StructuredOutputError: the value was still rejected after ``max_corrections``.
+
+        Example:
+            >>> import asyncio
+            >>> from pydantic import BaseModel
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> class City(BaseModel):
+            ...     name: str
+            >>> agent = Agent(ScriptedModel(["Paris", '{"name": "Paris"}']))
+            >>> asyncio.run(agent.chat_structured_async("Capital of France?", type=City))
+            City(name='Paris')
+        """
+        if type is None:
+            raise ConfigurationError("chat_structured needs a type")
+        result = await self.run_async(
+            _content_task(content),
+            type=type,
+            run_context=run_context,
+            validate=validate,
+            max_corrections=max_corrections,
+        )
+        return result.structured_output
+
+    def chat_structured(
+        self,
+        *content: UserContent,
+        type: Any,
+        run_context: dict[str, Any] | None = None,
+        validate: Validator | None = None,
+        max_corrections: int = 0,
+    ) -> Any:
+        """Blocking :meth:`chat_structured_async`.
+
+        Example:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel(["", "[1, 2]"])).chat_structured("Two numbers", type=list[int])
+            [1, 2]
+        """
+        return _sync.run_sync(
+            self.chat_structured_async(
+                *content,
+                type=type,
+                run_context=run_context,
+                validate=validate,
+                max_corrections=max_corrections,
+            ),
+            "chat_structured",
+        )
+
+    @overload
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = ...,
+        stream: Literal["text"] = ...,
+        run_context: dict[str, Any] | None = ...,
+    ) -> AsyncIterator[str]: ...
+
+    @overload
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = ...,
+        stream: Literal["content"],
+        run_context: dict[str, Any] | None = ...,
+    ) -> AsyncIterator[StreamContent]: ...
+
+    def stream_async(
+        self,
+        *content: UserContent,
+        tool_mode: ToolMode = "concurrent",
+        stream: Literal["text", "content"] = "text",
+        run_context: dict[str, Any] | None = None,
+    ) -> AsyncIterator[str] | AsyncIterator[StreamContent]:
+        """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
+
+        ``"content"`` yields :class:`ContentText` chunks, :class:`ContentToolRequest`
+        as a call starts and :class:`ContentToolResult` as it ends. Errors raise
+        after the stream, as in :meth:`run_async`.
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hello there"]))
+            >>> async def main():
+            ...     return "".join([c async for c in agent.stream_async("Hi")])
+            >>> asyncio.run(main())
+            'Hello there'
+        """
+        if stream not in ("text", "content"):
+            raise ConfigurationError('stream must be "text" or "content"')
+        events = self.run(_content_task(content), tool_mode=tool_mode, run_context=run_context)
+        finish = self._engine.finished_result
+        if stream == "text":
+            return text_chunks(events, finish)
+        return content_chunks(events, finish)
+
+    def stream(
+        self,
+        *content: UserContent,
+        stream: Literal["text", "content"] = "text",
+        run_context: dict[str, Any] | None = None,
+    ) -> Iterator[str | StreamContent]:
+        """Blocking :meth:`stream_async`, for scripts.
+
+        Example:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> "".join(Agent(ScriptedModel(["Hi!"])).stream("Hello"))
+            'Hi!'
+        """
+        _sync.ensure_no_running_loop("stream")
+        chunks: AsyncIterator[Any] = self.stream_async(
+            *content, stream=stream, run_context=run_context
+        )
+        return _sync.iterate_sync(chunks, "stream")
+
+
+def _content_task(content: Sequence[UserContent]) -> Turn:
+    if not content:
+        raise ConfigurationError("Send at least one piece of content")
+    return user_turn(*content)
