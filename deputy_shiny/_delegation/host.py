@@ -133,6 +133,8 @@ class DelegationItem:
         self.hook_error: str | None = None
         self.error: str | None = None
         self.agent: DelegatingAgent | None = None
+        self.agent_id: str | None = None  # kept when a built subagent is let go
+        self.session_id: str | None = None
         self.run_id: str | None = None
         self.queued_at = now()
         self.started_at: datetime | None = None
@@ -170,8 +172,8 @@ class DelegationItem:
             input_error=self.input_error,
             hook_error=self.hook_error,
             error=self.error,
-            agent_id=agent.agent_id if agent is not None else None,
-            session_id=agent.session_id if agent is not None else None,
+            agent_id=agent.agent_id if agent is not None else self.agent_id,
+            session_id=agent.session_id if agent is not None else self.session_id,
             run_id=self.run_id,
             parent_delegation_id=self.parent,
             handle=self.handle,
@@ -414,6 +416,11 @@ class DelegationHost:
             stopped = item.interrupt_reason is not None
             status = "stopped" if stopped else _STATUS_BY_STOP.get(item.stop_reason or "")
             item.status = status or "completed"
+        item.agent_id, item.session_id = agent.agent_id, agent.session_id
+        if item.handle is None:
+            # A built subagent is done for good: its record keeps what it did, not the
+            # agent (its engine, tools and tool state), so long sessions stay lean.
+            item.agent = None
 
     async def subagent_hook(self, event: str, item: DelegationItem, reason: str | None) -> None:
         owner = self.owner
@@ -508,7 +515,8 @@ class DelegationHost:
             if agent_name is not None and item.name != agent_name:
                 continue
             agent = item.agent
-            if session_id is not None and (agent is None or agent.session_id != session_id):
+            owner_session = agent.session_id if agent is not None else item.session_id
+            if session_id is not None and owner_session != session_id:
                 continue
             out[item.id] = item.current_turns()
         return out
