@@ -94,12 +94,17 @@ class DelegationMethods:
         return self._delegation_host.messages(agent_name, session_id)
 
     def get_subagent_contexts(
-        self, view: Literal["initial", "current"] = "initial"
+        self,
+        delegation_id: str | None = None,
+        view: Literal["initial", "current"] = "initial",
+        redact: bool = False,
     ) -> dict[str, DelegationManifest | dict[str, Any] | None]:
-        """What each subagent started with (``initial``: its manifest) or what its model
-        context holds (``current``: system prompt and turns; at the end for a finished
-        one). Nothing is sent to a model; no disclosure check."""
-        return self._delegation_host.contexts(view)
+        """What each subagent (or only ``delegation_id``) started with (``initial``: its
+        :class:`DelegationManifest`) or what its model context holds (``current``: system
+        prompt and turns; at the end for a finished one). ``redact`` (initial only)
+        leaves out the task and instructions and keeps the rest. Nothing is sent to a
+        model; no disclosure check."""
+        return self._delegation_host.contexts(delegation_id, view, redact)
 
     def interrupt_subagent(self, delegation_id: str, reason: str = "interrupted") -> bool:
         """Ask a running subagent to stop at its next safe point (its own delegations

@@ -21,6 +21,7 @@ from deputy_shiny import (
 from deputy_shiny.delegation import (
     AgentDefinition,
     DelegationDisclosure,
+    DelegationManifest,
     DelegationObservation,
     LeadAgent,
     delegation_history,
@@ -94,8 +95,17 @@ async def test_a_delegation_runs_the_subagent_and_answers_the_lead(tmp_path: Pat
     sub_messages = sub.requests[0]["messages"]
     assert [m["role"] for m in sub_messages] == ["system", "user"]
     assert sub_messages[1]["content"] == "Write a.txt"
-    manifest = lead.get_subagent_contexts("initial")[record.delegation_id]
-    assert manifest is not None and manifest.tools == ("read_file", "write_file")
+    manifest = lead.get_subagent_contexts(record.delegation_id)[record.delegation_id]
+    assert isinstance(manifest, DelegationManifest)
+    assert manifest.tools == ("read_file", "write_file") and manifest.task == "Write a.txt"
+    redacted = lead.get_subagent_contexts(redact=True)[record.delegation_id]
+    assert isinstance(redacted, DelegationManifest)
+    assert (redacted.task, redacted.system_prompt) == ("", "")
+    assert redacted.tools == manifest.tools  # the metadata stays
+    current = lead.get_subagent_contexts(view="current")[record.delegation_id]
+    assert isinstance(current, dict) and current["system_prompt"] == "You write files."
+    with pytest.raises(DelegationError, match="initial"):
+        lead.get_subagent_contexts(view="current", redact=True)
     turns = lead.get_subagent_messages()[record.delegation_id]
     assert turns[-1].text == "Wrote a.txt."
     assert lead.get_subagent_results(agent_name="writer")[0].delegation_id == record.delegation_id
@@ -598,7 +608,8 @@ def test_a_redact_hook_shapes_every_view(tmp_path: Path) -> None:
 
 def test_observers_follow_new_events_and_resume_from_a_cursor(tmp_path: Path) -> None:
     lead = _finished_lead(tmp_path)
-    subscription = lead.observe_subagents("ana")
+    assert lead.observe_subagents("ana").poll() == []  # no cursor: from now on
+    subscription = lead.observe_subagents("ana", after=0)  # replay what is kept
     events = subscription.poll()
     kinds = [(e.kind, e.status) for e in events]
     assert kinds[0] == ("status", "queued") and ("status", "running") in kinds
@@ -626,7 +637,7 @@ def test_observation_keeps_a_bounded_window(tmp_path: Path) -> None:
         delegation_observation=DelegationObservation(max_events=5),
     )
     lead.run_sync("go")
-    subscription = lead.observe_subagents("anyone")
+    subscription = lead.observe_subagents("anyone", after=0)
     assert len(subscription.poll()) == 5 and subscription.missed > 0
 
 

@@ -522,14 +522,24 @@ class DelegationHost:
         return out
 
     def contexts(
-        self, view: Literal["initial", "current"]
+        self,
+        delegation_id: str | None,
+        view: Literal["initial", "current"],
+        redact: bool,
     ) -> dict[str, DelegationManifest | dict[str, Any] | None]:
         if view not in ("initial", "current"):
             raise DelegationError('view must be "initial" or "current"')
+        if redact and view != "initial":
+            raise DelegationError('redact applies to view="initial" only')
+        items = [self.get(delegation_id)] if delegation_id is not None else self.items()
         out: dict[str, DelegationManifest | dict[str, Any] | None] = {}
-        for item in self.items():
+        for item in items:
             if view == "initial":
-                out[item.id] = item.manifest
+                manifest = item.manifest
+                if redact and manifest is not None:
+                    # The task and instructions are the source text; the rest is metadata.
+                    manifest = manifest.model_copy(update={"task": "", "system_prompt": ""})
+                out[item.id] = manifest
             elif item.completed_at is not None:
                 out[item.id] = item.final_context
             elif item.agent is not None:
@@ -553,7 +563,9 @@ class DelegationHost:
         self.require(requester)
         if delegation_id is not None:
             self.get(delegation_id)
-        return DelegationSubscription(self, requester, delegation_id, after or 0)
+        # As in deputy: no cursor starts from now; pass 0 to replay what is kept.
+        start = self.cursor if after is None else after
+        return DelegationSubscription(self, requester, delegation_id, start)
 
     def selected(self, requester: Any, delegation_id: str | None) -> list[DelegationItem]:
         self.require(requester)
