@@ -41,6 +41,8 @@ __all__ = [
     "MissingCredentialsError",
     "PathDenied",
     "PermissionsError",
+    "PersistenceCorruptError",
+    "PersistenceError",
     "PromptClosed",
     "ProviderError",
     "ProviderFailed",
@@ -360,6 +362,18 @@ class McpBusyError(McpError):
 class McpTimeoutError(McpConnectionError, TimeoutError):
     """An MCP request outlived its timeout; the connection was closed (its server process
     stopped), so later calls on it raise :class:`McpConnectionError`."""
+
+
+class PersistenceError(DeputyError):
+    """A file deputy_shiny saves or reads (a session, a durable approval, a checkpoint
+    journal) cannot be written or read: a missing file or directory, a refused target
+    (a symlink, a directory), or data that is not plain JSON."""
+
+
+class PersistenceCorruptError(PersistenceError):
+    """A saved file is not what deputy_shiny wrote: truncated, damaged, edited (its
+    checksum does not match), of another kind or version, too large, or a symlink.
+    Nothing is loaded from it."""
 
 
 # --------------------------------------------------------------------------- internal signals

@@ -41,11 +41,9 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +59,7 @@ from pydantic import (
     field_validator,
 )
 
+from .._atomic import WriteRefused, atomic_write
 from .._chat_model import check_model_string
 from .._config import FrozenConfig
 from .._yaml import strict_yaml_load, yaml_kind
@@ -679,79 +678,12 @@ def agent_definition_write(
     directory = target.parent
     if not directory.is_dir():
         raise AgentDefinitionError(f"{where}: the directory {str(directory)!r} does not exist.")
-    mode = _existing_mode(target, where, overwrite)
-    _atomic_write(target, data, mode, overwrite, where)
-
-
-def _existing_mode(target: Path, where: str, overwrite: bool) -> int:
-    """The mode the new file gets (the old file's, or 0o644); refuses what must stay."""
     try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        return 0o644
-    except OSError as exc:
-        raise AgentDefinitionError(f"{where}: cannot be checked ({exc.strerror or exc}).") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise AgentDefinitionError(
-            f"{where}: is a symlink; definitions are never written through one. Write to the "
-            "real path, or remove the link first."
-        )
-    if stat.S_ISDIR(info.st_mode):
-        raise AgentDefinitionError(f"{where}: is a directory.")
-    if not stat.S_ISREG(info.st_mode):
-        raise AgentDefinitionError(f"{where}: is not a regular file.")
-    if not overwrite:
-        raise AgentDefinitionError(f"{where}: already exists; pass overwrite=True to replace it.")
-    return stat.S_IMODE(info.st_mode)
-
-
-def _atomic_write(target: Path, data: bytes, mode: int, overwrite: bool, where: str) -> None:
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with open(fd, "wb", closefd=True) as file:
-            file.write(data)
-            file.flush()
-            os.fchmod(file.fileno(), mode)
-            os.fsync(file.fileno())
-        if overwrite:
-            os.replace(temp, target)  # replaces a symlink raced in, never follows it
-        else:
-            _link_new(temp, target, where)
-    except AgentDefinitionError:
-        raise
+        atomic_write(target, data, overwrite=overwrite)
+    except WriteRefused as exc:
+        hint = "; pass overwrite=True to replace it" if str(exc) == "already exists" else ""
+        if str(exc).startswith("is a symlink"):
+            hint = ". Write to the real path, or remove the link first"
+        raise AgentDefinitionError(f"{where}: {exc}{hint}.") from None
     except OSError as exc:
         raise AgentDefinitionError(f"{where}: cannot be written ({exc.strerror or exc}).") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-    _fsync_directory(target.parent)
-
-
-def _link_new(temp: str, target: Path, where: str) -> None:
-    """Put ``temp`` at ``target`` only if nothing is there (atomically, where links work)."""
-    try:
-        os.link(temp, target, follow_symlinks=False)
-    except FileExistsError:
-        raise AgentDefinitionError(
-            f"{where}: already exists; pass overwrite=True to replace it."
-        ) from None
-    except OSError:  # a filesystem without hard links
-        if os.path.lexists(target):
-            raise AgentDefinitionError(
-                f"{where}: already exists; pass overwrite=True to replace it."
-            ) from None
-        os.replace(temp, target)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable; best effort (some platforms cannot open directories)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
