@@ -721,3 +721,51 @@ async def test_a_subagent_cannot_write_outside_its_leads_workspace(
     (turns,) = lead.get_subagent_messages().values()
     (result,) = [r for t in turns for r in t.tool_results]
     assert result.is_error and "Denied" in result.output
+
+
+async def test_definitions_bring_mcp_servers_skills_and_a_first_message(tmp_path: Path) -> None:
+    from deputy_shiny.skills import skill_create
+    from tests.mcp_servers import in_process, notes_server
+
+    adder = AgentDefinition(
+        name="adder",
+        description="Adds.",
+        mcp_servers=["notes"],
+        skills=["terse"],
+        initial_prompt="You report numbers only.",
+    )
+    sub = ScriptedModel([calls(ScriptedToolCall("add", {"a": 2, "b": 3})), "5"])
+    lead = LeadAgent(
+        ScriptedModel([calls(delegate("adder", "add 2 and 3")), "ok"]),
+        working_dir=tmp_path,
+        subagents=[adder],
+        subagent_models={"adder": sub},
+    )
+    lead.load_skill(skill_create("terse", prompt="Be terse."))
+    await lead.load_mcp_async(in_process(notes=notes_server()), servers=["notes"])
+    try:
+        await lead.run_async("go")
+    finally:
+        await lead.aclose()
+    (record,) = lead.list_subagents()
+    assert (record.status, record.response, record.task) == ("completed", "5", "add 2 and 3")
+    manifest = lead.get_subagent_contexts()[record.delegation_id]
+    assert isinstance(manifest, DelegationManifest)
+    assert "add" in manifest.tools and "Be terse." in manifest.system_prompt
+    first = sub.requests[0]["messages"][-1]["content"]
+    assert first == "You report numbers only.\n\nadd 2 and 3"
+
+
+async def test_a_definition_naming_an_mcp_server_the_lead_lacks_fails_clearly(
+    tmp_path: Path,
+) -> None:
+    sub = ScriptedModel([])
+    lead = LeadAgent(
+        ScriptedModel([calls(delegate("adder", "add")), "ok"]),
+        working_dir=tmp_path,
+        subagents=[AgentDefinition(name="adder", description="Adds.", mcp_servers=["notes"])],
+        subagent_models={"adder": sub},
+    )
+    result = await lead.run_async("go")
+    assert "no tools from it" in tool_outputs(result, "delegate")[0]
+    assert lead.list_subagents()[0].status == "failed" and sub.requests == []

@@ -366,8 +366,12 @@ class DelegationHost:
         *,
         budget: SharedBudget,
         limits: UsageLimits,
+        message: str | None = None,
     ) -> None:
         """Run ``item`` on ``agent`` (set up: manifest, ancestors) and record how it ended.
+
+        ``message`` is what the agent is sent, when it is more than the task (a
+        definition's ``initial_prompt`` before it).
 
         Cancelling the caller (its run was interrupted) stops the delegated run too.
         """
@@ -378,7 +382,10 @@ class DelegationHost:
         await self.subagent_hook("SubagentStart", item, None)
         token = parent_delegation.set(item.id)
         events = agent._delegated_run(
-            item.task, parent_budget=budget, ancestors=item.ancestors, usage_limits=limits
+            message or item.task,
+            parent_budget=budget,
+            ancestors=item.ancestors,
+            usage_limits=limits,
         )
         try:
             async for event in events:

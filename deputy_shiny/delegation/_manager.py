@@ -227,7 +227,10 @@ class Delegations:
         item.ancestors = host.ancestors_below(host.find(item.parent), lends_tools=True)
         depth = _depth.set(item.depth)
         try:
-            await host.drive(item, sub, budget=budget, limits=limits)
+            message = (
+                f"{definition.initial_prompt}\n\n{item.task}" if definition.initial_prompt else None
+            )
+            await host.drive(item, sub, budget=budget, limits=limits, message=message)
         finally:
             _depth.reset(depth)
             await sub.aclose()
@@ -240,7 +243,24 @@ class Delegations:
 
         lead = self._lead
         available = {n: t for n, t in lead.get_tools().items() if isinstance(t, Tool)}
-        resolved = agent_definition_resolve(definition, available)
+        resolved = agent_definition_resolve(definition, available, lead.skills())
+        lent = list(resolved.tools)
+        for server in definition.mcp_servers:
+            # A definition names MCP servers; its subagent gets the tools the lead has
+            # from them (never a connection of its own, so never more than the lead).
+            from_server = [
+                t
+                for t in available.values()
+                if t.source.type == "mcp" and t.source.server == server and t not in lent
+            ]
+            if not from_server and not any(
+                t.source.type == "mcp" and t.source.server == server for t in lent
+            ):
+                raise DelegationError(
+                    f"subagent {definition.name!r} needs MCP server {server!r}, but the lead "
+                    "has no tools from it (load it into the lead first)"
+                )
+            lent.extend(from_server)
         permissions = lead.permissions
         if definition.permission_mode is not None:
             permissions = narrow_mode(permissions, definition.permission_mode)
@@ -272,7 +292,11 @@ class Delegations:
             hooks=lead.hooks.select(_TOOL_HOOK_EVENTS),
             approval_handler=lead._approval_handler,
         )
-        sub._lend_tools(resolved.tools, lead)
+        sub._lend_tools(lent, lead)
+        for skill in resolved.skills:
+            # Its prompt joins the subagent's; its tools still need the lead to have them
+            # (every call is checked against the lead's tools).
+            sub.load_skill(skill, allow_conflicts=True)
         return sub, limits
 
 
