@@ -298,6 +298,24 @@ def test_a_directory_that_becomes_a_symlink_outside_is_refused(work: Path, tmp_p
     assert (elsewhere / "f.txt").read_text() == "theirs"
 
 
+def test_a_directory_replaced_by_a_file_is_handled(work: Path) -> None:
+    (work / "d").mkdir()
+    (work / "d/kept.txt").write_text("old")
+    agent = _agent(work, [_calls(_write("d/kept.txt", "new"), _write("e/made.txt", "x")), "ok"])
+    agent.run_sync("go")
+    first = agent.list_checkpoints()[0].id
+    for name in ("d", "e"):
+        for child in (work / name).iterdir():
+            child.unlink()
+        (work / name).rmdir()
+        (work / name).write_text("a file now")
+    with pytest.raises(CheckpointPathError, match="no longer a directory"):
+        agent.rewind_files(first)
+    (work / "d").unlink()  # only the file to restore is in the way: e/made.txt needs deleting
+    assert agent.rewind_files(first).paths == ("d/kept.txt", "e/made.txt")
+    assert (work / "d/kept.txt").read_text() == "old" and (work / "e").is_file()
+
+
 def test_writes_outside_the_working_dir_are_refused_while_checkpointing(
     work: Path, tmp_path: Path
 ) -> None:

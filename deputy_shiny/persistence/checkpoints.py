@@ -294,7 +294,10 @@ class FileJournal:
             for change in undone:
                 if not change.get("repeat") and change["path"] not in targets:
                     targets[change["path"]] = change["blob"]
-            plan = [(rel, self._target(rel), self._blob(sha)) for rel, sha in targets.items()]
+            plan = [
+                (rel, self._target(rel, restoring=sha is not None), self._blob(sha))
+                for rel, sha in targets.items()
+            ]
             for rel, target, data in plan:
                 self._apply(rel, target, data)
             index["checkpoints"] = index["checkpoints"][: position + 1]
@@ -543,17 +546,27 @@ class FileJournal:
             raise CheckpointPathError(f"{path} goes through a symbolic link; it is not journaled.")
         return lexical.relative_to(self.working_dir).as_posix()
 
-    def _target(self, relative: str) -> Path:
-        """Where ``relative`` is now, refusing a symlink, a directory or a way outside."""
+    def _target(self, relative: str, *, restoring: bool = False) -> Path:
+        """Where ``relative`` is now, refusing a symlink, a directory or a way outside
+        (and, when its contents are to be written back, a file where a directory was)."""
         lexical = self.working_dir / relative
         parent = Path(os.path.realpath(lexical.parent))
         if not _inside(parent, self.working_dir) or parent != lexical.parent:
             raise CheckpointPathError(
                 f"{relative}: its directory now goes through a symbolic link; not restored."
             )
+        if restoring:
+            ancestor = lexical.parent
+            while not os.path.lexists(ancestor):
+                ancestor = ancestor.parent
+            if not ancestor.is_dir():
+                raise CheckpointPathError(
+                    f"{relative}: {ancestor.relative_to(self.working_dir)} is no longer a "
+                    "directory; not restored."
+                )
         try:
             info = os.lstat(lexical)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return lexical
         if stat.S_ISLNK(info.st_mode):
             raise CheckpointPathError(f"{relative} is now a symbolic link; not restored.")
@@ -585,11 +598,11 @@ class FileJournal:
         return data
 
     def _apply(self, relative: str, target: Path, data: bytes | None) -> None:
-        target = self._target(relative)  # checked again just before touching it
+        target = self._target(relative, restoring=data is not None)  # checked again
         if data is None:
             try:
                 os.unlink(target)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 pass
             except OSError as exc:
                 raise CheckpointError(f"{relative} cannot be deleted ({exc.strerror}).") from None
@@ -609,7 +622,10 @@ class FileJournal:
             missing.append(parent)
             parent = parent.parent
         for directory in reversed(missing):
-            os.mkdir(directory)
+            try:
+                os.mkdir(directory)
+            except OSError as exc:
+                raise CheckpointError(f"{directory} cannot be created ({exc.strerror}).") from None
             if Path(os.path.realpath(directory)) != directory:  # pragma: no cover - a race
                 raise CheckpointPathError(f"{directory} became a symbolic link; not restored.")
         if Path(os.path.realpath(target.parent)) != target.parent:
