@@ -35,6 +35,10 @@ from .errors import (
     AgentRetainedError,
     AgentRunError,
     AskUserDeclined,
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointLimitError,
+    CheckpointPathError,
     ConfigurationError,
     DelegationDisclosureError,
     DelegationError,
@@ -75,6 +79,7 @@ from .errors import (
     ToolInvocationError,
     ToolNameConflictError,
     ToolRejectedError,
+    TrustedResultsError,
     UnknownModelError,
     UsageLimitExceeded,
 )
@@ -121,6 +126,7 @@ from .permissions import (
     permissions_readonly,
     permissions_standard,
 )
+from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
 from .sandbox import Sandbox, sandbox_unavailable_reason
 from .skills import Skill, skill_check_requirements, skill_create, skill_load
 from .tools import (
@@ -153,6 +159,7 @@ from .tools import (
     tools_preset,
     tools_web,
 )
+from .trusted import TrustedResults, result_trusted_results
 
 __all__ = [
     "DEMO_MODEL",
@@ -170,6 +177,10 @@ __all__ = [
     "AskUserDeclined",
     "CallIdentity",
     "ChatModel",
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointLimitError",
+    "CheckpointPathError",
     "ConfigurationError",
     "ContentImage",
     "ContentText",
@@ -183,6 +194,9 @@ __all__ = [
     "DelegationGraphError",
     "DelegationTaskError",
     "DeputyError",
+    "FileCheckpoint",
+    "FileJournal",
+    "FileRewind",
     "HookContext",
     "HookEventName",
     "HookMatcher",
@@ -238,6 +252,8 @@ __all__ = [
     "ToolNameConflictError",
     "ToolRejectedError",
     "ToolState",
+    "TrustedResults",
+    "TrustedResultsError",
     "Turn",
     "UnknownModelError",
     "UsageLimitExceeded",
@@ -256,6 +272,7 @@ __all__ = [
     "permissions_plan",
     "permissions_readonly",
     "permissions_standard",
+    "result_trusted_results",
     "sandbox_unavailable_reason",
     "set_ask_user_callback",
     "set_tool_threads",

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from ._budget import SharedBudget, current_budget
 from ._interrupt import Interrupted, Interrupter
 from ._provider import (
@@ -69,6 +71,7 @@ from .events import (
     AgentUsage,
     CostSummary,
     FallbackEvent,
+    FileCheckpointEvent,
     RequestEndEvent,
     RequestErrorEvent,
     RequestStartEvent,
@@ -81,6 +84,7 @@ from .events import (
     TextEvent,
     ToolEndEvent,
     ToolStartEvent,
+    TrustedResultEvent,
     UsageEvent,
 )
 from .hooks import HookRun
@@ -115,6 +119,7 @@ class _Outcome:
     hook_run: HookRun | None = None
     hook_event: str = "PostToolUse"
     stop: str | None = None
+    events: list[AgentEvent] = field(default_factory=list)  # e.g. a trusted_result
 
 
 _Ready = tuple[ContentToolRequest, Tool, dict[str, Any], "Verdict"]
@@ -259,6 +264,8 @@ class Engine:
             yield self._emit(st, StartEvent, task=options.prompt.text)
             self._add_turn(st, options.prompt)
             try:
+                if deps.file_journal is not None:  # rewind_files() goes back to here
+                    yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
                 for event in await self._observe_hooks(st, "SessionStart"):
                     yield event
@@ -307,6 +314,14 @@ class Engine:
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _file_checkpoint(self, st: _RunState, journal: Any) -> AgentEvent:
+        """The checkpoint every run makes as it starts (file checkpointing on)."""
+        made = await asyncio.to_thread(journal.checkpoint, run_id=st.run_id)
+        event: AgentEvent = self._emit(
+            st, FileCheckpointEvent, checkpoint_id=made.id, name=made.name
+        )
+        return event
 
     async def _observe_hooks(self, st: _RunState, event: str, **extra: Any) -> list[AgentEvent]:
         """Run hooks that only observe (their failures are recorded, never fatal)."""
@@ -600,6 +615,7 @@ class Engine:
     ) -> _Outcome:
         started = time.monotonic()
         failed = False
+        extra: list[AgentEvent] = []
         try:
             context = st.deps.tool_context(st.run_id, st.options.run_context, request)
             budget = current_budget.set(st.budget)  # a delegation tool draws on it
@@ -608,9 +624,10 @@ class Engine:
                     value = await tool.invoke(arguments)
             finally:
                 current_budget.reset(budget)
-            result = ContentToolResult(
-                call_id=request.id, name=request.name, output=format_tool_output(value)
-            )
+            output = format_tool_output(value)
+            if st.deps.trusted_results is not None:
+                output = self._trusted_result(st, request, arguments, value, output, extra)
+            result = ContentToolResult(call_id=request.id, name=request.name, output=output)
         except ToolInvocationError as exc:
             failed, result = True, _error_result(request, str(exc))
         except Exception as exc:
@@ -622,11 +639,55 @@ class Engine:
             )
         result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
         return _Outcome(
-            result, duration, hook_run, "PostToolUseFailure" if failed else "PostToolUse", stop
+            result,
+            duration,
+            hook_run,
+            "PostToolUseFailure" if failed else "PostToolUse",
+            stop,
+            extra,
         )
 
+    def _trusted_result(
+        self,
+        st: _RunState,
+        request: ContentToolRequest,
+        arguments: dict[str, Any],
+        value: Any,
+        output: str,
+        events: list[AgentEvent],
+    ) -> str:
+        """A trusted tool returned: record its value for the app; return what the model sees.
+
+        Raises:
+            ToolInvocationError: the policy's ``on_result`` failed (the event is kept).
+        """
+        policy = st.deps.trusted_results
+        result_type = policy.result_type(request.name) if policy is not None else None
+        if policy is None or result_type is None:
+            return output
+        event = self._emit(
+            st,
+            TrustedResultEvent,
+            result_id=f"trusted_{uuid.uuid4().hex}",
+            result_type=result_type,
+            tool_name=request.name,
+            call_id=request.id,
+            arguments=to_jsonable_python(arguments, fallback=str),
+            value=value,
+        )
+        events.append(event)
+        if policy.on_result is not None:
+            try:
+                policy.on_result(event)
+            except Exception as exc:
+                logger.warning("TrustedResults on_result failed", exc_info=True)
+                raise ToolInvocationError(
+                    f"The trusted result could not be delivered ({type(exc).__name__})."
+                ) from None
+        return policy.receipt(event.result_id, result_type) if policy.model_receipt else output
+
     def _finish_call_events(self, st: _RunState, outcome: _Outcome) -> list[AgentEvent]:
-        events: list[AgentEvent] = []
+        events: list[AgentEvent] = list(outcome.events)
         if outcome.hook_run is not None:
             events.extend(st.gate.hook_events(outcome.hook_event, outcome.hook_run))
         if outcome.stop is not None:

@@ -21,7 +21,9 @@ from .hooks import HookRegistry
 from .messages import ContentToolRequest, ContentToolResult
 from .models import ChatModel
 from .permissions import Permissions
+from .persistence.checkpoints import FileJournal
 from .tools import Tool, ToolContext, ToolState
+from .trusted import TrustedResults
 
 __all__ = ["Authority", "RunDeps", "RunReport"]
 
@@ -85,6 +87,9 @@ class RunDeps:
             its usage is charged there too, and it stops when any budget above is spent.
         ancestors: For a delegated run, every agent above it, nearest first: each call
             must pass their current permissions and tools as well as its own.
+        file_journal: The agent's file checkpoint journal (None: checkpointing is off):
+            the run makes a checkpoint as it starts, and the file tools record into it.
+        trusted_results: The agent's :class:`~deputy_shiny.trusted.TrustedResults`, or None.
     """
 
     agent_id: str
@@ -105,6 +110,8 @@ class RunDeps:
     report: Callable[[RunReport], None] = _ignore_report
     parent_budget: SharedBudget | None = None
     ancestors: tuple[Authority, ...] = ()
+    file_journal: FileJournal | None = None
+    trusted_results: TrustedResults | None = None
 
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
@@ -123,4 +130,5 @@ class RunDeps:
             tool_name=request.name,
             run_context=run_context,
             state=self.tool_state,
+            file_journal=self.file_journal,
         )

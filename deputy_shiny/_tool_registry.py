@@ -9,7 +9,7 @@ native tools add.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import InvalidToolError, ToolNameConflictError
@@ -21,6 +21,8 @@ __all__ = ["ToolRegistry"]
 _TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
 
 Batch = tuple[dict[str, Tool], dict[str, NativeWebSearch]]
+ToolSetCheck = Callable[[Mapping[str, Tool], Mapping[str, NativeWebSearch]], None]
+"""Checks a complete tool set before it replaces the registered one (raises to refuse)."""
 
 
 class ToolRegistry:
@@ -34,7 +36,8 @@ class ToolRegistry:
         ['read_file']
     """
 
-    def __init__(self) -> None:
+    def __init__(self, check: ToolSetCheck | None = None) -> None:
+        self.check = check  # e.g. a TrustedResults policy: every change must pass it
         self.tools: dict[str, Tool] = {}
         self.natives: dict[str, NativeWebSearch] = {}
         self._schemas: list[dict[str, Any]] | None = None
@@ -61,12 +64,13 @@ class ToolRegistry:
                     f"Tools already registered: {', '.join(clashes)}. Pass replace=True to "
                     "replace them."
                 )
-        for name in batch:
-            self.natives.pop(name, None)
-        for name in natives:
-            self.tools.pop(name, None)
-        self.tools.update(batch)
-        self.natives.update(natives)
+        tools = {n: t for n, t in self.tools.items() if n not in natives}
+        tools.update(batch)
+        new_natives = {n: t for n, t in self.natives.items() if n not in batch}
+        new_natives.update(natives)
+        if self.check is not None:
+            self.check(tools, new_natives)
+        self.tools, self.natives = tools, new_natives
         self._schemas = None
 
     def replace_all(
@@ -79,9 +83,12 @@ class ToolRegistry:
         session_id: str | None = None,
     ) -> None:
         """Replace every registered tool with a checked batch."""
-        self.tools, self.natives = self.check_batch(
+        tools, natives = self.check_batch(
             items, permissions, provider=provider, agent_id=agent_id, session_id=session_id
         )
+        if self.check is not None:
+            self.check(tools, natives)
+        self.tools, self.natives = tools, natives
         self._schemas = None
 
     def remove(self, tools: Iterable[Tool]) -> None:

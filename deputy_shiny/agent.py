@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from . import _sync
 from ._agent_chat import ChatMethods
+from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_check
 from ._agent_delegation import DelegationMethods
 from ._agent_mcp import McpMethods
 from ._budget import SharedBudget
@@ -77,10 +78,11 @@ from .permissions import (
 )
 from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
 from .tools import NativeWebSearch, Tool, ToolState
+from .trusted import TrustedResults
 from .usage import ConversationCost
 
 
-class Agent(ChatMethods, DelegationMethods, McpMethods):
+class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
     Args:
@@ -106,6 +108,15 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
             :meth:`observe_subagents`.
         delegation_scope: What this agent belongs to (``{"owner": user_id}``), passed to
             the disclosure policy.
+        enable_file_checkpointing: Journal files before ``write_file``, ``edit_file`` and
+            ``multi_edit`` change them, for :meth:`rewind_files`; a checkpoint is made as
+            each run starts. ``file_checkpoint_max_file_bytes`` (50 MiB) and
+            ``file_checkpoint_max_journal_bytes`` (250 MiB) cap what is stored: a call
+            that would pass them is refused. ``checkpoint_dir``: where the journal lives
+            (outside the working dir; default a private temporary directory).
+        trusted_results: A :class:`~deputy_shiny.trusted.TrustedResults` policy naming the
+            one tool allowed to produce each trusted result type; a tool that could get
+            around it cannot be registered.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -141,6 +152,11 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
         delegation_disclosure: DelegationDisclosure | None = None,
         delegation_observation: DelegationObservation | None = None,
         delegation_scope: Mapping[str, Any] | None = None,
+        enable_file_checkpointing: bool = False,
+        file_checkpoint_max_file_bytes: int = 50 * 1024**2,
+        file_checkpoint_max_journal_bytes: int = 250 * 1024**2,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        trusted_results: TrustedResults | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -161,7 +177,15 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigurationError("system_prompt must be a string or None")
         self._conversation = Conversation(system_prompt)
-        self._tools = ToolRegistry()
+        self._tools = ToolRegistry(check=trusted_check(trusted_results))
+        self._trusted_results = trusted_results
+        self._file_journal = make_file_journal(
+            enable_file_checkpointing,
+            self._working_dir,
+            directory=checkpoint_dir,
+            max_file_bytes=file_checkpoint_max_file_bytes,
+            max_journal_bytes=file_checkpoint_max_journal_bytes,
+        )
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         if permissions is None:
@@ -507,6 +531,8 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
             on_tool_result=tuple(self._on_tool_result),
             tool_state=self._tool_state,
             report=self._record_run,
+            file_journal=self._file_journal,
+            trusted_results=self._trusted_results,
         )
 
     def _record_run(self, report: RunReport) -> None:

@@ -21,6 +21,10 @@ __all__ = [
     "AgentDefinitionError",
     "AgentRunError",
     "AskUserDeclined",
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointLimitError",
+    "CheckpointPathError",
     "ConfigurationError",
     "DelegationDisclosureError",
     "DelegationError",
@@ -57,6 +61,7 @@ __all__ = [
     "ToolInvocationError",
     "ToolNameConflictError",
     "ToolRejectedError",
+    "TrustedResultsError",
     "UnknownModelError",
     "UsageLimitExceeded",
 ]
@@ -374,6 +379,38 @@ class PersistenceCorruptError(PersistenceError):
     """A saved file is not what deputy_shiny wrote: truncated, damaged, edited (its
     checksum does not match), of another kind or version, too large, or a symlink.
     Nothing is loaded from it."""
+
+
+class CheckpointError(DeputyError):
+    """A file checkpoint operation failed: checkpointing is off
+    (``enable_file_checkpointing=False``), or the checkpoint id is unknown. The
+    subclasses say when a change or a rewind was refused."""
+
+
+class CheckpointLimitError(CheckpointError):
+    """Recording a file's previous contents would pass a checkpoint cap
+    (``file_checkpoint_max_file_bytes`` or ``file_checkpoint_max_journal_bytes``). The
+    file tool call is refused and nothing is written; rewind or raise the cap."""
+
+
+class CheckpointPathError(CheckpointError):
+    """A checkpointed path is not a plain file inside the agent's working directory: it
+    is (or became) a symlink, it lies outside the working directory, or it is now a
+    directory. Nothing is written through it."""
+
+
+class CheckpointCorruptError(CheckpointError):
+    """The checkpoint journal (its index, a stored file, or a state given to
+    ``restore_checkpoint_state``) is not what deputy_shiny wrote: damaged, edited (a
+    checksum or hash does not match), or naming a path outside the working directory.
+    Nothing is restored from it."""
+
+
+class TrustedResultsError(ConfigurationError):
+    """A tool change would let a tool get around a :class:`TrustedResults` policy: a
+    trusted tool is missing or is not a local function tool, or another tool runs code,
+    delegates, or may write or reach the open world without being exempted. The tools
+    stay as they were."""
 
 
 # --------------------------------------------------------------------------- internal signals

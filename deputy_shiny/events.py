@@ -172,6 +172,29 @@ class StructuredAttemptEvent(_EventBase):
     message: str = ""
 
 
+class FileCheckpointEvent(_EventBase):
+    """A file checkpoint was made (at the start of a run, with file checkpointing on);
+    pass ``checkpoint_id`` to ``agent.rewind_files()`` to go back to it."""
+
+    type: Literal["file_checkpoint"] = "file_checkpoint"
+    checkpoint_id: str
+    name: str | None = None
+
+
+class TrustedResultEvent(_EventBase):
+    """A trusted tool returned: ``value`` is exactly what it returned, for the app
+    (see :class:`~deputy_shiny.trusted.TrustedResults`); ``result_trusted_results(result)``
+    collects these from an :class:`AgentResult`."""
+
+    type: Literal["trusted_result"] = "trusted_result"
+    result_id: str
+    result_type: str
+    tool_name: str
+    call_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    value: Any = None
+
+
 class UsageEvent(_EventBase):
     """The run's usage so far (sent after each request and at the end)."""
 
@@ -208,6 +231,8 @@ AgentEvent = Annotated[
     | ApprovalEvent
     | FallbackEvent
     | StructuredAttemptEvent
+    | FileCheckpointEvent
+    | TrustedResultEvent
     | UsageEvent
     | RunErrorEvent
     | StopEvent,

@@ -10,6 +10,15 @@ Example:
     b'{"a":1,"b":2}'
 """
 
+from .checkpoints import FileCheckpoint, FileJournal, FileRewind
 from .files import MAX_DOCUMENT_BYTES, canonical_json, read_document, write_document
 
-__all__ = ["MAX_DOCUMENT_BYTES", "canonical_json", "read_document", "write_document"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "FileCheckpoint",
+    "FileJournal",
+    "FileRewind",
+    "canonical_json",
+    "read_document",
+    "write_document",
+]

@@ -34,6 +34,18 @@ from ..identity import CallIdentity
 T = TypeVar("T", bound="Closable")
 
 
+class FileChangeRecorder(Protocol):
+    """What records a file's previous contents before a file tool changes it (the
+    agent's file checkpoint journal, :class:`~deputy_shiny.persistence.FileJournal`).
+
+    ``record(path)`` raises a :class:`~deputy_shiny.errors.DeputyError` to refuse the
+    change (a cap, a symlink, a path outside the working directory); the tool then
+    writes nothing.
+    """
+
+    def record(self, path: Path) -> None: ...
+
+
 class Closable(Protocol):
     """What a :class:`ToolState` entry must offer: a ``close()`` that is safe to repeat."""
 
@@ -101,6 +113,8 @@ class ToolContext(CallIdentity):
         agent_id / session_id / run_id / call_id / tool_name: Who is calling.
         run_context: The run's JSON-compatible context.
         state: The calling agent's :class:`ToolState` (outside an agent: one per process).
+        file_journal: Records files before ``write_file``, ``edit_file`` and
+            ``multi_edit`` change them (None: file checkpointing is off).
     """
 
     working_dir: Path
@@ -109,6 +123,7 @@ class ToolContext(CallIdentity):
     tool_name: str | None = None
     run_context: dict[str, Any] = field(default_factory=dict)
     state: ToolState = field(default=_PROCESS_STATE, repr=False, compare=False)
+    file_journal: FileChangeRecorder | None = field(default=None, repr=False, compare=False)
 
 
 def default_tool_context() -> ToolContext:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._text import plural
-from ..errors import ToolInvocationError
+from ..errors import DeputyError, ToolInvocationError
 from ._context import ToolContext, current_tool_context
 from ._files_common import (
     _BINARY,
@@ -89,6 +89,22 @@ def _atomic_write(target: Path, data: bytes, shown: str) -> None:
         raise
 
 
+def _journal(target: Path, ctx: ToolContext) -> None:
+    """Let the agent's checkpoint journal record ``target`` before it changes (if on).
+
+    A refusal (a cap, a symlink, outside the working directory) refuses the call:
+    nothing has been written yet.
+    """
+    if ctx.file_journal is None:
+        return
+    try:
+        ctx.file_journal.record(target)
+    except DeputyError as exc:
+        raise ToolInvocationError(
+            f"File checkpointing refused this change: {exc} Nothing was written."
+        ) from None
+
+
 def _make_parents(target: Path, ctx: ToolContext) -> list[Path]:
     """Create the missing parent directories of ``target`` (each checked against the roots)."""
     missing: list[Path] = []
@@ -134,6 +150,7 @@ def _write_file(path: str, content: str, mode: Literal["write", "append"] = "wri
     if target.is_dir():
         raise ToolInvocationError(f"{shown} is a directory; give a file path to write to.")
     data = content.encode("utf-8", errors="replace")
+    _journal(target, ctx)
     created = _make_parents(target, ctx)
     try:
         previous: int | None = target.stat().st_size
@@ -302,6 +319,7 @@ def _edit_file(path: str, old_string: str, new_string: str, replace_all: bool = 
         new_text, lines = _apply_edit(text, old_string, new_string, replace_all)
     except _EditProblem as exc:
         raise ToolInvocationError(f"edit_file {shown}: {exc} The file was not changed.") from None
+    _journal(target, ctx)
     _atomic_write(target, new_text.encode("utf-8", errors="replace"), shown)
     where = "line" if len(lines) == 1 else "lines"
     return (
@@ -354,6 +372,7 @@ def _multi_edit(path: str, edits: list[FileEdit]) -> str:
                 "applied; the file was not changed."
             ) from None
         replaced += len(lines)
+    _journal(target, ctx)
     _atomic_write(target, text.encode("utf-8", errors="replace"), shown)
     return (
         f"Edited {shown}: applied {plural(len(edits), 'edit')} ({plural(replaced, 'replacement')})."

@@ -1,0 +1,668 @@
+"""File checkpoints: a journal of the files ``write_file``, ``edit_file`` and ``multi_edit``
+changed, so :meth:`FileJournal.rewind` can put them back.
+
+Before one of those tools changes a file, the tool calls :meth:`FileJournal.record`,
+which stores the file's previous contents (or notes that it did not exist, so a rewind
+deletes it). A checkpoint marks a point to go back to: the engine makes one at the
+start of every run, and :meth:`FileJournal.checkpoint` makes one on demand. Nothing
+else is journaled: ``run_python``, ``run_bash`` and MCP tools change files (or remote
+services) the journal never sees.
+
+The journal lives in one directory (a private temporary one unless the agent is given
+``checkpoint_dir``), in the one persisted format (:mod:`deputy_shiny.persistence.files`):
+
+* ``index.json`` (kind ``file_checkpoint_index``): the checkpoints, oldest first, and the
+  changes, in order, each naming its file relative to the working directory;
+* ``blobs/<sha256>.json`` (kind ``file_checkpoint_blob``): one stored file content,
+  base64 (binary-safe), named by the SHA-256 of its bytes; equal contents are stored once.
+
+Everything read back is untrusted: the index's checksum, every path (relative, no
+``..``, no absolute path, inside the working directory, never through a symlink) and
+every blob's hash are checked before anything is written; a problem is a
+:class:`~deputy_shiny.errors.CheckpointCorruptError` or
+:class:`~deputy_shiny.errors.CheckpointPathError` and nothing is restored. Caps refuse
+a change before it happens (:class:`~deputy_shiny.errors.CheckpointLimitError`).
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> work = Path(tempfile.mkdtemp())
+    >>> journal = FileJournal(work)
+    >>> first = journal.checkpoint("before")
+    >>> journal.record(work / "notes.txt")          # about to create notes.txt
+    >>> _ = (work / "notes.txt").write_text("draft")
+    >>> [c.changes for c in journal.list_checkpoints()]
+    [1]
+    >>> journal.rewind(first.id).restored_changes, (work / "notes.txt").exists()
+    (1, False)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._atomic import WriteRefused, atomic_write
+from ..errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointLimitError,
+    CheckpointPathError,
+    PersistenceError,
+)
+from .files import canonical_json, read_document, write_document
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_JOURNAL_BYTES",
+    "FileCheckpoint",
+    "FileJournal",
+    "FileRewind",
+]
+
+DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+"""The largest file whose previous contents a checkpoint records (50 MiB)."""
+DEFAULT_MAX_JOURNAL_BYTES = 250 * 1024 * 1024
+"""The most bytes of file contents the journal stores in all (250 MiB)."""
+
+STATE_FORMAT = "deputy_shiny.file_checkpoints"
+"""The ``format`` of :meth:`FileJournal.checkpoint_state`'s dict."""
+
+_INDEX = "index.json"
+_INDEX_KIND = "file_checkpoint_index"
+_BLOB_KIND = "file_checkpoint_blob"
+_ID = re.compile(r"^ckpt_[0-9a-f]{32}$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_MAX_NAME = 200
+_MAX_PATH = 4096
+_MAX_METADATA_BYTES = 64 * 1024
+
+
+class FileCheckpoint(BaseModel):
+    """One checkpoint, as :meth:`FileJournal.list_checkpoints` reports it.
+
+    Attributes:
+        id: Pass it to ``rewind_files``.
+        name: The optional label.
+        metadata: JSON values stored with it.
+        created_at: When it was made (seconds since the epoch).
+        run_id: The run that made it (None for one made by ``checkpoint()``).
+        changes: The file changes recorded after it and before the next checkpoint.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
+    run_id: str | None = None
+    changes: int = 0
+
+
+class FileRewind(BaseModel):
+    """What :meth:`FileJournal.rewind` did.
+
+    Attributes:
+        checkpoint: The checkpoint the files went back to (now the latest).
+        restored_changes: How many recorded file changes were undone.
+        paths: The files restored or deleted, relative to the working directory.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint: FileCheckpoint
+    restored_changes: int
+    paths: tuple[str, ...] = ()
+
+
+class FileJournal:
+    """The file checkpoint journal of one agent (thread-safe: tools run in threads).
+
+    Args:
+        working_dir: The only directory whose files are journaled and restored.
+        directory: Where the journal lives. None: a private temporary directory,
+            removed when the journal is garbage collected. An existing journal in
+            ``directory`` is picked up (after checking it).
+        max_file_bytes: The largest previous contents recorded; a bigger file refuses
+            the change.
+        max_journal_bytes: The most stored contents in all; a change that would pass it
+            is refused.
+    """
+
+    def __init__(
+        self,
+        working_dir: str | os.PathLike[str],
+        *,
+        directory: str | os.PathLike[str] | None = None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+    ) -> None:
+        for name, value in (
+            ("file_checkpoint_max_file_bytes", max_file_bytes),
+            ("file_checkpoint_max_journal_bytes", max_journal_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise CheckpointError(f"{name} must be a whole number of bytes, not {value!r}")
+        self.working_dir = Path(os.path.realpath(working_dir))
+        self.max_file_bytes = max_file_bytes
+        self.max_journal_bytes = max_journal_bytes
+        self._lock = threading.RLock()
+        if directory is None:
+            made = Path(tempfile.mkdtemp(prefix="deputy-checkpoints-"))
+            self._finalizer: weakref.finalize[Any, Any] | None = weakref.finalize(
+                self, shutil.rmtree, made, ignore_errors=True
+            )
+            self.directory = made
+        else:
+            self._finalizer = None
+            self.directory = Path(os.path.realpath(directory))
+            if not self.directory.is_dir():
+                raise CheckpointError(f"checkpoint_dir {str(directory)!r} is not a directory")
+            if _inside(self.directory, self.working_dir):
+                raise CheckpointError(
+                    "checkpoint_dir must be outside the working directory (the model's tools "
+                    "could otherwise edit the journal)"
+                )
+        (self.directory / "blobs").mkdir(mode=0o700, exist_ok=True)
+        if (self.directory / _INDEX).exists() or (self.directory / _INDEX).is_symlink():
+            self._load()  # an existing journal must be sound before it is used
+
+    # ------------------------------------------------------------------ public
+
+    def checkpoint(
+        self,
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> FileCheckpoint:
+        """Make a checkpoint (the point :meth:`rewind` goes back to) and return it."""
+        if name is not None and (not isinstance(name, str) or len(name) > _MAX_NAME):
+            raise CheckpointError(f"name must be a string of at most {_MAX_NAME} characters")
+        meta = dict(metadata or {})
+        try:
+            size = len(canonical_json(meta))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"metadata must hold JSON values only ({exc})") from None
+        if size > _MAX_METADATA_BYTES:
+            raise CheckpointError(f"metadata is {size:,} bytes; at most {_MAX_METADATA_BYTES:,}")
+        record = {
+            "id": f"ckpt_{uuid.uuid4().hex}",
+            "name": name,
+            "metadata": meta,
+            "created_at": time.time(),
+            "run_id": run_id,
+        }
+        with self._lock:
+            index = self._load()
+            index["checkpoints"].append(record)
+            self._save(index)
+        return FileCheckpoint(**record)
+
+    def list_checkpoints(self) -> list[FileCheckpoint]:
+        """Every checkpoint, oldest first, with the number of changes recorded after each."""
+        with self._lock:
+            index = self._load()
+        counts: dict[str, int] = {}
+        for change in index["changes"]:
+            counts[change["checkpoint"]] = counts.get(change["checkpoint"], 0) + 1
+        return [FileCheckpoint(**c, changes=counts.get(c["id"], 0)) for c in index["checkpoints"]]
+
+    def record(self, path: str | os.PathLike[str]) -> None:
+        """Journal ``path``'s current contents before a tool changes it.
+
+        ``path`` is the resolved path the tool is about to write. An absent file is
+        recorded as absent (a rewind deletes it).
+
+        Raises:
+            CheckpointPathError: it is outside the working directory, a symlink or not a
+                regular file.
+            CheckpointLimitError: its contents, or the journal with them, would pass a cap.
+            CheckpointCorruptError: the journal on disk is damaged or was edited.
+        """
+        relative = self._relative(Path(path))
+        with self._lock:
+            index = self._load()
+            if not index["checkpoints"]:
+                index["checkpoints"].append(_initial_checkpoint())
+            current = index["checkpoints"][-1]["id"]
+            if any(c["path"] == relative and c["checkpoint"] == current for c in index["changes"]):
+                # Only the contents at the checkpoint matter: a repeat is counted, not stored.
+                index["changes"].append({"checkpoint": current, "path": relative, "repeat": True})
+                self._save(index)
+                return
+            data = self._read_current(relative)
+            change: dict[str, Any] = {"checkpoint": current, "path": relative, "blob": None}
+            if data is not None:
+                digest = hashlib.sha256(data).hexdigest()
+                stored = _stored_blobs(index)
+                if digest not in stored:
+                    total = sum(stored.values())
+                    if total + len(data) > self.max_journal_bytes:
+                        raise CheckpointLimitError(
+                            f"Checkpointing {relative} would take the checkpoint journal to "
+                            f"{total + len(data):,} bytes, over its "
+                            f"{self.max_journal_bytes:,}-byte limit "
+                            "(file_checkpoint_max_journal_bytes)."
+                        )
+                    self._write_blob(digest, data)
+                change.update(blob=digest, size=len(data))
+            index["changes"].append(change)
+            self._save(index)
+
+    def rewind(self, checkpoint_id: str) -> FileRewind:
+        """Put every file changed since ``checkpoint_id`` back as it was then.
+
+        Files created since are deleted; later checkpoints are discarded. Every path and
+        stored content is checked before the first file is touched.
+
+        Raises:
+            CheckpointError: no such checkpoint.
+            CheckpointPathError: a file to restore is now a symlink or a directory, or its
+                directory leads outside the working directory.
+            CheckpointCorruptError: the journal is damaged or was edited.
+        """
+        with self._lock:
+            index = self._load()
+            ids = [c["id"] for c in index["checkpoints"]]
+            if not isinstance(checkpoint_id, str) or checkpoint_id not in ids:
+                raise CheckpointError(
+                    f"No checkpoint {checkpoint_id!r}; list_checkpoints() shows the ones kept."
+                )
+            position = ids.index(checkpoint_id)
+            since = set(ids[position:])
+            undone = [c for c in index["changes"] if c["checkpoint"] in since]
+            targets: dict[str, str | None] = {}
+            for change in undone:
+                if not change.get("repeat") and change["path"] not in targets:
+                    targets[change["path"]] = change["blob"]
+            plan = [
+                (rel, self._target(rel, restoring=sha is not None), self._blob(sha))
+                for rel, sha in targets.items()
+            ]
+            for rel, target, data in plan:
+                self._apply(rel, target, data)
+            index["checkpoints"] = index["checkpoints"][: position + 1]
+            index["changes"] = [c for c in index["changes"] if c["checkpoint"] not in since]
+            self._save(index)
+            self._collect_garbage(index)
+            kept = index["checkpoints"][position]
+        return FileRewind(
+            checkpoint=FileCheckpoint(**kept),
+            restored_changes=len(undone),
+            paths=tuple(sorted(targets)),
+        )
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The whole journal as one JSON-only dict, for a saved session.
+
+        It holds the checkpoints, the changes and every stored content (base64), so
+        :meth:`restore_checkpoint_state` can rebuild the journal in a new process.
+
+        Example:
+            >>> import tempfile
+            >>> journal = FileJournal(tempfile.mkdtemp())
+            >>> state = journal.checkpoint_state()
+            >>> state["format"], state["checkpoints"]
+            ('deputy_shiny.file_checkpoints', [])
+        """
+        with self._lock:
+            index = self._load()
+            blobs = {
+                sha: base64.b64encode(self._blob(sha) or b"").decode("ascii")
+                for sha in _stored_blobs(index)
+            }
+        return {
+            "format": STATE_FORMAT,
+            "version": 1,
+            "working_dir": str(self.working_dir),
+            "checkpoints": index["checkpoints"],
+            "changes": index["changes"],
+            "blobs": blobs,
+        }
+
+    def restore_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        """Replace the journal with one :meth:`checkpoint_state` returned (untrusted input).
+
+        Everything is checked first (format, working directory, paths, hashes, caps);
+        on any problem the journal stays exactly as it was.
+
+        Raises:
+            CheckpointCorruptError: the state is not sound, or it belongs to another
+                working directory.
+        """
+        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+            raise CheckpointCorruptError("This is not a deputy_shiny file checkpoint state.")
+        if state.get("version") != 1:
+            raise CheckpointCorruptError(
+                f"File checkpoint state version {state.get('version')!r} is not supported."
+            )
+        if state.get("working_dir") != str(self.working_dir):
+            raise CheckpointCorruptError(
+                f"The checkpoint state belongs to working directory {state.get('working_dir')!r}, "
+                f"not {str(self.working_dir)!r}."
+            )
+        index = self._validate(
+            {
+                "working_dir": state.get("working_dir"),
+                "checkpoints": state.get("checkpoints"),
+                "changes": state.get("changes"),
+            },
+            "the checkpoint state",
+        )
+        raw_blobs = state.get("blobs")
+        if not isinstance(raw_blobs, Mapping):
+            raise CheckpointCorruptError("The checkpoint state has no blobs object.")
+        needed = _stored_blobs(index)
+        blobs: dict[str, bytes] = {}
+        for sha, size in needed.items():
+            encoded = raw_blobs.get(sha)
+            if not isinstance(encoded, str):
+                raise CheckpointCorruptError(f"The checkpoint state lacks stored content {sha}.")
+            try:
+                data = base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                raise CheckpointCorruptError(f"Stored content {sha} is not base64.") from None
+            if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                raise CheckpointCorruptError(f"Stored content {sha} does not match its hash.")
+            blobs[sha] = data
+        total = sum(needed.values())
+        if total > self.max_journal_bytes:
+            raise CheckpointLimitError(
+                f"The checkpoint state holds {total:,} bytes, over the journal's "
+                f"{self.max_journal_bytes:,}-byte limit."
+            )
+        with self._lock:
+            for sha, data in blobs.items():
+                self._write_blob(sha, data)
+            self._save(index)
+            self._collect_garbage(index)
+
+    def close(self) -> None:
+        """Remove the journal's private temporary directory (not a given ``checkpoint_dir``)."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    # ------------------------------------------------------------------ index
+
+    def _load(self) -> dict[str, Any]:
+        path = self.directory / _INDEX
+        if not os.path.lexists(path):
+            return {"working_dir": str(self.working_dir), "checkpoints": [], "changes": []}
+        try:
+            payload = read_document(path, _INDEX_KIND)
+        except PersistenceError as exc:
+            raise CheckpointCorruptError(f"The checkpoint journal cannot be used: {exc}") from None
+        return self._validate(payload, str(path))
+
+    def _save(self, index: dict[str, Any]) -> None:
+        try:
+            write_document(self.directory / _INDEX, _INDEX_KIND, index)
+        except PersistenceError as exc:
+            raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
+
+    def _validate(self, payload: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Check an index (from disk or a saved state) field by field; return a clean copy."""
+
+        def bad(problem: str) -> CheckpointCorruptError:
+            return CheckpointCorruptError(f"{where}: {problem}; nothing is restored from it.")
+
+        if payload.get("working_dir") != str(self.working_dir):
+            raise bad("it belongs to another working directory")
+        checkpoints, changes = payload.get("checkpoints"), payload.get("changes")
+        if not isinstance(checkpoints, list) or not isinstance(changes, list):
+            raise bad("it has no checkpoint or change list")
+        clean_checkpoints: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for entry in checkpoints:
+            if not isinstance(entry, dict) or set(entry) != {
+                "id",
+                "name",
+                "metadata",
+                "created_at",
+                "run_id",
+            }:
+                raise bad("a checkpoint entry has unexpected fields")
+            cid, name, meta, created, run_id = (
+                entry["id"],
+                entry["name"],
+                entry["metadata"],
+                entry["created_at"],
+                entry["run_id"],
+            )
+            if not isinstance(cid, str) or not _ID.match(cid) or cid in seen:
+                raise bad(f"checkpoint id {cid!r} is not valid or repeats")
+            if name is not None and not isinstance(name, str):
+                raise bad("a checkpoint name is not a string")
+            if not isinstance(meta, dict):
+                raise bad("checkpoint metadata is not an object")
+            if isinstance(created, bool) or not isinstance(created, int | float):
+                raise bad("a checkpoint time is not a number")
+            if run_id is not None and not isinstance(run_id, str):
+                raise bad("a checkpoint run id is not a string")
+            seen.add(cid)
+            clean_checkpoints.append(dict(entry))
+        order = {c["id"]: i for i, c in enumerate(clean_checkpoints)}
+        clean_changes: list[dict[str, Any]] = []
+        last = 0
+        for change in changes:
+            if not isinstance(change, dict):
+                raise bad("a change entry is not an object")
+            owner = change.get("checkpoint")
+            if owner not in order or order[owner] < last:
+                raise bad("a change names an unknown checkpoint or is out of order")
+            last = order[owner]
+            relative = _check_relative(change.get("path"), bad)
+            if change.get("repeat") is True and set(change) == {"checkpoint", "path", "repeat"}:
+                clean_changes.append({"checkpoint": owner, "path": relative, "repeat": True})
+                continue
+            blob = change.get("blob")
+            if blob is None and set(change) == {"checkpoint", "path", "blob"}:
+                clean_changes.append({"checkpoint": owner, "path": relative, "blob": None})
+                continue
+            size = change.get("size")
+            if (
+                set(change) != {"checkpoint", "path", "blob", "size"}
+                or not isinstance(blob, str)
+                or not _SHA.match(blob)
+                or isinstance(size, bool)
+                or not isinstance(size, int)
+                or not 0 <= size <= self.max_file_bytes
+            ):
+                raise bad(f"the change to {relative} is malformed")
+            clean_changes.append(
+                {"checkpoint": owner, "path": relative, "blob": blob, "size": size}
+            )
+        return {
+            "working_dir": str(self.working_dir),
+            "checkpoints": clean_checkpoints,
+            "changes": clean_changes,
+        }
+
+    # ------------------------------------------------------------------ blobs
+
+    def _blob_path(self, sha: str) -> Path:
+        return self.directory / "blobs" / f"{sha}.json"
+
+    def _write_blob(self, sha: str, data: bytes) -> None:
+        payload = {"sha256": sha, "size": len(data), "base64": base64.b64encode(data).decode()}
+        try:
+            write_document(self._blob_path(sha), _BLOB_KIND, payload)
+        except PersistenceError as exc:
+            raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
+
+    def _blob(self, sha: str | None) -> bytes | None:
+        """A stored content, its hash checked (None: the file did not exist)."""
+        if sha is None:
+            return None
+        limit = (self.max_file_bytes * 4) // 3 + 64 * 1024
+        try:
+            payload = read_document(self._blob_path(sha), _BLOB_KIND, max_bytes=limit)
+            data = base64.b64decode(payload.get("base64", ""), validate=True)
+        except (PersistenceError, binascii.Error, ValueError, TypeError) as exc:
+            raise CheckpointCorruptError(
+                f"The stored content {sha} of the checkpoint journal cannot be used ({exc})."
+            ) from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise CheckpointCorruptError(f"The stored content {sha} does not match its hash.")
+        return data
+
+    def _collect_garbage(self, index: Mapping[str, Any]) -> None:
+        keep = {f"{sha}.json" for sha in _stored_blobs(index)}
+        for entry in os.scandir(self.directory / "blobs"):
+            if entry.name not in keep and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+    # ------------------------------------------------------------------ files
+
+    def _relative(self, path: Path) -> str:
+        """``path`` relative to the working directory, refusing anything else."""
+        lexical = Path(os.path.normpath(path if path.is_absolute() else self.working_dir / path))
+        if not _inside(lexical, self.working_dir) or lexical == self.working_dir:
+            raise CheckpointPathError(
+                f"{path} is outside the working directory; file checkpointing covers only "
+                f"{self.working_dir}."
+            )
+        if Path(os.path.realpath(lexical.parent)) != lexical.parent:
+            raise CheckpointPathError(f"{path} goes through a symbolic link; it is not journaled.")
+        return lexical.relative_to(self.working_dir).as_posix()
+
+    def _target(self, relative: str, *, restoring: bool = False) -> Path:
+        """Where ``relative`` is now, refusing a symlink, a directory or a way outside
+        (and, when its contents are to be written back, a file where a directory was)."""
+        lexical = self.working_dir / relative
+        parent = Path(os.path.realpath(lexical.parent))
+        if not _inside(parent, self.working_dir) or parent != lexical.parent:
+            raise CheckpointPathError(
+                f"{relative}: its directory now goes through a symbolic link; not restored."
+            )
+        if restoring:
+            ancestor = lexical.parent
+            while not os.path.lexists(ancestor):
+                ancestor = ancestor.parent
+            if not ancestor.is_dir():
+                raise CheckpointPathError(
+                    f"{relative}: {ancestor.relative_to(self.working_dir)} is no longer a "
+                    "directory; not restored."
+                )
+        try:
+            info = os.lstat(lexical)
+        except (FileNotFoundError, NotADirectoryError):
+            return lexical
+        if stat.S_ISLNK(info.st_mode):
+            raise CheckpointPathError(f"{relative} is now a symbolic link; not restored.")
+        if not stat.S_ISREG(info.st_mode):
+            raise CheckpointPathError(f"{relative} is no longer a regular file; not restored.")
+        return lexical
+
+    def _read_current(self, relative: str) -> bytes | None:
+        target = self._target(relative)
+        try:
+            fd = os.open(target, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointPathError(f"{relative} cannot be read ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise CheckpointPathError(f"{relative} is not a regular file.")
+            if info.st_size > self.max_file_bytes:
+                raise CheckpointLimitError(
+                    f"{relative} is {info.st_size:,} bytes, over the "
+                    f"{self.max_file_bytes:,}-byte limit of what a checkpoint records "
+                    "(file_checkpoint_max_file_bytes)."
+                )
+            data = fh.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:
+            raise CheckpointLimitError(f"{relative} grew past the checkpoint file limit.")
+        return data
+
+    def _apply(self, relative: str, target: Path, data: bytes | None) -> None:
+        target = self._target(relative, restoring=data is not None)  # checked again
+        if data is None:
+            try:
+                os.unlink(target)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+            except OSError as exc:
+                raise CheckpointError(f"{relative} cannot be deleted ({exc.strerror}).") from None
+            return
+        self._make_parents(target)
+        try:
+            atomic_write(target, data, mode=None)
+        except WriteRefused as exc:
+            raise CheckpointPathError(f"{relative} {exc}; not restored.") from None
+        except OSError as exc:
+            raise CheckpointError(f"{relative} cannot be restored ({exc.strerror}).") from None
+
+    def _make_parents(self, target: Path) -> None:
+        missing = []
+        parent = target.parent
+        while not os.path.lexists(parent):
+            missing.append(parent)
+            parent = parent.parent
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory)
+            except OSError as exc:
+                raise CheckpointError(f"{directory} cannot be created ({exc.strerror}).") from None
+            if Path(os.path.realpath(directory)) != directory:  # pragma: no cover - a race
+                raise CheckpointPathError(f"{directory} became a symbolic link; not restored.")
+        if Path(os.path.realpath(target.parent)) != target.parent:
+            raise CheckpointPathError(f"{target.parent} is a symbolic link; not restored.")
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def _initial_checkpoint() -> dict[str, Any]:
+    return {
+        "id": f"ckpt_{uuid.uuid4().hex}",
+        "name": "initial",
+        "metadata": {},
+        "created_at": time.time(),
+        "run_id": None,
+    }
+
+
+def _stored_blobs(index: Mapping[str, Any]) -> dict[str, int]:
+    """The stored contents the changes refer to, with their sizes."""
+    return {c["blob"]: c["size"] for c in index["changes"] if not c.get("repeat") and c.get("blob")}
+
+
+def _check_relative(value: Any, bad: Any) -> str:
+    """A journal path: relative POSIX, inside the working directory, nothing odd."""
+    if not isinstance(value, str) or not value or len(value) > _MAX_PATH:
+        raise bad("a change has no valid path")
+    if any(ord(ch) < 32 for ch in value) or "\\" in value:
+        raise bad(f"path {value!r} holds control characters or backslashes")
+    pure = PurePosixPath(value)
+    if pure.is_absolute() or value.startswith("~") or re.match(r"^[A-Za-z]:", value):
+        raise bad(f"path {value!r} is absolute; journal paths are relative to the working dir")
+    if any(part in ("..", ".", "") for part in value.split("/")):
+        raise bad(f"path {value!r} is not a plain relative path (it uses '..' or '.')")
+    return value
