@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _sync
+from ._agent_approvals import ApprovalMethods
 from ._agent_chat import ChatMethods
 from ._agent_delegation import DelegationMethods
 from ._agent_mcp import McpMethods
@@ -80,7 +81,7 @@ from .tools import NativeWebSearch, Tool, ToolState
 from .usage import ConversationCost
 
 
-class Agent(ChatMethods, DelegationMethods, McpMethods):
+class Agent(ChatMethods, DelegationMethods, McpMethods, ApprovalMethods):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
     Args:
@@ -106,6 +107,11 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
             :meth:`observe_subagents`.
         delegation_scope: What this agent belongs to (``{"owner": user_id}``), passed to
             the disclosure policy.
+        approval_dir: An existing directory where calls waiting for approval are saved
+            when no ``approval_handler`` can answer: the run stops with
+            ``approval_pending``, and :meth:`resume_approval` decides the call later,
+            even in a new process. Such tools must take JSON-only arguments. When set,
+            a response's tool calls run one at a time.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -141,6 +147,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
         delegation_disclosure: DelegationDisclosure | None = None,
         delegation_observation: DelegationObservation | None = None,
         delegation_scope: Mapping[str, Any] | None = None,
+        approval_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -180,6 +187,11 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
                 "approval_handler must be an async function (request) -> decision"
             )
         self._approval_handler = approval_handler
+        self._approval_dir = (
+            None if approval_dir is None else _existing_dir(approval_dir, "approval_dir")
+        )
+        self._pending_approval_path: str | None = None
+        self._counted_approvals: set[str] = set()
         self._skills: dict[str, Skill] = {}
         self._usage = AgentUsage()
         self._tool_state = ToolState()
@@ -503,6 +515,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods):
             tool_schemas=tuple(self._tools.schemas()),
             request_extras=self._tools.request_extras(),
             approval_handler=self._approval_handler,
+            durable=self._durable_store(),
             on_tool_request=tuple(self._on_tool_request),
             on_tool_result=tuple(self._on_tool_result),
             tool_state=self._tool_state,
@@ -807,12 +820,10 @@ def _add_callback(registry: list[Any], callback: Callable[..., object]) -> Calla
     return remove
 
 
-def _existing_dir(path: str | os.PathLike[str] | None) -> Path:
+def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir") -> Path:
     resolved = Path(os.getcwd() if path is None else path).expanduser()
     if not resolved.is_dir():
-        raise ConfigurationError(
-            f"working_dir {str(resolved)!r} does not exist or is not a directory"
-        )
+        raise ConfigurationError(f"{name} {str(resolved)!r} does not exist or is not a directory")
     return resolved.resolve()
 
 

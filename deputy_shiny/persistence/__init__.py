@@ -10,6 +10,14 @@ Example:
     b'{"a":1,"b":2}'
 """
 
+from .approvals import ApprovalContinuation, approval_read
 from .files import MAX_DOCUMENT_BYTES, canonical_json, read_document, write_document
 
-__all__ = ["MAX_DOCUMENT_BYTES", "canonical_json", "read_document", "write_document"]
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "ApprovalContinuation",
+    "approval_read",
+    "canonical_json",
+    "read_document",
+    "write_document",
+]
