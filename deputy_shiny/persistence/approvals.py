@@ -265,7 +265,10 @@ def _reconciled(record: ApprovalContinuation, decided_marker: bool) -> ApprovalC
         note = "A process deciding it ended before recording the decision; the tool did not run."
     if status == record.status:
         return record
-    return record.model_copy(update={"status": status, "note": note})
+    effect = {"event": status, "call_id": record.request.call_id, "at": time.time()}
+    return record.model_copy(
+        update={"status": status, "note": note, "effects": [*record.effects, effect]}
+    )
 
 
 def approval_read(path: str | os.PathLike[str]) -> ApprovalContinuation:
