@@ -434,3 +434,58 @@ def test_the_record_is_plain_json_with_the_request_and_conversation(tmp_path: Pa
     assert [t["role"] for t in payload["turns"]] == ["user", "assistant"]
     assert payload["permissions"]["settings"]["approval_tools"] == ["send"]
     assert Path(path).stat().st_mode & 0o777 == 0o600
+
+
+# ------------------------------------------------------------------ stopping while resuming
+
+
+def test_an_interrupt_while_the_tool_runs_leaves_it_indeterminate(tmp_path: Path) -> None:
+    import asyncio
+
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    async def deploy(target: str) -> str:
+        "Deploy somewhere."
+        runs.append(target)
+        started.set()
+        await asyncio.sleep(30)
+        return "deployed"
+
+    (tmp_path / "approvals").mkdir()
+    model = ScriptedModel([ScriptedReply(tool_calls=[_call("deploy", "c1", target="prod")])])
+    agent = Agent(
+        model,
+        tools=[tool(deploy, annotations=LOCAL)],
+        working_dir=tmp_path,
+        approval_dir=tmp_path / "approvals",
+        permissions=Permissions(tool_allowlist=("deploy",), approval_tools=("deploy",)),
+    )
+
+    async def main() -> Any:
+        assert (await agent.run_async("Deploy")).stop_reason == "approval_pending"
+        path = agent.pending_approval().source.path
+        task = asyncio.ensure_future(agent.resume_approval_async(path, "approve"))
+        await started.wait()
+        agent.interrupt()
+        result = await task
+        return path, result
+
+    path, result = asyncio.run(main())
+    assert result.stop_reason == "interrupted" and runs == ["prod"]
+    record = approval_read(path)
+    assert record.status == "indeterminate"
+    with pytest.raises(ApprovalDecidedError):
+        agent.resume_approval(path, "approve")
+    assert runs == ["prod"]
+
+
+def test_stop_run_on_resume_denies_and_ends_the_run(tmp_path: Path) -> None:
+    log = Log()
+    agent, path = _pause(
+        tmp_path, log, [ScriptedReply(tool_calls=[_call("send", "c1", to="ops")]), "never"]
+    )
+    result = agent.resume_approval(path, ApprovalDecision.stop_run("enough"))
+    assert result.stop_reason == "interrupted" and log.lines == []
+    assert approval_read(path).status == "stopped"
+    assert_consistent(agent)
