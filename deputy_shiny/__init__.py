@@ -34,6 +34,9 @@ from .errors import (
     AgentDefinitionError,
     AgentRetainedError,
     AgentRunError,
+    ApprovalDecidedError,
+    ApprovalMismatchError,
+    ApprovalResumeError,
     AskUserDeclined,
     CheckpointCorruptError,
     CheckpointError,
@@ -126,6 +129,7 @@ from .permissions import (
     permissions_readonly,
     permissions_standard,
 )
+from .persistence.approvals import ApprovalContinuation, approval_read
 from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
 from .sandbox import Sandbox, sandbox_unavailable_reason
 from .skills import Skill, skill_check_requirements, skill_create, skill_load
@@ -172,8 +176,12 @@ __all__ = [
     "AgentRetainedError",
     "AgentRunError",
     "AgentUsage",
+    "ApprovalContinuation",
+    "ApprovalDecidedError",
     "ApprovalDecision",
+    "ApprovalMismatchError",
     "ApprovalRequest",
+    "ApprovalResumeError",
     "AskUserDeclined",
     "CallIdentity",
     "ChatModel",
@@ -262,6 +270,7 @@ __all__ = [
     "agent_definition_read",
     "agent_definition_resolve",
     "agent_definition_write",
+    "approval_read",
     "hook_block_dangerous_bash",
     "hook_limit_file_writes",
     "hook_log_tools",

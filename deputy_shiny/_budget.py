@@ -111,6 +111,18 @@ class SharedBudget:
                 else:
                     budget._cost += cost
 
+    def charge_usage(self, usage: AgentUsage) -> None:
+        """Work done before this run that counts toward its limits (a resumed approval's
+        run, before it paused): charged here and above."""
+        for budget in self._chain():
+            with budget._lock:
+                budget._requests += usage.requests
+                budget._tool_calls += usage.tool_calls
+                budget._input_tokens += usage.input_tokens
+                budget._output_tokens += usage.output_tokens
+                budget._cost_missing += usage.cost_missing
+                budget._cost += usage.cost or 0.0
+
     # ------------------------------------------------------------------ checks
 
     def ancestor_stop_before_request(self) -> tuple[str, str] | None:

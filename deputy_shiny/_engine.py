@@ -35,6 +35,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from ._budget import SharedBudget, current_budget
+from ._durable import NOT_EXECUTED, Resumption, Suspension
 from ._interrupt import Interrupted, Interrupter
 from ._provider import (
     ProviderFailed,
@@ -52,6 +53,7 @@ from ._structured import (
     structured_prompt,
 )
 from ._tool_gate import ToolGate, Verdict
+from .approvals import ApprovalRequest
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
@@ -69,6 +71,7 @@ from .events import (
     AgentEvent,
     AgentResult,
     AgentUsage,
+    ApprovalEvent,
     CostSummary,
     FallbackEvent,
     FileCheckpointEvent,
@@ -262,19 +265,25 @@ class Engine:
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
-            self._add_turn(st, options.prompt)
+            if options.resume is None:
+                self._add_turn(st, options.prompt)
             try:
                 if deps.file_journal is not None:  # rewind_files() goes back to here
                     yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
                 for event in await self._observe_hooks(st, "SessionStart"):
                     yield event
-                for event in await self._observe_hooks(
-                    st, "UserPromptSubmit", prompt=options.prompt.text
-                ):
-                    yield event
-                async for event in self._loop(st):
-                    yield event
+                if options.resume is None:
+                    for event in await self._observe_hooks(
+                        st, "UserPromptSubmit", prompt=options.prompt.text
+                    ):
+                        yield event
+                else:
+                    async for event in self._resume(st, options.resume):
+                        yield event
+                if st.stop_reason is None:
+                    async for event in self._loop(st):
+                        yield event
             except Interrupted as stop:
                 st.stop(stop.reason, "The run was interrupted.")
             except ProviderFailed as failed:
@@ -528,6 +537,11 @@ class Engine:
                 yield event
             if verdict.stop_reason is not None:
                 st.hook_stop = verdict.stop_reason
+            if verdict.suspend is not None:
+                # Nobody can answer now: the call is saved and the run pauses on it; the
+                # calls after it do not run (the model hears "Not executed").
+                yield self._suspend(st, requests[index + 1 :], verdict.suspend)
+                break
             if not verdict.allowed:
                 yield self._finish_call(
                     st, _Outcome(_error_result(request, f"Denied: {verdict.reason}"))
@@ -545,6 +559,14 @@ class Engine:
                     break
                 continue
             ready.append((request, tool, verdict.arguments or arguments, verdict))
+            if st.deps.durable is not None:
+                # With durable approvals, each call runs before the next is decided, so a
+                # pause never leaves an approved call unrun behind it.
+                for item in ready:
+                    outcome = await self.interrupter.guard(self._execute(st, *item))
+                    for event in self._finish_call_events(st, outcome):
+                        yield event
+                ready.clear()
         if st.options.tool_mode == "sequential":
             for item in ready:
                 outcome = await self.interrupter.guard(self._execute(st, *item))
@@ -561,6 +583,79 @@ class Engine:
                 "tool_loop",
                 f"The model made the same tool call with the same result {_LOOP_REPEATS} times.",
             )
+
+    def _suspend(
+        self, st: _RunState, later: Sequence[ContentToolRequest], approval: ApprovalRequest
+    ) -> AgentEvent:
+        """Save the paused call (with the results so far) and stop with ``approval_pending``."""
+        store = st.deps.durable
+        assert store is not None
+        for request in later:
+            st.results[request.id] = _error_result(request, NOT_EXECUTED)
+        open_turn = st.conversation.open_tool_requests()
+        path = store.suspend(
+            Suspension(
+                request=approval,
+                calls=tuple(st.pending_calls),
+                results=tuple(st.results[r.id] for r in st.pending_calls if r.id in st.results),
+                turns=tuple(st.conversation.turns if open_turn is not None else ()),
+                usage=st.usage(),
+                limits=st.options.limits,
+                run_id=st.run_id,
+                run_context=st.options.run_context,
+            )
+        )
+        st.results[approval.call_id] = ContentToolResult(
+            call_id=approval.call_id,
+            name=approval.tool_name,
+            output="Waiting for a person's approval; the run paused here.",
+            is_error=True,
+        )
+        st.stop("approval_pending", f"The call {approval.tool_name!r} waits for approval: {path}")
+        return self._emit(
+            st,
+            ApprovalEvent,
+            call_id=approval.call_id,
+            request_id=approval.request_id,
+            status="pending_durable",
+            path=path,
+        )
+
+    async def _resume(self, st: _RunState, resume: Resumption) -> AsyncIterator[AgentEvent]:
+        """Apply a durable approval's decision to its saved call, then answer the paused
+        response (earlier results as saved, later calls "Not executed")."""
+        st.budget.charge_usage(resume.prior_usage)
+        prior = resume.prior_usage
+        st.requests, st.tool_calls = prior.requests, prior.tool_calls
+        st.input_tokens, st.output_tokens = prior.input_tokens, prior.output_tokens
+        st.cost, st.cost_missing = prior.cost or 0.0, prior.cost_missing
+        st.progressed = True
+        st.pending_calls = list(resume.calls)
+        st.results = {r.call_id: r for r in resume.results}
+        approval = resume.approval
+        request = next(r for r in resume.calls if r.id == approval.call_id)
+        tool = st.deps.tools[approval.tool_name]
+        verdict = Verdict()
+        async for event in st.gate.resume(approval, request, tool, resume.decision, verdict):
+            yield event
+        if verdict.allowed:
+            resume.executing()
+            arguments = verdict.arguments if verdict.arguments is not None else approval.arguments
+            outcome = await self.interrupter.guard(
+                self._execute(st, request, tool, arguments, verdict)
+            )
+            resume.executed(outcome.result)
+            for event in self._finish_call_events(st, outcome):
+                yield event
+        else:
+            result = _error_result(request, f"Denied: {verdict.reason}")
+            resume.executed(result)
+            yield self._finish_call(st, _Outcome(result))
+            if verdict.stop_run is not None:
+                st.stop("interrupted", verdict.stop_run)
+        self._add_results_turn(st, "the run paused before it")
+        if st.hook_stop is not None:
+            st.stop("hook_requested_stop", st.hook_stop)
 
     async def _run_concurrently(
         self, st: _RunState, ready: list[_Ready]

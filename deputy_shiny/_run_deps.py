@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._budget import SharedBudget
+from ._durable import DurableStore
 from .events import AgentUsage
 from .hooks import HookRegistry
 from .messages import ContentToolRequest, ContentToolResult
@@ -79,7 +80,11 @@ class RunDeps:
         permissions / working_dir: The policy every call passes, and where relative
             paths resolve.
         hooks: The hook registry.
-        approval_handler: Who answers an ASK (None: nobody, so ASK denies).
+        approval_handler: Who answers an ASK (None: nobody, so ASK denies, unless
+            ``durable`` is set).
+        durable: Where a call waiting for approval is saved when no handler can answer
+            (``Agent(approval_dir=...)``): the run pauses with ``approval_pending``. When
+            set, a response's tool calls run one at a time, each decided then run.
         on_tool_request / on_tool_result: Observers of each call.
         tool_state: The agent's per-agent tool state (``run_python`` interpreters).
         report: Called once when the run ends.
@@ -104,6 +109,7 @@ class RunDeps:
     tool_schemas: tuple[dict[str, Any], ...] = ()
     request_extras: Mapping[str, Any] = field(default_factory=dict)
     approval_handler: Callable[..., Any] | None = None
+    durable: DurableStore | None = None
     on_tool_request: tuple[Callable[[ContentToolRequest], object], ...] = ()
     on_tool_result: tuple[Callable[[ContentToolResult], object], ...] = ()
     tool_state: ToolState = field(default_factory=ToolState)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
+from ._durable import Resumption
 from ._metadata import merge_run_context
 from ._structured import Validator
 from .errors import ConfigurationError, InvalidLimitError
@@ -52,6 +53,9 @@ class RunOptions:
     validate: Validator | None = None
     max_corrections: int = 0
     tool_mode: ToolMode = "concurrent"
+    # A durable approval being resumed: the run starts by applying its decision to the
+    # saved call, instead of adding ``prompt`` to the conversation.
+    resume: Resumption | None = None
 
 
 def build_run_options(

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ._durable import json_only_problem
 from ._interrupt import Guard, Interrupted
 from ._run_deps import RunDeps
 from .approvals import ApprovalDecision, ApprovalRequest
@@ -56,6 +57,8 @@ class Verdict:
     interrupt: str | None = None
     # ApprovalDecision.stop_run(): no call of this response runs, and the run ends.
     stop_run: str | None = None
+    # Nobody can answer now but the run has a durable store: the run pauses on this call.
+    suspend: ApprovalRequest | None = None
 
     def deny(self, decision: PermissionDecision, reason: str | None = None) -> None:
         """Record a DENY (and its interrupt, if the callback asked for one)."""
@@ -294,7 +297,7 @@ class ToolGate:
             )
             return
         handler = deps.approval_handler
-        if handler is None:
+        if handler is None and deps.durable is None:
             verdict.reason = f"{decision.reason} No one can approve this call, so it is denied."
             yield self._permission_event(
                 request, PermissionDecision("deny", verdict.reason, "approval")
@@ -313,6 +316,21 @@ class ToolGate:
             run_id=self.run_id,
             calls_after=calls_after,
         )
+        if handler is None:
+            # Step 9's durable branch: the call is saved and the run pauses on it. It will
+            # run from its saved JSON, so the tool must take JSON-only arguments.
+            problem = json_only_problem(arguments)
+            if problem is not None:
+                verdict.reason = (
+                    f"{decision.reason} The call cannot wait for approval: {problem}, and a "
+                    f"tool that can wait for a durable approval must take JSON-only arguments."
+                )
+                yield self._permission_event(
+                    request, PermissionDecision("deny", verdict.reason, "approval")
+                )
+                return
+            verdict.suspend = approval
+            return
         yield self._approval_event(approval, "requested")
         try:
             answer = await self.guard(_call_handler(handler, approval))
@@ -329,6 +347,39 @@ class ToolGate:
             )
             yield self._approval_event(approval, "denied")
             return
+        async for event in self._apply(approval, request, tool, arguments, answer, verdict):
+            yield event
+
+    async def resume(
+        self,
+        approval: ApprovalRequest,
+        request: ContentToolRequest,
+        tool: Tool,
+        answer: ApprovalDecision,
+        verdict: Verdict,
+    ) -> AsyncIterator[Any]:
+        """A durable approval's decision, applied in the run that resumes it.
+
+        An approved call passes the policy again, edited or not (steps 1-4, 6 and 8 deny
+        only): the permissions may have narrowed since it was saved.
+        """
+        async for event in self._apply(
+            approval, request, tool, approval.arguments, answer, verdict, recheck=True
+        ):
+            yield event
+
+    async def _apply(
+        self,
+        approval: ApprovalRequest,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        answer: ApprovalDecision,
+        verdict: Verdict,
+        *,
+        recheck: bool = False,
+    ) -> AsyncIterator[Any]:
+        """A person's answer: deny, stop the run, or run the call (edited input re-checked)."""
         if not answer.approved:
             told = f": {answer.message}" if answer.message else "."
             verdict.reason = (
@@ -338,14 +389,17 @@ class ToolGate:
                 verdict.stop_run = verdict.reason
             yield self._approval_event(approval, "denied")
             return
-        if answer.updated_input is not None:
-            rechecked = await self._recheck_edited(tool, answer.updated_input, request)
+        if answer.updated_input is not None or recheck:
+            edited = answer.updated_input is not None
+            given = answer.updated_input if answer.updated_input is not None else arguments
+            rechecked = await self._recheck_edited(tool, given, request)
             if rechecked.decision == "deny":
-                verdict.deny(rechecked, f"The edited input was refused: {rechecked.reason}")
+                what = "The edited input was refused" if edited else "The call is now refused"
+                verdict.deny(rechecked, f"{what}: {rechecked.reason}")
                 yield self._approval_event(approval, "denied")
                 yield self._permission_event(request, rechecked)
                 return
-            arguments = rechecked.arguments or arguments
+            arguments = rechecked.arguments or given
         if answer.always:
             self.conversation.always_approved.add(tool.name)
         verdict.allowed, verdict.arguments = True, arguments

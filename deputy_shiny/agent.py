@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import _sync
+from ._agent_approvals import ApprovalMethods
 from ._agent_chat import ChatMethods
 from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_check
 from ._agent_delegation import DelegationMethods
@@ -82,7 +83,7 @@ from .trusted import TrustedResults
 from .usage import ConversationCost
 
 
-class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
+class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, ApprovalMethods):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
     Args:
@@ -117,6 +118,11 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
         trusted_results: A :class:`~deputy_shiny.trusted.TrustedResults` policy naming the
             one tool allowed to produce each trusted result type; a tool that could get
             around it cannot be registered.
+        approval_dir: An existing directory where calls waiting for approval are saved
+            when no ``approval_handler`` can answer: the run stops with
+            ``approval_pending``, and :meth:`resume_approval` decides the call later,
+            even in a new process. Such tools must take JSON-only arguments. When set,
+            a response's tool calls run one at a time.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -157,6 +163,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
         file_checkpoint_max_journal_bytes: int = 250 * 1024**2,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         trusted_results: TrustedResults | None = None,
+        approval_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -204,6 +211,11 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
                 "approval_handler must be an async function (request) -> decision"
             )
         self._approval_handler = approval_handler
+        self._approval_dir = (
+            None if approval_dir is None else _existing_dir(approval_dir, "approval_dir")
+        )
+        self._pending_approval_path: str | None = None
+        self._counted_approvals: set[str] = set()
         self._skills: dict[str, Skill] = {}
         self._usage = AgentUsage()
         self._tool_state = ToolState()
@@ -527,6 +539,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods):
             tool_schemas=tuple(self._tools.schemas()),
             request_extras=self._tools.request_extras(),
             approval_handler=self._approval_handler,
+            durable=self._durable_store(),
             on_tool_request=tuple(self._on_tool_request),
             on_tool_result=tuple(self._on_tool_result),
             tool_state=self._tool_state,
@@ -833,12 +846,10 @@ def _add_callback(registry: list[Any], callback: Callable[..., object]) -> Calla
     return remove
 
 
-def _existing_dir(path: str | os.PathLike[str] | None) -> Path:
+def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir") -> Path:
     resolved = Path(os.getcwd() if path is None else path).expanduser()
     if not resolved.is_dir():
-        raise ConfigurationError(
-            f"working_dir {str(resolved)!r} does not exist or is not a directory"
-        )
+        raise ConfigurationError(f"{name} {str(resolved)!r} does not exist or is not a directory")
     return resolved.resolve()
 
 

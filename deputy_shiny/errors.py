@@ -413,6 +413,29 @@ class TrustedResultsError(ConfigurationError):
     stay as they were."""
 
 
+class ApprovalResumeError(DeputyError):
+    """A durable approval cannot be resumed (see :meth:`~deputy_shiny.Agent.resume_approval`):
+    the agent has no ``approval_dir``, the path is not an approval of that directory, the
+    decision is malformed, or one of the subclasses below."""
+
+
+class ApprovalDecidedError(ApprovalResumeError):
+    """The approval was already decided (each is decided once), is being resumed by
+    another process right now, or ended (``completed``, ``stopped``, ``indeterminate``).
+    ``status`` is the record's status."""
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApprovalMismatchError(ApprovalResumeError):
+    """The agent resuming an approval is not the one that saved it: another agent or
+    session id, working dir or approval dir, other tool definitions (fingerprints), no
+    permission callback where one was saved, or a conversation that moved on since.
+    Nothing was decided: fix the agent and resume again."""
+
+
 # --------------------------------------------------------------------------- internal signals
 # Raised and caught inside the library; they never reach an app, so they are not
 # exported from ``deputy_shiny``.

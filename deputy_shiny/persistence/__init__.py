@@ -10,14 +10,17 @@ Example:
     b'{"a":1,"b":2}'
 """
 
+from .approvals import ApprovalContinuation, approval_read
 from .checkpoints import FileCheckpoint, FileJournal, FileRewind
 from .files import MAX_DOCUMENT_BYTES, canonical_json, read_document, write_document
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
+    "ApprovalContinuation",
     "FileCheckpoint",
     "FileJournal",
     "FileRewind",
+    "approval_read",
     "canonical_json",
     "read_document",
     "write_document",

@@ -1,0 +1,340 @@
+"""The durable-approval methods every Agent has: pending_approval, resume_approval.
+
+A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it). With
+``Agent(approval_dir=...)`` and no live ``approval_handler``, a call that needs approval
+is saved (:mod:`deputy_shiny.persistence.approvals`) and the run stops with
+``approval_pending``; these methods find and decide it, in this process or in a new one
+after a restart (an agent with the same ids, working dir, approval dir, tool definitions
+and permission callback).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import _sync
+from ._engine import Engine
+from ._run_deps import Authority, RunDeps, RunReport
+from ._run_options import RunOptions, build_run_options
+from ._tool_registry import ToolRegistry
+from .approvals import ApprovalDecision
+from .conversation import Conversation
+from .errors import (
+    ApprovalMismatchError,
+    ApprovalResumeError,
+    InvalidLimitError,
+    PersistenceError,
+)
+from .events import AgentEvent, AgentResult, AgentUsage
+from .permissions import Permissions
+from .persistence.approvals import (
+    ApprovalContinuation,
+    ApprovalStore,
+    Claim,
+    approval_read,
+    find_pending,
+)
+from .usage import UsageLimits
+
+__all__ = ["ApprovalMethods"]
+
+DecisionLike = Literal["approve", "deny"] | ApprovalDecision
+
+
+class ApprovalMethods:
+    """An Agent's durable-approval methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+
+    # set by Agent.__init__
+    _approval_dir: Path | None
+    _pending_approval_path: str | None
+    _counted_approvals: set[str]  # paused here: their earlier usage is in self._usage
+    _agent_id: str
+    _session_id: str
+    _working_dir: Path
+    _permissions: Permissions
+    _usage_limits: UsageLimits
+    _run_context: dict[str, Any]
+    _conversation: Conversation
+    _tools: ToolRegistry
+    _engine: Engine
+
+    if TYPE_CHECKING:
+
+        def _ensure_free(self, action: str) -> None: ...
+
+        def _ensure_idle(self, action: str) -> None: ...
+
+        def _run_deps(self) -> RunDeps: ...
+
+        def _record_run(self, report: RunReport) -> None: ...
+
+    @property
+    def approval_dir(self) -> Path | None:
+        """Where calls waiting for approval are saved (None: they are not)."""
+        return self._approval_dir
+
+    def _durable_store(self) -> ApprovalStore | None:
+        """The store a run saves its paused call to (None without ``approval_dir``)."""
+        if self._approval_dir is None:
+            return None
+        return ApprovalStore(
+            approval_dir=self._approval_dir,
+            working_dir=self._working_dir,
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+            permissions=self._permissions,
+            budget_ceiling=self._usage_limits,
+            tools=dict(self._tools.tools),
+            on_suspend=self._suspended,
+        )
+
+    def _suspended(self, path: str) -> None:
+        self._pending_approval_path = path
+        self._counted_approvals.add(str(Path(path).resolve()))
+
+    def pending_approval(self) -> ApprovalContinuation | None:
+        """The tool approval this agent is waiting on, or None.
+
+        The one its last run saved, if still pending; else (e.g. in a new process) the
+        newest pending record of this agent and session in ``approval_dir``. Its
+        ``source.path`` is the path to pass to :meth:`resume_approval`.
+
+        Example:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).pending_approval() is None
+            True
+        """
+        if self._approval_dir is None:
+            return None
+        if self._pending_approval_path is not None:
+            try:
+                record = approval_read(self._pending_approval_path)
+            except PersistenceError:
+                record = None
+            if record is not None and record.status == "pending":
+                return record
+        return find_pending(self._approval_dir, self._agent_id, self._session_id)
+
+    def resume_approval(
+        self,
+        path: str | os.PathLike[str],
+        decision: DecisionLike = "approve",
+        tool_input: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AgentResult:
+        """Decide a saved approval, then continue the run (blocking; see
+        :meth:`resume_approval_async`)."""
+        return _sync.run_sync(
+            self.resume_approval_async(path, decision, tool_input, usage_limits),
+            "resume_approval",
+        )
+
+    async def resume_approval_async(
+        self,
+        path: str | os.PathLike[str],
+        decision: DecisionLike = "approve",
+        tool_input: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AgentResult:
+        """Approve or deny a call waiting for approval, then continue its run.
+
+        Each approval is decided once. An approved call passes the policy again (the
+        saved permission ceiling and this agent's permissions now both apply; edited
+        input too) and runs once; a denial is told to the model. The paused response's
+        earlier calls are not run again, and its later calls are reported "Not executed".
+        The run then goes on from the saved conversation.
+
+        Args:
+            path: The record's path (the ``approval`` event's ``path``, or
+                ``pending_approval().source.path``).
+            decision: ``"approve"``, ``"deny"`` or an
+                :class:`~deputy_shiny.approvals.ApprovalDecision`.
+            tool_input: Edited arguments to run the call with (only with approve).
+            usage_limits: Limits for the resumed run, clamped to the paused run's and the
+                agent's (then and now); None keeps the paused run's. Usage from before
+                the pause counts toward them.
+
+        Returns:
+            The resumed run's :class:`~deputy_shiny.events.AgentResult`; its usage
+            includes the work before the pause.
+
+        Raises:
+            ApprovalDecidedError: decided already (or being resumed elsewhere).
+            ApprovalMismatchError: this is not the agent that saved it (ids, dirs, tools,
+                permission callback, or its conversation moved on); nothing is decided.
+            ApprovalResumeError: no ``approval_dir``, or a bad path or decision.
+            PersistenceError / PersistenceCorruptError: the record cannot be read, or was
+                tampered with.
+        """
+        async for _ in self.resume_approval_events(path, decision, tool_input, usage_limits):
+            pass
+        return self._engine.finished_result()
+
+    def resume_approval_events(
+        self,
+        path: str | os.PathLike[str],
+        decision: DecisionLike = "approve",
+        tool_input: Mapping[str, Any] | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """:meth:`resume_approval_async` as events (for a UI). The arguments are checked
+        at once; the approval is decided when you start iterating: iterate to the end."""
+        self._ensure_free("resume an approval")
+        self._ensure_idle("resume an approval")
+        if self._approval_dir is None:
+            raise ApprovalResumeError(
+                "This agent has no approval_dir; create it with the approval_dir the "
+                "approval was saved in."
+            )
+        answer = _decision(decision, tool_input)
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise InvalidLimitError(
+                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
+            )
+        return self._resumed(path, answer, usage_limits)
+
+    async def _resumed(
+        self,
+        path: str | os.PathLike[str],
+        answer: ApprovalDecision,
+        usage_limits: UsageLimits | None,
+    ) -> AsyncIterator[AgentEvent]:
+        store = self._durable_store()
+        assert store is not None
+        prepared: list[RunOptions] = []
+
+        def check(record: ApprovalContinuation) -> None:
+            self._check_record(record, store)
+            prepared.append(self._resume_options(record, usage_limits))
+
+        claim = store.claim(path, answer, check)
+        try:
+            options = dataclasses.replace(prepared[0], resume=claim)
+            self._conversation.turns = list(claim.record.turns)
+            self._pending_approval_path = None
+            saved = claim.record.permissions.permissions()
+            ceiling = Authority(
+                name="saved approval",
+                agent_id=self._agent_id,
+                permissions=lambda: saved,
+                working_dir=self._working_dir,
+            )
+            base = self._run_deps()
+            deps = dataclasses.replace(
+                base,
+                ancestors=(*base.ancestors, ceiling),
+                report=self._resume_report(claim),
+            )
+        except BaseException:
+            claim.finish(None)
+            raise
+        try:
+            async for event in self._engine.run(deps, self._conversation, options):
+                yield event
+        finally:
+            result = self._engine.last_result
+            claim.finish(None if result is None else result.stop_reason, self._engine.last_error)
+
+    def _resume_report(self, claim: Claim) -> Any:
+        """Count the resumed run's usage once: the part before the pause is already in
+        this agent's usage when the pause happened here."""
+        counted = str(claim.path.resolve()) in self._counted_approvals
+        prior = claim.prior_usage
+
+        def report(run: RunReport) -> None:
+            usage = _minus(run.usage, prior) if counted else run.usage
+            self._record_run(dataclasses.replace(run, usage=usage))
+
+        return report
+
+    def _check_record(self, record: ApprovalContinuation, store: ApprovalStore) -> None:
+        """Refuse a record this agent did not save (nothing is decided then)."""
+        source = record.source
+        problems: list[str] = []
+        if (source.agent_id, source.session_id) != (self._agent_id, self._session_id):
+            problems.append(
+                f"it belongs to agent {source.agent_id!r} in session {source.session_id!r}"
+            )
+        if Path(source.working_dir) != self._working_dir:
+            problems.append(f"it was saved with working_dir {source.working_dir!r}")
+        if self._approval_dir is None or Path(source.approval_dir).resolve() != (
+            self._approval_dir.resolve()
+        ):
+            problems.append(f"it was saved with approval_dir {source.approval_dir!r}")
+        fingerprints = store.fingerprints()
+        if record.tools != fingerprints:
+            changed = sorted(
+                name
+                for name in set(record.tools) | set(fingerprints)
+                if record.tools.get(name) != fingerprints.get(name)
+            )
+            problems.append(f"the tool definitions differ ({', '.join(changed)})")
+        if record.permissions.callback and self._permissions.can_use_tool is None:
+            problems.append("it was saved with a can_use_tool callback, and this agent has none")
+        turns = self._conversation.turns
+        saved = record.turns
+        if turns and (turns[: len(saved)] != saved or len(turns) > len(saved) + 1):
+            problems.append("this agent's conversation moved on since it was saved")
+        if record.request.call_id not in {c.id for c in record.calls}:
+            problems.append("its paused call is not among its calls")
+        if problems:
+            raise ApprovalMismatchError(
+                f"{source.path}: cannot resume this approval here: {'; '.join(problems)}."
+            )
+
+    def _resume_options(
+        self, record: ApprovalContinuation, usage_limits: UsageLimits | None
+    ) -> RunOptions:
+        """The resumed run's options: the paused run's limits, never looser than the
+        agent's then or now; its run context."""
+        ceiling = record.usage_limits.clamp_to(record.budget_ceiling).clamp_to(self._usage_limits)
+        return build_run_options(
+            f"(resuming the approval of {record.request.tool_name})",
+            agent_limits=ceiling,
+            agent_run_context=self._run_context,
+            usage_limits=usage_limits,
+            include_partial_messages=True,
+            run_context=record.context,
+            output_type=None,
+            validate=None,
+            max_corrections=0,
+            tool_mode="sequential",
+        )
+
+
+def _decision(decision: DecisionLike, tool_input: Mapping[str, Any] | None) -> ApprovalDecision:
+    if tool_input is not None and not isinstance(tool_input, Mapping):
+        raise ApprovalResumeError("tool_input must be a dict of the tool's arguments")
+    if isinstance(decision, ApprovalDecision):
+        if tool_input is not None:
+            if not decision.approved:
+                raise ApprovalResumeError("tool_input is only allowed with an approval")
+            return decision.model_copy(update={"updated_input": dict(tool_input)})
+        return decision
+    if decision == "approve":
+        return ApprovalDecision.approve(None if tool_input is None else dict(tool_input))
+    if decision == "deny":
+        if tool_input is not None:
+            raise ApprovalResumeError("tool_input is only allowed with an approval")
+        return ApprovalDecision.deny()
+    raise ApprovalResumeError(
+        f'decision must be "approve", "deny" or an ApprovalDecision, not {decision!r}'
+    )
+
+
+def _minus(total: AgentUsage, part: AgentUsage) -> AgentUsage:
+    missing = max(0, total.cost_missing - part.cost_missing)
+    cost = None if missing or total.cost is None else total.cost - (part.cost or 0.0)
+    return AgentUsage(
+        requests=max(0, total.requests - part.requests),
+        tool_calls=max(0, total.tool_calls - part.tool_calls),
+        input_tokens=max(0, total.input_tokens - part.input_tokens),
+        output_tokens=max(0, total.output_tokens - part.output_tokens),
+        cost=cost,
+        cost_missing=missing,
+    )

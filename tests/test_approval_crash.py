@@ -1,0 +1,108 @@
+"""Durable approvals survive crashes: processes killed (SIGKILL) at every stage of an
+approval's life, then resumed and read in other processes.
+
+Zero double executions (the tool's log has at most one line per approval) and zero
+lost approvals (each ends decided: completed, stopped or indeterminate, never gone).
+The processes come from tests/approval_crash_child.py, which imports litellm once and
+forks one process per step, so the whole file takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deputy_shiny import Agent, ApprovalDecidedError, approval_read
+from deputy_shiny.testing import ScriptedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLED = signal.SIGKILL.value
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("crash")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.approval_crash_child", str(root)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _executions(folder: Path) -> list[str]:
+    log = folder / "effects.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _record(folder: Path) -> Any:
+    return approval_read((folder / "path.txt").read_text())
+
+
+def _resume_here(folder: Path) -> None:
+    """One more try, from this (yet another) process: always refused."""
+    agent = Agent(
+        ScriptedModel([]),
+        working_dir=folder,
+        approval_dir=folder / "approvals",
+        agent_id="crash-agent",
+        session_id="crash-session",
+    )
+    with pytest.raises(ApprovalDecidedError):
+        agent.resume_approval((folder / "path.txt").read_text(), "approve")
+
+
+@pytest.mark.parametrize(
+    ("stage", "status", "runs"),
+    [
+        ("pending", "completed", 1),  # killed right after the record was written
+        ("resuming", "stopped", 0),  # killed after deciding, before the tool started
+        ("executing", "indeterminate", 1),  # killed inside the tool: never run again
+        ("continuing", "stopped", 1),  # killed in the model request after the tool
+    ],
+)
+def test_a_kill_at_each_stage_loses_nothing_and_runs_nothing_twice(
+    crashed: tuple[Path, dict[str, Any]], stage: str, status: str, runs: int
+) -> None:
+    root, summary = crashed
+    folder = root / stage
+    steps = summary[stage]
+    assert steps["pause"] == KILLED
+    assert steps["resume"] == (0 if stage == "pending" else KILLED)
+    assert steps["again"] == 0  # the second resumer ended normally: it was refused
+    assert (folder / "again.txt").read_text() == f"decided:{status}"
+
+    record = _record(folder)
+    assert record.status == status
+    assert record.decision is not None and record.decision.approved
+    assert len(_executions(folder)) == runs
+    _resume_here(folder)
+    assert len(_executions(folder)) == runs  # still: nothing ran twice
+    if stage == "executing":
+        assert record.note and "not run again" in record.note
+        assert [e["event"] for e in record.effects][-2:] == ["executing", "indeterminate"]
+
+
+def test_two_processes_resuming_at_once_run_the_tool_once(
+    crashed: tuple[Path, dict[str, Any]],
+) -> None:
+    root, summary = crashed
+    folder = root / "race"
+    assert summary["race"]["resumers"] == [0, 0]
+    outcomes = sorted((folder / name).read_text() for name in ("one.txt", "two.txt"))
+    assert outcomes[1] == "ok:complete"
+    assert outcomes[0].startswith("decided:")
+    assert len(_executions(folder)) == 1
+    assert _record(folder).status == "completed"
