@@ -23,6 +23,7 @@ from ._litellm import warm_up
 from ._tool_threads import set_tool_threads, tool_threads
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
+from .context import CompactionRecord, ContextPolicy
 from .delegation import (
     AgentDefinition,
     agent_definition_read,
@@ -35,7 +36,9 @@ from .errors import (
     AgentRetainedError,
     AgentRunError,
     AskUserDeclined,
+    CompactionError,
     ConfigurationError,
+    ContextPolicyError,
     DelegationDisclosureError,
     DelegationError,
     DelegationGraphError,
@@ -67,6 +70,7 @@ from .errors import (
     RunContextError,
     SandboxUnavailableError,
     ScriptedModelExhausted,
+    SessionError,
     SkillError,
     SkillLoadError,
     StructuredOutputError,
@@ -75,6 +79,7 @@ from .errors import (
     ToolInvocationError,
     ToolNameConflictError,
     ToolRejectedError,
+    ToolResultReferenceError,
     UnknownModelError,
     UsageLimitExceeded,
 )
@@ -170,12 +175,16 @@ __all__ = [
     "AskUserDeclined",
     "CallIdentity",
     "ChatModel",
+    "CompactionError",
+    "CompactionRecord",
     "ConfigurationError",
     "ContentImage",
     "ContentText",
     "ContentThinking",
     "ContentToolRequest",
     "ContentToolResult",
+    "ContextPolicy",
+    "ContextPolicyError",
     "ConversationCost",
     "CostSummary",
     "DelegationDisclosureError",
@@ -225,6 +234,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailableError",
     "ScriptedModelExhausted",
+    "SessionError",
     "Skill",
     "SkillError",
     "SkillLoadError",
@@ -237,6 +247,7 @@ __all__ = [
     "ToolInvocationError",
     "ToolNameConflictError",
     "ToolRejectedError",
+    "ToolResultReferenceError",
     "ToolState",
     "Turn",
     "UnknownModelError",

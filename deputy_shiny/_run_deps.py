@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._budget import SharedBudget
+from ._compaction import ContextRuntime
 from .events import AgentUsage
 from .hooks import HookRegistry
 from .messages import ContentToolRequest, ContentToolResult
@@ -85,6 +86,8 @@ class RunDeps:
             its usage is charged there too, and it stops when any budget above is spent.
         ancestors: For a delegated run, every agent above it, nearest first: each call
             must pass their current permissions and tools as well as its own.
+        context: The context policy and tool-result store (automatic compaction before
+            requests, large results offloaded); None: neither.
     """
 
     agent_id: str
@@ -105,6 +108,7 @@ class RunDeps:
     report: Callable[[RunReport], None] = _ignore_report
     parent_budget: SharedBudget | None = None
     ancestors: tuple[Authority, ...] = ()
+    context: ContextRuntime | None = None
 
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest

@@ -21,7 +21,9 @@ __all__ = [
     "AgentDefinitionError",
     "AgentRunError",
     "AskUserDeclined",
+    "CompactionError",
     "ConfigurationError",
+    "ContextPolicyError",
     "DelegationDisclosureError",
     "DelegationError",
     "DelegationGraphError",
@@ -49,6 +51,7 @@ __all__ = [
     "RunContextError",
     "SandboxUnavailableError",
     "ScriptedModelExhausted",
+    "SessionError",
     "SkillError",
     "SkillLoadError",
     "StructuredOutputError",
@@ -57,6 +60,7 @@ __all__ = [
     "ToolInvocationError",
     "ToolNameConflictError",
     "ToolRejectedError",
+    "ToolResultReferenceError",
     "UnknownModelError",
     "UsageLimitExceeded",
 ]
@@ -374,6 +378,29 @@ class PersistenceCorruptError(PersistenceError):
     """A saved file is not what deputy_shiny wrote: truncated, damaged, edited (its
     checksum does not match), of another kind or version, too large, or a symlink.
     Nothing is loaded from it."""
+
+
+class SessionError(PersistenceError):
+    """A saved session cannot be loaded into this agent: its run_context disagrees with
+    the agent's on an ID field (keys ending in ``id``). Nothing is loaded; the agent is
+    left as it was."""
+
+
+class ContextPolicyError(ConfigurationError):
+    """A :class:`~deputy_shiny.context.ContextPolicy` is malformed, or
+    ``set_context_policy`` tried to change ``offload_dir`` (results already saved are
+    read back from there: keep it, or start a new Agent)."""
+
+
+class CompactionError(DeputyError):
+    """Compaction could not write a summary: the model (and every
+    ``summary_fallback_models`` entry) failed and the fallback is ``"error"``. The
+    conversation is unchanged; use ``fallback="text"`` for a plain digest instead."""
+
+
+class ToolResultReferenceError(DeputyError):
+    """A ``deputy://tool-result/...`` reference cannot be resolved: malformed, forged or
+    unknown, outside the agent's ``offload_dir``, or saved by another session."""
 
 
 # --------------------------------------------------------------------------- internal signals
