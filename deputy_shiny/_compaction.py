@@ -222,7 +222,8 @@ def text_digest(turns: Sequence[Turn], previous: str | None, max_chars: int) -> 
             lines.append(f"{turn.role}: {' '.join(text.split())[:_DIGEST_CHARS]}")
     digest = "\n".join(lines)
     if len(digest) > max_chars:
-        digest = "[earlier lines dropped]\n" + digest[-max_chars:].split("\n", 1)[-1]
+        note = "[earlier lines dropped]\n"
+        digest = note + digest[len(note) - max_chars :].split("\n", 1)[-1]
     return digest
 
 
