@@ -96,8 +96,17 @@ def _count_messages(messages: Sequence[dict[str, Any]]) -> int:
         return estimate_prompt_tokens(list(messages))
 
 
+_EXACT_CHARS = 200_000
+"""Past this size a turn is estimated (four characters a token), not tokenised: a
+hostile 10 MB tool-call argument would take seconds to tokenise."""
+
+
 def _turn_tokens(turn: Turn) -> int:
-    return _count_messages(to_openai_messages(None, [turn]))
+    messages = to_openai_messages(None, [turn])
+    estimate = estimate_prompt_tokens(messages)
+    if estimate * 4 > _EXACT_CHARS:
+        return estimate
+    return _count_messages(messages)
 
 
 @functools.lru_cache(maxsize=32)
@@ -276,6 +285,7 @@ class Compactor:
         limit = policy.max_tokens
         summary_chars = 4 * max(64, int((limit or 32000) * policy.compact_to * 0.4))
         budget = None
+        fixed = 0
         if limit is not None:
             fixed = _text_tokens(conversation.base_prompt) if conversation.base_prompt else 0
             fixed += tools_tokens(self.tool_schemas) + summary_chars // 4
@@ -283,6 +293,15 @@ class Compactor:
         start = choose_start(conversation, keep_last, budget)
         if start is None:
             return
+        if automatic and limit is not None:
+            kept = sum(
+                conversation.turn_tokens(t, _turn_tokens) for t in conversation.turns[start:]
+            )
+            if kept + fixed - summary_chars // 4 > limit:
+                # Even the newest turns alone pass max_tokens (a huge tool call or
+                # result): a summary would not bring the request under it.
+                logger.info("compaction skipped: the newest turns alone pass max_tokens")
+                return
         removed = conversation.turns[conversation.context_start : start]
         reason = "auto" if automatic else "manual"
         for event in self._events(CompactionStartEvent, reason=reason, tokens=tokens_before):
