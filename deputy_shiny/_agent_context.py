@@ -34,6 +34,7 @@ from .errors import (
     ConfigurationError,
     ContextPolicyError,
     PersistenceCorruptError,
+    PersistenceError,
     SessionError,
     ToolResultReferenceError,
 )
@@ -426,7 +427,10 @@ def _load_run_context(agent: ContextMethods, data: Any) -> Commit:
 
 
 def _save_tool_results(agent: ContextMethods) -> dict[str, Any] | None:
-    exported = agent._tool_results.export()
+    try:
+        exported = agent._tool_results.export()
+    except ToolResultReferenceError as exc:
+        raise PersistenceError(f"The session cannot be saved: {exc}") from None
     return exported or None
 
 

@@ -166,11 +166,11 @@ def choose_start(
     total = 0
     best_user: int | None = None
     best_any: int | None = None
-    latest_clean: int | None = None
+    # The latest start that keeps a tool call with its result (the fallback when not
+    # even that fits: the model must still see its pending results).
+    latest_clean = next((i for i in range(n - 1, low, -1) if _starts_cleanly(turns[i])), None)
     for index in range(n - 1, low, -1):
         turn = turns[index]
-        if latest_clean is None and _starts_cleanly(turn):
-            latest_clean = index
         total += conversation.turn_tokens(turn, _turn_tokens)
         if total > budget:
             break

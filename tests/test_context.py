@@ -433,3 +433,34 @@ async def test_without_offload_dir_large_results_are_cut() -> None:
     result = await agent.run_async("Go")
     output = next(e for e in result.events if e.type == "tool_end").output
     assert len(output.encode()) < 4096 and "offload_dir" in output
+
+
+async def test_manual_compact_fires_pre_compact_with_reason_manual() -> None:
+    reasons: list[str | None] = []
+
+    def pre(context: Any) -> HookResultPreCompact:
+        reasons.append(context.reason)
+        return HookResultPreCompact(summary=f"{context.details['turns_to_remove']} turns.")
+
+    talker = Talker()
+    agent = with_history(Agent(talker.model, hooks=[HookMatcher("PreCompact", pre)]))
+    record = await agent.compact_async(keep_last=2)
+    assert record is not None and record.method == "hook" and not record.automatic
+    assert reasons == ["manual"] and talker.summaries == 0
+    assert str(agent.get_system_prompt()).endswith("6 turns.")
+    # An explicit summary wins over the hook (which is not asked).
+    await agent.compact_async(keep_last=1, summary="Mine.")
+    assert reasons == ["manual"] and agent.last_compaction().method == "supplied"  # type: ignore[union-attr]
+
+
+async def test_no_summary_request_when_the_newest_turns_alone_pass_max_tokens() -> None:
+    talker = Talker(tool="big_output")
+    agent = Agent(
+        talker.model,
+        tools=[local_tool(big_output)],
+        context_policy=ContextPolicy(max_tokens=2000, max_tool_result_bytes=None),
+    )
+    result = await agent.run_async("Fetch")
+    assert result.stop_reason == "complete"
+    assert talker.summaries == 0 and agent.last_compaction() is None
+    assert "compaction_start" not in types_of(result.events)
