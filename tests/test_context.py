@@ -464,3 +464,25 @@ async def test_no_summary_request_when_the_newest_turns_alone_pass_max_tokens() 
     assert result.stop_reason == "complete"
     assert talker.summaries == 0 and agent.last_compaction() is None
     assert "compaction_start" not in types_of(result.events)
+
+
+async def test_an_interrupt_during_the_summary_request_leaves_the_context() -> None:
+    import asyncio
+
+    def slow_summaries(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if is_summary_request(messages):
+            return ScriptedReply(text=varied_text(50, 1), delay=0.02)
+        return "answer"
+
+    agent = with_history(
+        Agent(FunctionModel(slow_summaries), context_policy=ContextPolicy(max_tokens=600))
+    )
+    task = asyncio.ensure_future(collect(agent.run("Next")))
+    await asyncio.sleep(0.1)
+    assert agent.interrupt()
+    events = await task
+    assert "compaction_start" in types_of(events) and "compaction" not in types_of(events)
+    assert events[-1].stop_reason == "interrupted"
+    assert agent.last_compaction() is None
+    assert agent.get_context_turns() == agent.get_turns()
+    assert agent._conversation.summary is None
