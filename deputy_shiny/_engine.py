@@ -347,6 +347,8 @@ class Engine:
 
     async def _loop(self, st: _RunState) -> AsyncIterator[AgentEvent]:
         while True:
+            async for event in self._compact_if_needed(st):
+                yield event
             if self._limit_before_request(st):
                 return
             response = Response()
@@ -366,6 +368,59 @@ class Engine:
                 yield event
             if st.stop_reason is not None:
                 return
+
+    async def _compact_if_needed(self, st: _RunState) -> AsyncIterator[AgentEvent]:
+        """Automatic compaction before a request (the policy decides, in _compaction.py);
+        a summary request counts toward the run's usage and limits."""
+        runtime = st.deps.context
+        if runtime is None:
+            return
+        async for event in runtime.compact_if_needed(
+            st.conversation,
+            st.model,
+            st.deps.hooks,
+            st.deps.tool_schemas,
+            hook_context=st.gate.hook_context,
+            hook_events=st.gate.hook_events,
+            emit=partial(self._emit, st),
+            charge=partial(self._charge_summary, st),
+            may_request=partial(self._may_request, st),
+            guard=self.interrupter.guard,
+        ):
+            yield event
+
+    def _may_request(self, st: _RunState) -> bool:
+        limit = st.options.limits.max_requests
+        if limit is not None and st.budget.usage().requests >= limit:
+            return False
+        return st.budget.ancestor_stop_before_request() is None
+
+    def _charge_summary(
+        self, st: _RunState, model: ChatModel, response: Response, messages: list[dict[str, Any]]
+    ) -> None:
+        st.budget.charge_request()
+        input_tokens = response.input_tokens
+        if input_tokens is None:
+            input_tokens = estimate_prompt_tokens(messages)
+        output_tokens = response.output_tokens
+        if output_tokens is None:
+            output_tokens = max(1, len("".join(response.text)) // 4)
+        cost = response.cost
+        if cost is None:
+            cost = known_cost(model, input_tokens, output_tokens)
+        self._count_request(st, input_tokens, output_tokens, cost)
+
+    def _count_request(
+        self, st: _RunState, input_tokens: int, output_tokens: int, cost: float | None
+    ) -> None:
+        st.requests += 1
+        st.budget.charge_tokens(input_tokens, output_tokens, cost)
+        st.input_tokens += input_tokens
+        st.output_tokens += output_tokens
+        if cost is None:
+            st.cost_missing += 1
+        else:
+            st.cost += cost
 
     def _add_turn(self, st: _RunState, turn: Turn) -> None:
         st.conversation.append(turn)
@@ -470,14 +525,7 @@ class Engine:
         cost = response.cost
         if cost is None:
             cost = known_cost(st.model, input_tokens, output_tokens)
-        st.requests += 1
-        st.budget.charge_tokens(input_tokens, output_tokens, cost)
-        st.input_tokens += input_tokens
-        st.output_tokens += output_tokens
-        if cost is None:
-            st.cost_missing += 1
-        else:
-            st.cost += cost
+        self._count_request(st, input_tokens, output_tokens, cost)
         turn = response.turn(
             TurnUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
         )
@@ -733,6 +781,9 @@ class Engine:
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}
             )
         result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
+        runtime = st.deps.context
+        if runtime is not None and runtime.is_large(result):  # offload (a file write)
+            result = await asyncio.to_thread(runtime.shape_result, result)
         return _Outcome(
             result,
             duration,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._budget import SharedBudget
+from ._compaction import ContextRuntime
 from ._durable import DurableStore
 from .events import AgentUsage
 from .hooks import HookRegistry
@@ -95,6 +96,8 @@ class RunDeps:
         file_journal: The agent's file checkpoint journal (None: checkpointing is off):
             the run makes a checkpoint as it starts, and the file tools record into it.
         trusted_results: The agent's :class:`~deputy_shiny.trusted.TrustedResults`, or None.
+        context: The context policy and tool-result store (automatic compaction before
+            requests, large results offloaded); None: neither.
     """
 
     agent_id: str
@@ -118,6 +121,7 @@ class RunDeps:
     ancestors: tuple[Authority, ...] = ()
     file_journal: FileJournal | None = None
     trusted_results: TrustedResults | None = None
+    context: ContextRuntime | None = None
 
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest

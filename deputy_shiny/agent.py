@@ -36,6 +36,7 @@ from . import _sync
 from ._agent_approvals import ApprovalMethods
 from ._agent_chat import ChatMethods
 from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_check
+from ._agent_context import ContextMethods
 from ._agent_delegation import DelegationMethods
 from ._agent_mcp import McpMethods
 from ._budget import SharedBudget
@@ -45,16 +46,19 @@ from ._delegation.policies import DelegationDisclosure, DelegationObservation
 from ._delegation.retained import Retention
 from ._engine import Engine
 from ._metadata import validate_run_context
+from ._offload import ToolResultStore, tool_read_tool_result
 from ._run_deps import Authority, RunDeps, RunReport
 from ._run_options import TaskInput, ToolMode, build_run_options
 from ._structured import Validator
 from ._tool_registry import ToolRegistry
 from .approvals import ApprovalHandler
+from .context import ContextPolicy
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,
     AgentRetainedError,
     ConfigurationError,
+    ContextPolicyError,
     InvalidLimitError,
     ToolNameConflictError,
 )
@@ -83,7 +87,14 @@ from .trusted import TrustedResults
 from .usage import ConversationCost
 
 
-class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, ApprovalMethods):
+class Agent(
+    ChatMethods,
+    ContextMethods,
+    DelegationMethods,
+    McpMethods,
+    CheckpointMethods,
+    ApprovalMethods,
+):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
     Args:
@@ -123,6 +134,9 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
             ``approval_pending``, and :meth:`resume_approval` decides the call later,
             even in a new process. Such tools must take JSON-only arguments. When set,
             a response's tool calls run one at a time.
+        context_policy: When to compact and where large tool results go
+            (:class:`~deputy_shiny.context.ContextPolicy`; default: compact past about
+            32,000 tokens). With an ``offload_dir``, ``read_tool_result`` is added.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -164,6 +178,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
         checkpoint_dir: str | os.PathLike[str] | None = None,
         trusted_results: TrustedResults | None = None,
         approval_dir: str | os.PathLike[str] | None = None,
+        context_policy: ContextPolicy | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -184,6 +199,14 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigurationError("system_prompt must be a string or None")
         self._conversation = Conversation(system_prompt)
+        if context_policy is None:
+            context_policy = ContextPolicy()
+        if not isinstance(context_policy, ContextPolicy):
+            raise ContextPolicyError(
+                f"context_policy must be a ContextPolicy, not {type(context_policy).__name__}"
+            )
+        self._context_policy = context_policy
+        self._tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
         self._tools = ToolRegistry(check=trusted_check(trusted_results))
         self._trusted_results = trusted_results
         self._file_journal = make_file_journal(
@@ -231,6 +254,8 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
             scope=delegation_scope,
         )
         self.register_tools(tools)
+        if context_policy.offload_dir is not None and "read_tool_result" not in self._tools.tools:
+            self.register_tool(tool_read_tool_result(self._tool_results))
 
     # ------------------------------------------------------------ identity
 
@@ -546,6 +571,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
             report=self._record_run,
             file_journal=self._file_journal,
             trusted_results=self._trusted_results,
+            context=self._context_runtime(),
         )
 
     def _record_run(self, report: RunReport) -> None:
@@ -585,7 +611,8 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
         return turns
 
     def get_context_turns(self, include_system_prompt: bool = False) -> list[Turn]:
-        """The turns the model sees now (the whole conversation until compaction exists)."""
+        """The turns the model sees now: after compaction's cut, cleared results as markers
+        (``include_system_prompt``: the prompt with any summary first)."""
         turns = self._conversation.context_turns()
         system = self._conversation.system_turn() if include_system_prompt else None
         return [system, *turns] if system is not None else turns
@@ -604,7 +631,7 @@ class Agent(ChatMethods, DelegationMethods, McpMethods, CheckpointMethods, Appro
         for turn in new_turns:
             if not isinstance(turn, Turn):
                 raise ConfigurationError(f"set_turns takes Turn objects, not {type(turn).__name__}")
-        self._conversation.turns = new_turns
+        self._conversation.reset(new_turns)  # drops the summary and removed turns too
         return self
 
     def add_turn(self, user: Turn | UserContent, assistant: Turn | str) -> Agent:

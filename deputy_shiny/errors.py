@@ -25,7 +25,9 @@ __all__ = [
     "CheckpointError",
     "CheckpointLimitError",
     "CheckpointPathError",
+    "CompactionError",
     "ConfigurationError",
+    "ContextPolicyError",
     "DelegationDisclosureError",
     "DelegationError",
     "DelegationGraphError",
@@ -53,6 +55,7 @@ __all__ = [
     "RunContextError",
     "SandboxUnavailableError",
     "ScriptedModelExhausted",
+    "SessionError",
     "SkillError",
     "SkillLoadError",
     "StructuredOutputError",
@@ -61,6 +64,7 @@ __all__ = [
     "ToolInvocationError",
     "ToolNameConflictError",
     "ToolRejectedError",
+    "ToolResultReferenceError",
     "TrustedResultsError",
     "UnknownModelError",
     "UsageLimitExceeded",
@@ -434,6 +438,29 @@ class ApprovalMismatchError(ApprovalResumeError):
     session id, working dir or approval dir, other tool definitions (fingerprints), no
     permission callback where one was saved, or a conversation that moved on since.
     Nothing was decided: fix the agent and resume again."""
+
+
+class SessionError(PersistenceError):
+    """A saved session cannot be loaded into this agent: its run_context disagrees with
+    the agent's on an ID field (keys ending in ``id``). Nothing is loaded; the agent is
+    left as it was."""
+
+
+class ContextPolicyError(ConfigurationError):
+    """A :class:`~deputy_shiny.context.ContextPolicy` is malformed, or
+    ``set_context_policy`` tried to change ``offload_dir`` (results already saved are
+    read back from there: keep it, or start a new Agent)."""
+
+
+class CompactionError(DeputyError):
+    """Compaction could not write a summary: the model (and every
+    ``summary_fallback_models`` entry) failed and the fallback is ``"error"``. The
+    conversation is unchanged; use ``fallback="text"`` for a plain digest instead."""
+
+
+class ToolResultReferenceError(DeputyError):
+    """A ``deputy://tool-result/...`` reference cannot be resolved: malformed, forged or
+    unknown, outside the agent's ``offload_dir``, or saved by another session."""
 
 
 # --------------------------------------------------------------------------- internal signals

@@ -195,6 +195,37 @@ class TrustedResultEvent(_EventBase):
     value: Any = None
 
 
+class CompactionStartEvent(_EventBase):
+    """The run is compacting its context (it passed ``ContextPolicy.max_tokens``).
+
+    ``tokens`` is the estimated size of the context before compaction.
+    """
+
+    type: Literal["compaction_start"] = "compaction_start"
+    reason: Literal["auto", "manual"] = "auto"
+    tokens: int
+
+
+class CompactionEvent(_EventBase):
+    """Compaction finished (``method``: ``model``, ``hook``, ``supplied``, ``text`` or
+    ``cancelled`` when a PreCompact hook cancelled it); tokens are estimates."""
+
+    type: Literal["compaction"] = "compaction"
+    method: str
+    tokens_before: int
+    tokens_after: int
+    turns_removed: int
+
+
+class CompactionErrorEvent(_EventBase):
+    """A compaction summary could not be written; ``fallback`` says what happened next
+    (``"text"``: a plain digest was used; ``"error"``: the run ends with the error)."""
+
+    type: Literal["compaction_error"] = "compaction_error"
+    error: str
+    fallback: str
+
+
 class UsageEvent(_EventBase):
     """The run's usage so far (sent after each request and at the end)."""
 
@@ -233,6 +264,9 @@ AgentEvent = Annotated[
     | StructuredAttemptEvent
     | FileCheckpointEvent
     | TrustedResultEvent
+    | CompactionStartEvent
+    | CompactionEvent
+    | CompactionErrorEvent
     | UsageEvent
     | RunErrorEvent
     | StopEvent,

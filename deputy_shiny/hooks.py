@@ -105,11 +105,15 @@ As in deputy, ``SessionStart`` fires as each run starts (before ``UserPromptSubm
 and ``SessionEnd`` as each run ends (after ``Stop``), for every run of an agent, not
 only its first; both get the run's ``run_id``, and ``SessionEnd`` the stop reason.
 
+``PreCompact`` fires before compaction summarises the conversation (its callback may
+return :class:`HookResultPreCompact` to cancel or supply the summary; ``reason`` is
+``"auto"`` or ``"manual"``, ``details`` has ``tokens`` and ``turns_to_remove``), and
+``PostCompact`` after it (``details``: the
+:class:`~deputy_shiny.context.CompactionRecord` as a dict).
+
 Some points are defined (matchers for them can be made and registered today) but no
 code fires them yet; the upcoming feature that fires each one:
 
-- ``PreCompact``, ``PostCompact``: context compaction (``context.py``), before and
-  after the conversation is summarised.
 - ``SubagentStart``, ``SubagentStop``: delegation (``delegation/``), as a lead agent
   starts and ends a subagent.
 - ``Notification``: notifications, when the agent has something to tell the user
@@ -210,7 +214,8 @@ class HookResultPostToolUse(FrozenConfig):
 class HookResultPreCompact(FrozenConfig):
     """What a ``PreCompact`` callback returns: cancel compaction, or supply the summary.
 
-    Nothing fires ``PreCompact`` yet: context compaction (``context.py``, upcoming) will.
+    Compaction (automatic, or ``agent.compact()``) fires ``PreCompact`` first; the first
+    callback that returns one decides.
 
     Attributes:
         continue_: False cancels this compaction.

@@ -23,3 +23,13 @@ async def test_mcp_calls_prints_its_ratio_last(capsys: pytest.CaptureFixture[str
     ratio = await load("mcp_calls").main(calls=3, rounds=1)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"ratio agent/baseline: {ratio:.3f}" and ratio > 0
+
+
+async def test_compaction_prints_its_ratio_last(capsys: pytest.CaptureFixture[str]) -> None:
+    ratio = await load("compaction").main(turns=40, max_tokens=1500, reply_words=60)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"ratio turn 40/turn 10: {ratio:.3f}" and ratio > 0
+    peak = next(line for line in lines if line.startswith("peak context tokens sent:"))
+    assert int(peak.split(":")[1].split()[0]) <= 1500
+    compactions = next(line for line in lines if line.startswith("compactions:"))
+    assert int(compactions.split(":")[1].split()[0]) >= 1

@@ -1,0 +1,474 @@
+"""Compaction: counting the context, choosing what stays, and writing the summary.
+
+Used by the engine (automatic compaction before a request, through
+:class:`ContextRuntime` in :class:`~deputy_shiny._run_deps.RunDeps`) and by
+``agent.compact()``. One :class:`Compactor` does one compaction:
+
+1. count the context (litellm's token counter, per turn, remembered per turn);
+2. choose the newest turns that fit in ``compact_to * max_tokens`` (starting at a user
+   turn when one fits; never between a tool request and its result);
+3. ``PreCompact`` hooks may cancel or supply the summary;
+4. otherwise the model writes it (then each ``summary_fallback_models`` entry); if all
+   fail, ``fallback="text"`` uses a plain digest, ``"error"`` raises
+   :class:`~deputy_shiny.errors.CompactionError`;
+5. the summary joins the system prompt and the model's view starts at the kept turns;
+   ``PostCompact`` hooks observe the record.
+
+The conversation changes only in step 5, so a failure leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._interrupt import Guard, Interrupted
+from ._offload import ToolResultStore
+from ._provider import (
+    ProviderFailed,
+    Response,
+    estimate_prompt_tokens,
+    load_litellm,
+    stream_response,
+)
+from .context import CompactionRecord, ContextPolicy
+from .conversation import Conversation
+from .errors import CompactionError
+from .events import CompactionErrorEvent, CompactionEvent, CompactionStartEvent
+from .hooks import HookContext, HookRegistry, HookResultPreCompact, HookRun
+from .messages import ContentToolResult, Turn, to_openai_messages
+from .models import ChatModel
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SUMMARY_INSTRUCTIONS",
+    "Compactor",
+    "ContextRuntime",
+    "SummaryCharge",
+    "context_tokens",
+    "text_digest",
+]
+
+SUMMARY_INSTRUCTIONS = (
+    "You are summarising the earlier part of a conversation between a user and an AI "
+    "agent, so the agent can carry on without it. Write a concise summary that keeps "
+    "the decisions made, findings, file names and paths, errors met, and the progress "
+    "on the user's task, with anything still to do. Reply with the summary only."
+)
+"""The system prompt of a summary request (tests recognise summary requests by it)."""
+
+_DIGEST_CHARS = 200
+_TRANSCRIPT_RESULT_CHARS = 2_000
+_NO_LIMIT_KEEP = 4
+
+SummaryCharge = Callable[[ChatModel, Response, list[dict[str, Any]]], None]
+"""Counts one summary request's usage: (model, its response, the messages sent)."""
+
+
+async def _unguarded(awaitable: Coroutine[Any, Any, Any]) -> Any:
+    return await awaitable
+
+
+# ---------------------------------------------------------------- token counts
+
+
+@functools.lru_cache(maxsize=256)
+def _text_tokens(text: str) -> int:
+    return _count_messages(({"role": "system", "content": text},))
+
+
+def _count_messages(messages: Sequence[dict[str, Any]]) -> int:
+    from . import _litellm
+
+    try:
+        counted = _litellm.get_litellm().token_counter(
+            model="", messages=list(messages), use_default_image_token_count=True
+        )
+        return int(counted)
+    except Exception:  # a message litellm cannot count: the character estimate
+        return estimate_prompt_tokens(list(messages))
+
+
+_EXACT_CHARS = 200_000
+"""Past this size a turn is estimated (four characters a token), not tokenised: a
+hostile 10 MB tool-call argument would take seconds to tokenise."""
+
+
+def _turn_tokens(turn: Turn) -> int:
+    messages = to_openai_messages(None, [turn])
+    estimate = estimate_prompt_tokens(messages)
+    if estimate * 4 > _EXACT_CHARS:
+        return estimate
+    return _count_messages(messages)
+
+
+@functools.lru_cache(maxsize=32)
+def _schema_tokens(schemas_json: str) -> int:
+    from . import _litellm
+
+    try:
+        return int(_litellm.get_litellm().token_counter(model="", text=schemas_json))
+    except Exception:
+        return max(1, len(schemas_json) // 4)
+
+
+def tools_tokens(tool_schemas: Sequence[dict[str, Any]]) -> int:
+    """Estimated tokens of the tool schemas sent with each request."""
+    if not tool_schemas:
+        return 0
+    return _schema_tokens(json.dumps(list(tool_schemas), sort_keys=True, default=str))
+
+
+def context_tokens(conversation: Conversation, tool_schemas: Sequence[dict[str, Any]] = ()) -> int:
+    """Estimated tokens of what the next request sends: system prompt (with summary),
+    the context turns and the tool schemas. litellm must be loaded."""
+    prompt = conversation.system_prompt
+    total = _text_tokens(prompt) if prompt else 0
+    for turn in conversation.context_turns():
+        total += conversation.turn_tokens(turn, _turn_tokens)
+    return total + tools_tokens(tool_schemas)
+
+
+# ---------------------------------------------------------------- choosing the kept turns
+
+
+def _starts_cleanly(turn: Turn) -> bool:
+    """A turn the model's view may start at (never a tool result without its request)."""
+    return not (turn.role == "user" and turn.tool_results)
+
+
+def choose_start(
+    conversation: Conversation, keep_last: int | None, budget: int | None
+) -> int | None:
+    """Index of the first turn to keep, or None when nothing would be removed.
+
+    ``keep_last`` keeps that many turns (more if the cut would split a tool call from
+    its result); otherwise the newest turns within ``budget`` tokens, starting at a
+    user turn when one fits.
+    """
+    turns, low = conversation.turns, conversation.context_start
+    n = len(turns)
+    if keep_last is None and budget is None:
+        keep_last = _NO_LIMIT_KEEP
+    if keep_last is not None:
+        start = max(low, n - keep_last)
+        while low < start < n and not _starts_cleanly(turns[start]):
+            start -= 1
+        return start if start > low else None
+    assert budget is not None
+    total = 0
+    best_user: int | None = None
+    best_any: int | None = None
+    # The latest start that keeps a tool call with its result (the fallback when not
+    # even that fits: the model must still see its pending results).
+    latest_clean = next((i for i in range(n - 1, low, -1) if _starts_cleanly(turns[i])), None)
+    for index in range(n - 1, low, -1):
+        turn = turns[index]
+        total += conversation.turn_tokens(turn, _turn_tokens)
+        if total > budget:
+            break
+        if _starts_cleanly(turn):
+            best_any = index
+            if turn.role == "user":
+                best_user = index
+    found = best_user if best_user is not None else best_any
+    if found is None:
+        found = latest_clean if latest_clean is not None else n
+    return found if found > low else None
+
+
+# ---------------------------------------------------------------- summaries
+
+
+def transcript(turns: Sequence[Turn], previous: str | None, max_chars: int) -> str:
+    """The removed turns as plain text for the summary request (bounded)."""
+    lines: list[str] = []
+    if previous:
+        lines.append(f"Summary of the conversation before these turns:\n{previous}\n")
+    for turn in turns:
+        for content in turn.contents:
+            kind = getattr(content, "type", "")
+            if kind == "text":
+                lines.append(f"{turn.role.capitalize()}: {content.text}")  # type: ignore[union-attr]
+            elif kind == "tool_request":
+                args = json.dumps(content.arguments, ensure_ascii=False)  # type: ignore[union-attr]
+                lines.append(f"Assistant called {content.name}({args[:500]})")  # type: ignore[union-attr]
+            elif isinstance(content, ContentToolResult):
+                state = "error" if content.is_error else "result"
+                output = content.output[:_TRANSCRIPT_RESULT_CHARS]
+                lines.append(f"Tool {state} ({content.name}): {output}")
+    text = "\n".join(lines)
+    if len(text) > max_chars:
+        half = max_chars // 2
+        cut = len(text) - max_chars
+        text = f"{text[:half]}\n[... {cut:,} characters left out ...]\n{text[-half:]}"
+    return text
+
+
+def text_digest(turns: Sequence[Turn], previous: str | None, max_chars: int) -> str:
+    """The plain summary used when no model can write one: the first 200 characters of
+    each turn (newest kept when it would pass ``max_chars``).
+
+    Example:
+        >>> from deputy_shiny.messages import user_turn
+        >>> text_digest([user_turn("Fix the parser in src/p.py")], None, 1000)
+        'user: Fix the parser in src/p.py'
+    """
+    lines = [previous] if previous else []
+    for turn in turns:
+        text = turn.text or " ".join(
+            f"[{c.name}]" for c in turn.contents if isinstance(c, ContentToolResult)
+        )
+        text = text or " ".join(f"[call {r.name}]" for r in turn.tool_requests)
+        if text:
+            lines.append(f"{turn.role}: {' '.join(text.split())[:_DIGEST_CHARS]}")
+    digest = "\n".join(lines)
+    if len(digest) > max_chars:
+        note = "[earlier lines dropped]\n"
+        digest = note + digest[len(note) - max_chars :].split("\n", 1)[-1]
+    return digest
+
+
+def _cap(summary: str, max_chars: int) -> str:
+    if len(summary) <= max_chars:
+        return summary
+    return summary[:max_chars] + "\n[summary cut to fit the context policy]"
+
+
+# ---------------------------------------------------------------- one compaction
+
+
+@dataclass
+class Compactor:
+    """One compaction of ``conversation`` (see the module docstring for the steps).
+
+    ``emit(cls, **fields)`` makes an event (None outside a run: no events);
+    ``hook_context(event, **extra)`` the hooks' context; ``charge`` counts a summary
+    request's usage; ``may_request()`` says whether the budget allows one.
+    """
+
+    conversation: Conversation
+    policy: ContextPolicy
+    model: ChatModel
+    hooks: HookRegistry
+    hook_context: Callable[..., HookContext]
+    charge: SummaryCharge
+    tool_schemas: Sequence[dict[str, Any]] = ()
+    emit: Callable[..., Any] | None = None
+    hook_events: Callable[[str, HookRun], list[Any]] | None = None
+    may_request: Callable[[], bool] = lambda: True
+    guard: Guard[Any] = _unguarded
+    record: CompactionRecord | None = field(default=None, init=False)
+
+    async def run(
+        self,
+        *,
+        keep_last: int | None = None,
+        summary: str | None = None,
+        fallback: str | None = None,
+        automatic: bool = False,
+        tokens_before: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """Compact, yielding events; ``self.record`` holds the outcome (None: nothing to
+        remove)."""
+        await load_litellm()
+        conversation, policy = self.conversation, self.policy
+        if tokens_before is None:
+            tokens_before = context_tokens(conversation, self.tool_schemas)
+        limit = policy.max_tokens
+        summary_chars = 4 * max(64, int((limit or 32000) * policy.compact_to * 0.4))
+        budget = None
+        fixed = 0
+        if limit is not None:
+            fixed = _text_tokens(conversation.base_prompt) if conversation.base_prompt else 0
+            fixed += tools_tokens(self.tool_schemas) + summary_chars // 4
+            budget = max(0, int(limit * policy.compact_to) - fixed)
+        start = choose_start(conversation, keep_last, budget)
+        if start is None:
+            return
+        if automatic and limit is not None:
+            kept = sum(
+                conversation.turn_tokens(t, _turn_tokens) for t in conversation.turns[start:]
+            )
+            if kept + fixed - summary_chars // 4 > limit:
+                # Even the newest turns alone pass max_tokens (a huge tool call or
+                # result): a summary would not bring the request under it.
+                logger.info("compaction skipped: the newest turns alone pass max_tokens")
+                return
+        removed = conversation.turns[conversation.context_start : start]
+        reason = "auto" if automatic else "manual"
+        for event in self._events(CompactionStartEvent, reason=reason, tokens=tokens_before):
+            yield event
+        details = {"tokens": tokens_before, "turns_to_remove": len(removed)}
+        method = "supplied"
+        used_model: str | None = None
+        if summary is None:
+            hook_run = await self._hooks("PreCompact", reason, details)
+            for event in self._hook_events("PreCompact", hook_run):
+                yield event
+            decided = hook_run.result
+            if isinstance(decided, HookResultPreCompact):
+                if not decided.continue_:
+                    self._finish("cancelled", tokens_before, tokens_before, 0, automatic, None)
+                    for event in self._done_events():
+                        yield event
+                    return
+                if decided.summary is not None:
+                    summary, method = decided.summary, "hook"
+        if summary is None:
+            previous = conversation.summary
+            try:
+                summary, used_model = await self._model_summary(removed, previous, limit)
+                method = "model"
+            except (Interrupted, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                mode = fallback or policy.fallback
+                for event in self._events(CompactionErrorEvent, error=str(exc), fallback=mode):
+                    yield event
+                if mode != "text":
+                    raise CompactionError(
+                        f"No model could write the compaction summary ({exc}). The "
+                        "conversation is unchanged; use fallback='text' for a plain digest."
+                    ) from exc
+                summary, method = text_digest(removed, previous, summary_chars), "text"
+        conversation.set_summary(_cap(summary, summary_chars), context_start=start)
+        tokens_after = context_tokens(conversation, self.tool_schemas)
+        self._finish(method, tokens_before, tokens_after, len(removed), automatic, used_model)
+        for event in self._done_events():
+            yield event
+        assert self.record is not None
+        post = await self._hooks("PostCompact", reason, self.record.model_dump())
+        for event in self._hook_events("PostCompact", post):
+            yield event
+
+    async def _model_summary(
+        self, removed: Sequence[Turn], previous: str | None, limit: int | None
+    ) -> tuple[str, str]:
+        text = transcript(removed, previous, max_chars=4 * (limit or 100_000))
+        messages = [
+            {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+            {"role": "user", "content": f"Summarise this conversation:\n\n{text}"},
+        ]
+        errors: list[str] = []
+        for model in (self.model, *self.policy.summary_fallback_models):
+            if not self.may_request():
+                errors.append("the run's request limit leaves no request for a summary")
+                break
+            response = Response()
+            try:
+                async for _ in stream_response(model, messages, [], {}, response, self.guard):
+                    pass
+            except ProviderFailed as failed:
+                errors.append(f"{model.model}: {failed.error}")
+                continue
+            finally:
+                if response.chunks:
+                    self.charge(model, response, messages)
+            written = "".join(response.text).strip()
+            if written:
+                return written, model.model
+            errors.append(f"{model.model}: the summary was empty")
+        raise CompactionError("; ".join(errors) or "no model to write the summary")
+
+    def _finish(
+        self,
+        method: Any,
+        before: int,
+        after: int,
+        removed: int,
+        automatic: bool,
+        model: str | None,
+    ) -> None:
+        self.record = CompactionRecord(
+            method=method,
+            tokens_before=before,
+            tokens_after=after,
+            turns_removed=removed,
+            automatic=automatic,
+            model=model,
+            at=time.time(),
+        )
+        self.conversation.last_compaction = self.record
+
+    def _done_events(self) -> list[Any]:
+        record = self.record
+        assert record is not None
+        return self._events(
+            CompactionEvent,
+            method=record.method,
+            tokens_before=record.tokens_before,
+            tokens_after=record.tokens_after,
+            turns_removed=record.turns_removed,
+        )
+
+    def _events(self, cls: type[Any], **fields: Any) -> list[Any]:
+        return [] if self.emit is None else [self.emit(cls, **fields)]
+
+    async def _hooks(self, event: str, reason: str, details: dict[str, Any]) -> HookRun:
+        if not self.hooks.matchers(event):
+            return HookRun(event)
+        run = await self.hooks.run(
+            event, context=self.hook_context(event, reason=reason, details=details)
+        )
+        if run.failure is not None:
+            logger.warning("%s hook failed: %s", event, run.failure)
+        return run
+
+    def _hook_events(self, event: str, run: HookRun) -> list[Any]:
+        if self.hook_events is None or not run.records:
+            return []
+        return self.hook_events(event, run)
+
+
+# ---------------------------------------------------------------- per-run capability
+
+
+@dataclass(frozen=True)
+class ContextRuntime:
+    """What a run needs of the context policy (a field of RunDeps)."""
+
+    policy: ContextPolicy
+    store: ToolResultStore
+
+    def is_large(self, result: ContentToolResult) -> bool:
+        """True when ``result`` may be over the byte limit (then shape it in a thread)."""
+        limit = self.policy.max_tool_result_bytes
+        return limit is not None and not result.is_error and len(result.output) > limit // 4
+
+    def shape_result(self, result: ContentToolResult) -> ContentToolResult:
+        """A tool result as the model will see it (offloaded or cut when too large)."""
+        return self.store.offload(result, self.policy.max_tool_result_bytes)
+
+    async def compact_if_needed(
+        self,
+        conversation: Conversation,
+        model: ChatModel,
+        hooks: HookRegistry,
+        tool_schemas: Sequence[dict[str, Any]],
+        **run: Any,
+    ) -> AsyncIterator[Any]:
+        """Compact when the context passes ``max_tokens``, yielding the events.
+
+        ``run`` holds the run's callbacks for :class:`Compactor` (``hook_context``,
+        ``hook_events``, ``emit``, ``charge``, ``may_request``, ``guard``).
+        """
+        limit = self.policy.max_tokens
+        if limit is None:
+            return
+        await load_litellm()
+        tokens = context_tokens(conversation, tool_schemas)
+        if tokens <= limit:
+            return
+        compactor = Compactor(
+            conversation, self.policy, model, hooks, tool_schemas=tool_schemas, **run
+        )
+        async for event in compactor.run(automatic=True, tokens_before=tokens):
+            yield event

@@ -1,0 +1,144 @@
+"""Saved sessions: a conversation as one ``session`` document of named sections.
+
+``agent.save_session(path)`` writes (through :mod:`deputy_shiny.persistence.files`)::
+
+    {"metadata": {"saved_at", "deputy_shiny_version", "provider", "model", ...},
+     "sections": {"conversation": {...}, "run_context": {...}, "tool_results": {...}}}
+
+Each section is owned by the part of deputy_shiny that knows it, through a
+:class:`SessionSection` in a registry: ``save(agent)`` returns its JSON (or None to
+leave it out); ``load(agent, data)`` checks the data and returns a *commit*, a function
+that applies it. Loading checks every section before committing any, so a file that is
+corrupt, truncated, tampered with, or that conflicts with the agent leaves the agent as
+it was. Commits run in ``order``: one that can fail (a file write) must come before the
+in-memory ones, which cannot. Later features (file checkpoints, durable approvals) add
+their state by registering a section; a file holding a section no registered part
+knows is refused.
+
+Never saved: tools, permissions, hooks, approvals, the model's credentials.
+
+Example:
+    >>> from deputy_shiny.persistence.sessions import session_sections
+    >>> [s.name for s in session_sections()][:1]
+    ['tool_results']
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError, DeputyError, PersistenceCorruptError
+from .files import read_document, write_document
+
+__all__ = [
+    "SESSION_KIND",
+    "SessionSection",
+    "read_session",
+    "register_session_section",
+    "session_sections",
+    "write_session",
+]
+
+SESSION_KIND = "session"
+SESSION_VERSION = 1
+
+Commit = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class SessionSection:
+    """One named part of a saved session.
+
+    Attributes:
+        name: The key under ``sections``.
+        save: ``save(agent)``: the section's JSON data, or None to leave it out.
+        load: ``load(agent, data)``: check ``data`` (raise a DeputyError, or any error
+            for malformed data) and return the commit that applies it. It must not
+            change the agent itself.
+        order: Commits run in ascending order.
+        required: A file without this section is refused.
+    """
+
+    name: str
+    save: Callable[[Any], Any]
+    load: Callable[[Any, Any], Commit]
+    order: int = 50
+    required: bool = False
+
+
+_SECTIONS: dict[str, SessionSection] = {}
+
+
+def register_session_section(section: SessionSection, *, replace: bool = False) -> None:
+    """Add a section to every saved session (a name already taken is an error)."""
+    if section.name in _SECTIONS and not replace:
+        raise ConfigurationError(f"A session section named {section.name!r} is registered.")
+    _SECTIONS[section.name] = section
+
+
+def session_sections() -> list[SessionSection]:
+    """The registered sections, in commit order."""
+    return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
+
+
+def write_session(agent: Any, path: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
+    """Save ``agent``'s sections and ``metadata`` to ``path`` (atomically)."""
+    sections: dict[str, Any] = {}
+    for section in session_sections():
+        data = section.save(agent)
+        if data is not None:
+            sections[section.name] = data
+    stamped = {
+        "saved_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        **metadata,
+    }
+    target = Path(path)
+    write_document(target, SESSION_KIND, {"metadata": stamped, "sections": sections})
+    return target
+
+
+def read_session(agent: Any, path: str | os.PathLike[str]) -> Commit:
+    """Read and check the session at ``path`` for ``agent``; returns the commit.
+
+    Raises:
+        PersistenceError: the file is missing or unreadable.
+        PersistenceCorruptError: it is not a session this version wrote (damaged,
+            truncated, tampered with, unknown sections, malformed data).
+        SessionError: it conflicts with the agent (its run_context IDs).
+    """
+    source = Path(path)
+    payload = read_document(source, SESSION_KIND, versions=(SESSION_VERSION,))
+    sections = payload.get("sections")
+    if not isinstance(sections, dict) or not isinstance(payload.get("metadata"), dict):
+        raise PersistenceCorruptError(f"{source}: is not a saved session (no sections).")
+    unknown = sorted(set(sections) - set(_SECTIONS))
+    if unknown:
+        raise PersistenceCorruptError(
+            f"{source}: holds sections this deputy_shiny does not know: {', '.join(unknown)}."
+        )
+    commits: list[Commit] = []
+    for section in session_sections():
+        if section.name not in sections:
+            if section.required:
+                raise PersistenceCorruptError(f"{source}: has no {section.name!r} section.")
+            continue
+        try:
+            commits.append(section.load(agent, sections[section.name]))
+        except DeputyError:
+            raise
+        except Exception as exc:
+            raise PersistenceCorruptError(
+                f"{source}: its {section.name!r} section is not valid "
+                f"({type(exc).__name__}: {str(exc)[:300]})."
+            ) from None
+
+    def commit() -> None:
+        for apply in commits:
+            apply()
+
+    return commit
