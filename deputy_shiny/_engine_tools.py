@@ -1,0 +1,425 @@
+"""The engine's tool calls: decide each call at the gate, run the allowed ones (in
+order, or concurrently), pause for a durable approval and resume after one, and answer
+every request in the conversation (a mixin of :class:`~deputy_shiny._engine.Engine`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_jsonable_python
+
+from ._budget import current_budget
+from ._durable import NOT_EXECUTED, Resumption, Suspension
+from ._interrupt import Interrupter
+from ._run_state import (
+    LOOP_REPEATS,
+    NOT_RUN,
+    Outcome,
+    Ready,
+    RunState,
+    error_result,
+)
+from ._tool_gate import Verdict
+from .approvals import ApprovalRequest
+from .errors import (
+    ToolArgumentsError,
+    ToolInvocationError,
+    ToolRejectedError,
+)
+from .events import (
+    AgentEvent,
+    ApprovalEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TrustedResultEvent,
+)
+from .messages import (
+    Content,
+    ContentText,
+    ContentToolRequest,
+    ContentToolResult,
+    Turn,
+)
+from .tools import Tool, format_tool_output, tool_context
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from ._interrupt import Interrupter
+
+
+class ToolCalls:
+    """The tool-call half of the engine (mixed into Engine; private)."""
+
+    if TYPE_CHECKING:
+        interrupter: Interrupter
+
+        def _emit(self, st: RunState, cls: type[Any], **fields: Any) -> Any: ...
+
+        def _add_turn(self, st: RunState, turn: Turn) -> None: ...
+
+    # ---------------------------------------------------------------- tools
+
+    async def _run_tools(
+        self, st: RunState, requests: Sequence[ContentToolRequest]
+    ) -> AsyncIterator[AgentEvent]:
+        st.pending_calls = list(requests)
+        st.results = {}
+        ready: list[Ready] = []
+        limit = st.options.limits.max_tool_calls
+        for index, request in enumerate(requests):
+            self.interrupter.check()
+            if limit is not None and st.budget.usage().tool_calls >= limit:
+                st.stop("tool_call_limit", f"The run reached its limit of {limit} tool calls.")
+                break
+            spent = st.budget.ancestor_stop_before_tool_call()
+            if spent is not None:
+                st.stop(*spent)
+                break
+            st.tool_calls += 1
+            st.budget.charge_tool_call()
+            st.progressed = True
+            yield self._emit(
+                st,
+                ToolStartEvent,
+                call_id=request.id,
+                tool_name=request.name,
+                arguments=request.arguments,
+            )
+            prepared = self._prepare_call(st, request)
+            if isinstance(prepared, ContentToolResult):
+                yield self._finish_call(st, Outcome(prepared))
+                continue
+            tool, arguments = prepared
+            verdict = Verdict()
+            async for event in st.gate.decide(
+                request, tool, arguments, verdict, calls_after=len(requests) - index - 1
+            ):
+                yield event
+            if verdict.stop_reason is not None:
+                st.hook_stop = verdict.stop_reason
+            if verdict.suspend is not None:
+                # Nobody can answer now: the call is saved and the run pauses on it; the
+                # calls after it do not run (the model hears "Not executed").
+                yield self._suspend(st, requests[index + 1 :], verdict.suspend)
+                break
+            if not verdict.allowed:
+                yield self._finish_call(
+                    st, Outcome(error_result(request, f"Denied: {verdict.reason}"))
+                )
+                if verdict.stop_run is not None:
+                    # The person stopped the run from an approval: nothing of this
+                    # response runs, not even calls approved before this one.
+                    ready.clear()
+                    st.stop("interrupted", verdict.stop_run)
+                    break
+                if verdict.interrupt is not None:
+                    # PermissionResultDeny(interrupt=True): the calls before this one still
+                    # run; the later ones get "not run" results; no further request.
+                    st.stop("interrupted", verdict.interrupt)
+                    break
+                continue
+            ready.append((request, tool, verdict.arguments or arguments, verdict))
+            if st.deps.durable is not None:
+                # With durable approvals, each call runs before the next is decided, so a
+                # pause never leaves an approved call unrun behind it.
+                for item in ready:
+                    outcome = await self.interrupter.guard(self._execute(st, *item))
+                    for event in self._finish_call_events(st, outcome):
+                        yield event
+                ready.clear()
+        if st.options.tool_mode == "sequential":
+            for item in ready:
+                outcome = await self.interrupter.guard(self._execute(st, *item))
+                for event in self._finish_call_events(st, outcome):
+                    yield event
+        else:
+            async for event in self._run_concurrently(st, ready):
+                yield event
+        self._add_results_turn(st, "the run stopped before it")
+        if st.hook_stop is not None:
+            st.stop("hook_requested_stop", st.hook_stop)
+        if st.stop_reason is None and any(n >= LOOP_REPEATS for n in st.loop_counts.values()):
+            st.stop(
+                "tool_loop",
+                f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
+            )
+
+    def _suspend(
+        self, st: RunState, later: Sequence[ContentToolRequest], approval: ApprovalRequest
+    ) -> AgentEvent:
+        """Save the paused call (with the results so far) and stop with ``approval_pending``."""
+        store = st.deps.durable
+        assert store is not None
+        for request in later:
+            st.results[request.id] = error_result(request, NOT_EXECUTED)
+        open_turn = st.conversation.open_tool_requests()
+        path = store.suspend(
+            Suspension(
+                request=approval,
+                calls=tuple(st.pending_calls),
+                results=tuple(st.results[r.id] for r in st.pending_calls if r.id in st.results),
+                turns=tuple(st.conversation.turns if open_turn is not None else ()),
+                usage=st.usage(),
+                limits=st.options.limits,
+                run_id=st.run_id,
+                run_context=st.options.run_context,
+            )
+        )
+        st.results[approval.call_id] = ContentToolResult(
+            call_id=approval.call_id,
+            name=approval.tool_name,
+            output="Waiting for a person's approval; the run paused here.",
+            is_error=True,
+        )
+        st.stop("approval_pending", f"The call {approval.tool_name!r} waits for approval: {path}")
+        return self._emit(
+            st,
+            ApprovalEvent,
+            call_id=approval.call_id,
+            request_id=approval.request_id,
+            status="pending_durable",
+            path=path,
+        )
+
+    async def _resume(self, st: RunState, resume: Resumption) -> AsyncIterator[AgentEvent]:
+        """Apply a durable approval's decision to its saved call, then answer the paused
+        response (earlier results as saved, later calls "Not executed")."""
+        st.budget.charge_usage(resume.prior_usage)
+        prior = resume.prior_usage
+        st.requests, st.tool_calls = prior.requests, prior.tool_calls
+        st.input_tokens, st.output_tokens = prior.input_tokens, prior.output_tokens
+        st.cost, st.cost_missing = prior.cost or 0.0, prior.cost_missing
+        st.progressed = True
+        st.pending_calls = list(resume.calls)
+        st.results = {r.call_id: r for r in resume.results}
+        approval = resume.approval
+        request = next(r for r in resume.calls if r.id == approval.call_id)
+        tool = st.deps.tools[approval.tool_name]
+        verdict = Verdict()
+        async for event in st.gate.resume(approval, request, tool, resume.decision, verdict):
+            yield event
+        if verdict.allowed:
+            resume.executing()
+            arguments = verdict.arguments if verdict.arguments is not None else approval.arguments
+            outcome = await self.interrupter.guard(
+                self._execute(st, request, tool, arguments, verdict)
+            )
+            resume.executed(outcome.result)
+            for event in self._finish_call_events(st, outcome):
+                yield event
+        else:
+            result = error_result(request, f"Denied: {verdict.reason}")
+            resume.executed(result)
+            yield self._finish_call(st, Outcome(result))
+            if verdict.stop_run is not None:
+                st.stop("interrupted", verdict.stop_run)
+        self._add_results_turn(st, "the run paused before it")
+        if st.hook_stop is not None:
+            st.stop("hook_requested_stop", st.hook_stop)
+
+    async def _run_concurrently(
+        self, st: RunState, ready: list[Ready]
+    ) -> AsyncIterator[AgentEvent]:
+        tasks = {asyncio.ensure_future(self._execute(st, *item)) for item in ready}
+        try:
+            while tasks:
+                done, tasks = await self.interrupter.guard(
+                    asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                )
+                for task in done:
+                    for event in self._finish_call_events(st, task.result()):
+                        yield event
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _prepare_call(
+        self, st: RunState, request: ContentToolRequest
+    ) -> ContentToolResult | tuple[Tool, dict[str, Any]]:
+        tool = st.deps.tools.get(request.name)
+        if tool is None:
+            known = ", ".join(sorted(st.deps.tools)) or "none"
+            return error_result(
+                request, f"Unknown tool {request.name!r}. Available tools: {known}."
+            )
+        try:
+            raw = request.raw_arguments if request.raw_arguments is not None else request.arguments
+            arguments = tool.parse_arguments(raw)
+        except ToolArgumentsError as exc:
+            return error_result(request, str(exc))
+        for callback in st.deps.on_tool_request:
+            try:
+                callback(request)
+            except ToolRejectedError as exc:
+                return error_result(request, f"Tool call rejected: {exc}")
+            except Exception as exc:
+                logger.warning("on_tool_request callback failed; rejecting the call", exc_info=True)
+                return error_result(
+                    request,
+                    f"Tool call rejected: a tool-request callback failed ({type(exc).__name__}).",
+                )
+        return tool, arguments
+
+    async def _execute(
+        self,
+        st: RunState,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+    ) -> Outcome:
+        started = time.monotonic()
+        failed = False
+        extra: list[AgentEvent] = []
+        try:
+            context = st.deps.tool_context(st.run_id, st.options.run_context, request)
+            budget = current_budget.set(st.budget)  # a delegation tool draws on it
+            try:
+                with tool_context(context):
+                    value = await tool.invoke(arguments)
+            finally:
+                current_budget.reset(budget)
+            output = format_tool_output(value)
+            if st.deps.trusted_results is not None:
+                output = self._trusted_result(st, request, arguments, value, output, extra)
+            result = ContentToolResult(call_id=request.id, name=request.name, output=output)
+        except ToolInvocationError as exc:
+            failed, result = True, error_result(request, str(exc))
+        except Exception as exc:
+            failed, result = True, error_result(request, f"Error: {type(exc).__name__}: {exc}")
+        duration = time.monotonic() - started
+        if verdict.additional_context:
+            result = result.model_copy(
+                update={"output": f"{result.output}\n\n{verdict.additional_context}"}
+            )
+        result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
+        runtime = st.deps.context
+        if runtime is not None and runtime.is_large(result):  # offload (a file write)
+            result = await asyncio.to_thread(runtime.shape_result, result)
+        return Outcome(
+            result,
+            duration,
+            hook_run,
+            "PostToolUseFailure" if failed else "PostToolUse",
+            stop,
+            extra,
+        )
+
+    def _trusted_result(
+        self,
+        st: RunState,
+        request: ContentToolRequest,
+        arguments: dict[str, Any],
+        value: Any,
+        output: str,
+        events: list[AgentEvent],
+    ) -> str:
+        """A trusted tool returned: record its value for the app; return what the model sees.
+
+        Raises:
+            ToolInvocationError: the policy's ``on_result`` failed (the event is kept).
+        """
+        policy = st.deps.trusted_results
+        result_type = policy.result_type(request.name) if policy is not None else None
+        if policy is None or result_type is None:
+            return output
+        event = self._emit(
+            st,
+            TrustedResultEvent,
+            result_id=f"trusted_{uuid.uuid4().hex}",
+            result_type=result_type,
+            tool_name=request.name,
+            call_id=request.id,
+            arguments=to_jsonable_python(arguments, fallback=str),
+            value=value,
+        )
+        events.append(event)
+        if policy.on_result is not None:
+            try:
+                policy.on_result(event)
+            except Exception as exc:
+                logger.warning("TrustedResults on_result failed", exc_info=True)
+                raise ToolInvocationError(
+                    f"The trusted result could not be delivered ({type(exc).__name__})."
+                ) from None
+        return policy.receipt(event.result_id, result_type) if policy.model_receipt else output
+
+    def _finish_call_events(self, st: RunState, outcome: Outcome) -> list[AgentEvent]:
+        events: list[AgentEvent] = list(outcome.events)
+        if outcome.hook_run is not None:
+            events.extend(st.gate.hook_events(outcome.hook_event, outcome.hook_run))
+        if outcome.stop is not None:
+            st.hook_stop = outcome.stop
+        events.append(self._finish_call(st, outcome))
+        return events
+
+    def _finish_call(self, st: RunState, outcome: Outcome) -> AgentEvent:
+        result, duration = outcome.result, outcome.duration
+        st.results[result.call_id] = result
+        request = next((r for r in st.pending_calls if r.id == result.call_id), None)
+        if request is not None:
+            signature = json.dumps(
+                [
+                    request.name,
+                    request.arguments,
+                    request.raw_arguments,
+                    result.output,
+                    result.is_error,
+                ],
+                sort_keys=True,
+                default=str,
+            )
+            st.loop_counts[signature] += 1
+        for callback in st.deps.on_tool_result:
+            try:
+                callback(result)
+            except Exception:
+                logger.warning("on_tool_result callback failed", exc_info=True)
+        event: AgentEvent = self._emit(
+            st,
+            ToolEndEvent,
+            call_id=result.call_id,
+            tool_name=result.name,
+            output=result.output,
+            is_error=result.is_error,
+            duration=duration,
+        )
+        return event
+
+    def _add_results_turn(self, st: RunState, why: str) -> None:
+        """Answer every pending tool request, in request order, then clear them."""
+        if not st.pending_calls:
+            return
+        contents: list[Content] = [
+            st.results.get(r.id) or error_result(r, NOT_RUN.format(why=why))
+            for r in st.pending_calls
+        ]
+        st.pending_calls = []
+        st.results = {}
+        self._add_turn(st, Turn(role="user", contents=contents))
+
+    def _make_consistent(self, st: RunState) -> None:
+        """After an interruption or failure: keep partial text, answer open tool requests."""
+        partial = st.partial
+        if partial is not None:
+            st.partial = None
+            text = "".join(partial.text)
+            if text:
+                self._add_turn(st, Turn(role="assistant", contents=[ContentText(text=text)]))
+                st.response_text = text
+        why = f"the run stopped ({st.stop_reason or 'interrupted'})"
+        if st.pending_calls:
+            self._add_results_turn(st, why)
+            return
+        unanswered = st.conversation.open_tool_requests()
+        if unanswered is not None:
+            # A response with tool calls that a limit stopped before they ran.
+            st.pending_calls = list(unanswered.tool_requests)
+            self._add_results_turn(st, why)

@@ -1,0 +1,113 @@
+"""What one run of the engine carries: its state, a finished call's outcome, and the
+error results every part of the engine makes the same way (private)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._budget import SharedBudget
+from ._provider import (
+    Response,
+)
+from ._run_deps import RunDeps
+from ._run_options import RunOptions
+from ._tool_gate import ToolGate, Verdict
+from .conversation import Conversation
+from .events import (
+    AgentEvent,
+    AgentUsage,
+)
+from .hooks import HookRun
+from .messages import (
+    ContentToolRequest,
+    ContentToolResult,
+    Turn,
+)
+from .models import ChatModel
+from .tools import Tool
+
+NOT_RUN = "Tool call not run: {why}."
+TEXT_FIELDS = frozenset(
+    {"agent_id", "session_id", "run_id", "run_context", "timestamp", "type", "text"}
+)
+LOOP_REPEATS = 3
+
+
+@dataclass
+class Outcome:
+    """A finished tool call: its result and what the after-call hooks did."""
+
+    result: ContentToolResult
+    duration: float = 0.0
+    hook_run: HookRun | None = None
+    hook_event: str = "PostToolUse"
+    stop: str | None = None
+    events: list[AgentEvent] = field(default_factory=list)  # e.g. a trusted_result
+
+
+Ready = tuple[ContentToolRequest, Tool, dict[str, Any], "Verdict"]
+
+
+@dataclass
+class RunState:
+    run_id: str
+    options: RunOptions
+    deps: RunDeps
+    conversation: Conversation
+    model: ChatModel
+    gate: ToolGate = field(init=False)
+    budget: SharedBudget = field(init=False)  # shared with the runs it delegates to
+    fallbacks_used: int = 0
+    started: float = field(default_factory=time.monotonic)
+    events: list[AgentEvent] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    requests: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cost_missing: int = 0
+    progressed: bool = False  # a chunk arrived or a tool ran: fallbacks no longer apply
+    stop_reason: str | None = None
+    stop_message: str = ""
+    error: BaseException | None = None
+    response_text: str = ""
+    structured_output: Any = None
+    partial: Response | None = None
+    pending_calls: list[ContentToolRequest] = field(default_factory=list)
+    results: dict[str, ContentToolResult] = field(default_factory=dict)
+    loop_counts: Counter[str] = field(default_factory=Counter)
+    hook_stop: str | None = None
+
+    def usage(self) -> AgentUsage:
+        return AgentUsage(
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost=None if self.cost_missing else self.cost,
+            cost_missing=self.cost_missing,
+        )
+
+    def stop(self, reason: str, message: str = "") -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_message = reason, message
+
+
+MAX_ERROR_CHARS = 4_000
+"""The most characters an error result carries: a tool's error may quote a huge argument
+(a 10 MB path), which would otherwise ride in the conversation, every later request and
+the UI."""
+
+
+def error_result(request: ContentToolRequest, message: str) -> ContentToolResult:
+    if len(message) > MAX_ERROR_CHARS:
+        cut = len(message) - MAX_ERROR_CHARS
+        message = (
+            f"{message[: MAX_ERROR_CHARS * 3 // 4]}\n[... {cut:,} characters of this error cut ...]"
+            f"\n{message[-MAX_ERROR_CHARS // 4 :]}"
+        )
+    return ContentToolResult(call_id=request.id, name=request.name, output=message, is_error=True)
