@@ -9,13 +9,14 @@ A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it): ``checkpoint
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ._tool_registry import ToolSetCheck
 from .errors import CheckpointCorruptError, CheckpointError, ConfigurationError
 from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
+from .persistence.sessions import SessionSection, register_session_section
 from .trusted import TrustedResults, check_trusted_tools
 
 __all__ = ["CheckpointMethods", "make_file_journal", "trusted_check"]
@@ -136,3 +137,37 @@ class CheckpointMethods:
         """
         self._ensure_idle("rewind files")
         return self._journal().rewind(checkpoint_id)
+
+
+# ---------------------------------------------------------------- saved sessions
+
+
+def _save_checkpoints(agent: CheckpointMethods) -> dict[str, Any] | None:
+    journal = agent._file_journal
+    if journal is None or not journal.list_checkpoints():
+        return None
+    return journal.checkpoint_state()
+
+
+def _load_checkpoints(agent: CheckpointMethods, data: Any) -> Callable[[], None]:
+    if not isinstance(data, Mapping):
+        raise TypeError("not an object")
+    journal = agent._file_journal
+    if journal is None:
+        raise CheckpointError(
+            "The session holds file checkpoints, but this agent has checkpointing off; "
+            "create it with enable_file_checkpointing=True to load them."
+        )
+
+    def commit() -> None:
+        # Checks everything before it writes, and leaves the journal as it was on any
+        # problem; it runs first (order 0, and its name sorts first), before any other
+        # commit changes the agent.
+        journal.restore_checkpoint_state(data)
+
+    return commit
+
+
+register_session_section(
+    SessionSection("file_checkpoints", _save_checkpoints, _load_checkpoints, order=0)
+)

@@ -392,6 +392,9 @@ class DelegationMethods:
             return "it has fallback models"
         if self._tools.natives:
             return "it has provider-native tools"
+        if getattr(self, "_approval_dir", None) is not None:
+            # Its tasks run inside its owner's; a call paused to disk would outlive that.
+            return "it has an approval_dir"
         return None
 
     def _set_retained(self, owner_id: str | None) -> None:

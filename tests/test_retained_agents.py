@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,10 @@ def test_a_retained_agent_cannot_be_run_or_reconfigured_until_released() -> None
     [
         (lambda: LeadAgent(ScriptedModel([]), subagents=[]), "LeadAgent"),
         (lambda: Agent(ScriptedModel([]), fallback_models=[ScriptedModel([])]), "fallback"),
+        (
+            lambda: Agent(ScriptedModel([]), approval_dir=tempfile.mkdtemp()),
+            "approval_dir",
+        ),
     ],
 )
 def test_what_cannot_be_retained(make: Any, says: str) -> None:

@@ -256,3 +256,41 @@ def test_other_parts_add_sections(tmp_path: Path) -> None:
     # Without the section registered, such a file is refused.
     with pytest.raises(PersistenceCorruptError, match="test_marks"):
         Agent(ScriptedModel([])).load_session(path)
+
+
+def test_file_checkpoints_travel_with_the_session(tmp_path: Path) -> None:
+    from deputy_shiny import DeputyError, tool_write_file
+    from deputy_shiny.permissions import Permissions
+    from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def writes(content: str) -> ScriptedReply:
+        call = ScriptedToolCall("write_file", {"path": "a.txt", "content": content})
+        return ScriptedReply(tool_calls=[call])
+
+    first = Agent(
+        ScriptedModel([writes("one"), "ok", writes("two"), "ok"]),
+        tools=[tool_write_file()],
+        working_dir=work,
+        permissions=Permissions(mode="full"),
+        enable_file_checkpointing=True,
+    )
+    first.run_sync("write one")
+    first.run_sync("write two")
+    checkpoints = first.list_checkpoints()
+    assert len(checkpoints) == 2
+    path = first.save_session(tmp_path / "s.json")
+
+    second = Agent(
+        ScriptedModel([]), working_dir=work, enable_file_checkpointing=True
+    ).load_session(path)
+    assert [c.id for c in second.list_checkpoints()] == [c.id for c in checkpoints]
+    second.rewind_files(checkpoints[1].id)  # back to before "two"
+    assert (work / "a.txt").read_text() == "one"
+
+    off = Agent(ScriptedModel([]), working_dir=work)
+    with pytest.raises(DeputyError, match="checkpointing off"):
+        off.load_session(path)
+    assert off.get_turns() == []  # nothing loaded
