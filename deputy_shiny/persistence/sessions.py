@@ -3,7 +3,8 @@
 ``agent.save_session(path)`` writes (through :mod:`deputy_shiny.persistence.files`)::
 
     {"metadata": {"saved_at", "deputy_shiny_version", "provider", "model", ...},
-     "sections": {"conversation": {...}, "run_context": {...}, "tool_results": {...}}}
+     "sections": {"conversation": {...}, "run_context": {...}, "tool_results": {...},
+                  "file_checkpoints": {...}}}
 
 Each section is owned by the part of deputy_shiny that knows it, through a
 :class:`SessionSection` in a registry: ``save(agent)`` returns its JSON (or None to
@@ -19,8 +20,8 @@ Never saved: tools, permissions, hooks, approvals, the model's credentials.
 
 Example:
     >>> from deputy_shiny.persistence.sessions import session_sections
-    >>> [s.name for s in session_sections()][:1]
-    ['tool_results']
+    >>> sorted(s.name for s in session_sections())
+    ['conversation', 'file_checkpoints', 'run_context', 'tool_results']
 """
 
 from __future__ import annotations
