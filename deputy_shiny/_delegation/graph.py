@@ -43,25 +43,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .._budget import SharedBudget
 from ..errors import DelegationGraphError, InvalidLimitError, InvalidToolError, ToolInvocationError
 from ..events import AgentUsage
-from ..tools import Tool, tool, tool_annotations
+from ..tools import Tool, tool
 from ..usage import UsageLimits
-from .host import MAX_TASK_BYTES, DelegationItem
+from .host import DELEGATION_TOOL_ANNOTATIONS, MAX_TASK_BYTES, DelegationItem
 from .records import InputError
 from .retained import RetainableAgent, Retention, _Entry
 
-__all__ = ["ROOT", "ROUTE_ANNOTATIONS", "DelegationGraph", "RouteSpec", "retain_graph"]
+__all__ = ["ROOT", "DelegationGraph", "RouteSpec", "retain_graph"]
 
 ROOT = "root"
 """The name routes use for the retaining agent (no agent of the graph may take it)."""
-
-ROUTE_ANNOTATIONS = tool_annotations(
-    # As for ``delegate``: the call itself changes nothing; every call its target makes
-    # passes the target's permissions and those of every agent above it.
-    read_only_hint=True,
-    destructive_hint=False,
-    open_world_hint=False,
-    idempotent_hint=False,
-)
 
 
 class RouteSpec(BaseModel):
@@ -373,5 +364,5 @@ def _route_tool(ref: weakref.ref[DelegationGraph], source: str, name: str, spec:
         name=name,
         description=spec.description,
         arguments=schema,
-        annotations=ROUTE_ANNOTATIONS,
+        annotations=DELEGATION_TOOL_ANNOTATIONS,
     )

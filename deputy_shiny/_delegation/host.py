@@ -31,7 +31,7 @@ from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..permissions import Permissions
-from ..tools import current_tool_context
+from ..tools import current_tool_context, tool_annotations
 from ..usage import UsageLimits
 from .policies import DelegationDisclosure, DelegationObservation
 from .records import (
@@ -43,6 +43,7 @@ from .records import (
 )
 
 __all__ = [
+    "DELEGATION_TOOL_ANNOTATIONS",
     "MAX_TASK_BYTES",
     "RESULT_PAGE_CHARS",
     "DelegatingAgent",
@@ -51,6 +52,7 @@ __all__ = [
     "DelegationSubscription",
     "ResultPage",
     "delegation_history",
+    "manifest_for",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,37 @@ MAX_TASK_BYTES = 64 * 1024
 """The longest task (UTF-8 bytes) a delegation accepts."""
 _RESULT_SCHEME = "deputy://subagent-result/"
 _EXPORT_VERSION = 1
+
+DELEGATION_TOOL_ANNOTATIONS = tool_annotations(
+    # A delegation tool (``delegate``, a graph's routes) changes nothing itself: every
+    # call the agent it starts makes passes that agent's permissions and those of every
+    # agent above it, and is paid from the budgets above.
+    read_only_hint=True,
+    destructive_hint=False,
+    open_world_hint=False,
+    idempotent_hint=False,
+)
+
+
+def manifest_for(
+    agent: DelegatingAgent,
+    item: DelegationItem,
+    limits: UsageLimits,
+    lead_agent_id: str,
+) -> DelegationManifest:
+    """What ``agent`` starts ``item`` with, as ``get_subagent_contexts`` reports it."""
+    return DelegationManifest(
+        agent_name=item.name,
+        task=item.task,
+        system_prompt=agent.get_system_prompt() or "",
+        tools=tuple(sorted(agent.get_tools())),
+        model=agent.get_model(),
+        permission_mode=agent.get_permission_mode(),
+        limits=limits.model_dump(exclude_none=True),
+        lead_agent_id=lead_agent_id,
+        depth=item.depth,
+    )
+
 
 # The delegation whose run is executing (its tools may delegate further): None in an
 # agent's own run.

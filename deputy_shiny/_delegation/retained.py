@@ -46,9 +46,15 @@ from ..errors import (
 )
 from ..events import AgentResult, AgentUsage
 from ..usage import UsageLimits
-from .host import MAX_TASK_BYTES, DelegatingAgent, DelegationHost, DelegationItem
+from .host import (
+    MAX_TASK_BYTES,
+    DelegatingAgent,
+    DelegationHost,
+    DelegationItem,
+    manifest_for,
+)
 from .host import parent_delegation as _parent_delegation
-from .records import DelegationManifest, InputError
+from .records import InputError
 
 __all__ = ["MAX_RETAINED", "Retention"]
 
@@ -260,17 +266,7 @@ class Retention:
         )
         limits = (usage_limits or UsageLimits()).clamp_to(budget.remaining())
         item.ancestors = host.ancestors_below(parent, lends_tools=False)
-        item.manifest = DelegationManifest(
-            agent_name=entry.name,
-            task=item.task,
-            system_prompt=agent.get_system_prompt() or "",
-            tools=tuple(sorted(agent.get_tools())),
-            model=agent.get_model(),
-            permission_mode=agent.get_permission_mode(),
-            limits=limits.model_dump(exclude_none=True),
-            lead_agent_id=host.owner.agent_id,
-            depth=item.depth,
-        )
+        item.manifest = manifest_for(agent, item, limits, host.owner.agent_id)
         host.observe(item, "status", "queued")
         await host.drive(item, agent, budget=budget, limits=limits)
 

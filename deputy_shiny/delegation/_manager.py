@@ -20,16 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from .._budget import SharedBudget, current_budget
 from .._delegation.host import (
+    DELEGATION_TOOL_ANNOTATIONS,
     MAX_TASK_BYTES,
     DelegationHost,
     DelegationItem,
+    manifest_for,
     now,
     parent_delegation,
 )
-from .._delegation.records import DelegationManifest, InputError
+from .._delegation.records import InputError
 from ..errors import ConfigurationError, DelegationError
 from ..permissions import narrow_mode
-from ..tools import Tool, tool, tool_annotations
+from ..tools import Tool, tool
 from ..usage import UsageLimits
 from .definitions import AgentDefinition, agent_definition_resolve
 
@@ -46,15 +48,6 @@ _TOOL_HOOK_EVENTS = ("PermissionRequest", "PreToolUse", "PostToolUse", "PostTool
 
 # How deep the delegation in progress is: 0 in a lead's own run, 1 inside its subagent.
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("deputy_delegation_depth", default=0)
-
-DELEGATE_ANNOTATIONS = tool_annotations(
-    # The call itself changes nothing: every call its subagent makes passes the
-    # subagent's permissions and the lead's (and the lead's budget pays for it).
-    read_only_hint=True,
-    destructive_hint=False,
-    open_world_hint=False,
-    idempotent_hint=False,
-)
 
 
 class _RunSlots:
@@ -153,7 +146,7 @@ class Delegations:
                 + listing
             ),
             arguments=schema,
-            annotations=DELEGATE_ANNOTATIONS,
+            annotations=DELEGATION_TOOL_ANNOTATIONS,
         )
 
     async def delegate(self, name: str, task: str) -> str:
@@ -211,17 +204,7 @@ class Delegations:
             host.observe(item, "status", f"could not start: {exc}")
             return f"Delegation failed before it started: {exc}"
         item.depth = _depth.get() + 1
-        item.manifest = DelegationManifest(
-            agent_name=definition.name,
-            task=item.task,
-            system_prompt=sub.get_system_prompt() or "",
-            tools=tuple(sorted(sub.get_tools())),
-            model=sub.get_model(),
-            permission_mode=sub.get_permission_mode(),
-            limits=limits.model_dump(exclude_none=True),
-            lead_agent_id=self._lead.agent_id,
-            depth=item.depth,
-        )
+        item.manifest = manifest_for(sub, item, limits, self._lead.agent_id)
         # A lead lends its subagent its own tools: the run may use only tools the lead
         # (and, nested, every subagent above) has now, under their permissions now.
         item.ancestors = host.ancestors_below(host.find(item.parent), lends_tools=True)
