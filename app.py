@@ -5,8 +5,8 @@ model string, with the provider's usual API key variable); without it, or withou
 that key, the app runs on the offline demo model ``deputy/demo`` and says so in a
 banner.
 
-Each browser session gets its own Agent and its own workspace folder (seeded with
-``welcome.md``). The agent reads and lists files freely; writes and shell commands
+Each browser session gets its own Agent, and each user a workspace folder of their own
+(seeded with ``welcome.md``). The agent reads and lists files freely; writes and shell commands
 ask the user first (a dialog), a hook blocks dangerous shell commands, and the user
 can narrow the permission mode from the sidebar, which also shows the workspace's
 files and the conversation's usage.
@@ -17,6 +17,13 @@ tool. The sidebar's Team panel shows the delegations live, with transcripts and 
 button, to this session's user only (``session.user`` when Posit Connect sets it, else
 the session id). On the demo model, say *research <topic>*.
 
+Each user's conversation is saved after every run: a page reload (or a dropped
+connection) brings back the chat, the workspace and any approval still waiting. The user
+is Posit Connect's signed-in user, else a token kept in the browser; conversations live
+under ``DEPUTY_CONVERSATIONS_DIR`` (default: ``deputy_shiny/conversations`` in the
+system temp dir) and are deleted after 7 days unused. The sidebar's Conversation section
+starts a new one, and rewinds the workspace's files to the start of any run.
+
 With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
 sidebar also lists its servers: each session connects them with a click, gets their
 tools, and its server processes stop when it ends.
@@ -25,6 +32,7 @@ tools, and its server processes stop when it ends.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from shiny import App, Inputs, Outputs, Session, render, ui
@@ -53,8 +61,10 @@ from deputy_shiny.mcp import MCP_CONFIG_ENV, load_mcp_config
 from deputy_shiny.models.demo import RESEARCHER_ROLE, WRITER_ROLE
 from deputy_shiny.shiny import (
     AgentChatContext,
+    KitPersistence,
     agent_chat_server,
     agent_chat_ui,
+    conversation_panel_server,
     mcp_panel_server,
     permission_mode_server,
     subagent_panel_server,
@@ -90,6 +100,12 @@ BASH_UNAVAILABLE = sandbox_unavailable_reason()
 # file stops the app with an McpConfigError naming the server and field.
 MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
+# Every user's conversation, kept across reloads (see the module docstring).
+CONVERSATIONS = KitPersistence(
+    os.environ.get("DEPUTY_CONVERSATIONS_DIR")
+    or Path(tempfile.gettempdir()) / "deputy_shiny" / "conversations"
+)
+
 
 TEAM = (
     AgentDefinition(
@@ -112,8 +128,8 @@ TEAM = (
 
 def build_agent(ctx: AgentChatContext, model: str, requester: str | None = None) -> LeadAgent:
     """This session's agent: standard file tools, sandboxed bash, ask_user and a research
-    team; writes need approval. Only ``requester`` (default: the session id) may see its
-    delegations."""
+    team; writes need approval, and are checkpointed so they can be rewound. Only
+    ``requester`` (default: the session id) may see its delegations."""
     seed_workspace(ctx.working_dir)
     bash = [] if BASH_UNAVAILABLE else [tool_run_bash()]
     return LeadAgent(
@@ -130,6 +146,10 @@ def build_agent(ctx: AgentChatContext, model: str, requester: str | None = None)
         ],
         working_dir=ctx.working_dir,
         approval_handler=ctx.approval_handler,
+        approval_dir=ctx.approval_dir,
+        agent_id=ctx.agent_id,
+        enable_file_checkpointing=True,
+        checkpoint_dir=ctx.checkpoint_dir,
         permissions=Permissions(run_bash=True, approval_effects=("write",)),
         hooks=[hook_block_dangerous_bash()],
         system_prompt=SYSTEM_PROMPT,
@@ -191,6 +211,7 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         "chat",
         lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),
         mcp_config=MCP_CONFIG,
+        persistence=CONVERSATIONS,
     )
 
     def apply(choice: ModelChoice) -> bool:
@@ -213,6 +234,7 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         return demo_banner(choice())
 
     model_section_server("model", choice)
+    conversation_panel_server("conversation", handle)
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)
     usage_meter_server("usage", handle.usage, handle.running, handle.pending_approvals)

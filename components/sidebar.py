@@ -1,4 +1,5 @@
-"""The app's sidebar: model in use, permission mode, workspace files, usage, team.
+"""The app's sidebar: model in use, permission mode, workspace files, conversation
+(new conversation, rewind files), usage, team.
 
 It only lays out the pieces; each has its own module (:mod:`components.model_choice`,
 :mod:`components.workspace`, :mod:`components.usage_meter`, and the kit's permission
@@ -9,7 +10,8 @@ Example:
     >>> from components.model_choice import ModelChoice
     >>> demo = ModelChoice("deputy/demo", "deputy/demo", True)
     >>> html = str(ui.page_sidebar(app_sidebar(demo), "main"))
-    >>> all(s in html for s in ["Model", "Permission mode", "Workspace", "Usage", "Team"])
+    >>> sections = ["Model", "Permission mode", "Workspace", "Conversation", "Usage", "Team"]
+    >>> all(s in html for s in sections)
     True
 """
 
@@ -23,7 +25,12 @@ from shiny import Inputs, Outputs, Session, module, render, ui
 from components.model_choice import ModelChoice, model_summary
 from components.usage_meter import usage_meter_ui
 from components.workspace import workspace_ui
-from deputy_shiny.shiny import mcp_panel_ui, permission_mode_ui, subagent_panel_ui
+from deputy_shiny.shiny import (
+    conversation_panel_ui,
+    mcp_panel_ui,
+    permission_mode_ui,
+    subagent_panel_ui,
+)
 
 __all__ = ["app_sidebar", "model_section_server", "model_section_ui"]
 
@@ -90,6 +97,16 @@ def app_sidebar(
             class_="deputy-section deputy-mode",
         ),
         _section("Workspace", workspace_ui("workspace"), class_="deputy-workspace-section"),
+        _section(
+            "Conversation",
+            conversation_panel_ui("conversation"),
+            tags.p(
+                "Saved as you go: a reload brings it back. Rewind puts the files the agent "
+                "wrote back as they were when that run started.",
+                class_="deputy-muted deputy-hint",
+            ),
+            class_="deputy-conversation-section",
+        ),
         _section("Usage", usage_meter_ui("usage")),
         _section(
             "Team",

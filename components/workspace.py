@@ -1,7 +1,8 @@
 """The session's workspace: a seed file, and a view of its files that follows tool calls.
 
-Each browser session gets a fresh working directory from the kit; :func:`seed_workspace`
-puts a ``welcome.md`` in it so listing and reading have something to show.
+The kit gives each browser session a working directory (with saved conversations, the
+user's own, which stays); :func:`seed_workspace` puts a ``welcome.md`` in a new one so
+listing and reading have something to show.
 :func:`workspace_server` lists the directory again whenever its ``refresh`` counter
 changes (the kit's ``handle.tool_events``: after each tool call).
 

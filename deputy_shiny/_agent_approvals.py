@@ -50,6 +50,7 @@ class ApprovalMethods:
 
     # set by Agent.__init__
     _approval_dir: Path | None
+    _approval_handler: Any
     _pending_approval_path: str | None
     _counted_approvals: set[str]  # paused here: their earlier usage is in self._usage
     _agent_id: str
@@ -76,6 +77,12 @@ class ApprovalMethods:
     def approval_dir(self) -> Path | None:
         """Where calls waiting for approval are saved (None: they are not)."""
         return self._approval_dir
+
+    @property
+    def approval_handler(self) -> Any:
+        """The live approval handler, or None (then calls wait in ``approval_dir``, or
+        are denied without one); read-only."""
+        return self._approval_handler
 
     def _durable_store(self) -> ApprovalStore | None:
         """The store a run saves its paused call to (None without ``approval_dir``)."""

@@ -11,8 +11,16 @@ from .shiny.playwright import (
     AgentChat,
     ApprovalModal,
     ArgumentValue,
+    ConversationPanel,
     QuestionModal,
     SubagentPanel,
 )
 
-__all__ = ["AgentChat", "ApprovalModal", "ArgumentValue", "QuestionModal", "SubagentPanel"]
+__all__ = [
+    "AgentChat",
+    "ApprovalModal",
+    "ArgumentValue",
+    "ConversationPanel",
+    "QuestionModal",
+    "SubagentPanel",
+]

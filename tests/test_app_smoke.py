@@ -128,7 +128,8 @@ def test_without_bubblewrap_the_app_starts_and_leaves_bash_out(
         "from types import SimpleNamespace\n"
         "import pathlib, tempfile\n"
         "ctx = SimpleNamespace(working_dir=pathlib.Path(tempfile.mkdtemp()), ask_user=None,"
-        " approval_handler=None, session_id='s')\n"
+        " approval_handler=None, session_id='s', agent_id=None, approval_dir=None,"
+        " checkpoint_dir=None)\n"
         "print(sorted(app.build_agent(ctx, 'deputy/demo').get_tools()))"
     )
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}

@@ -25,6 +25,7 @@ import gc
 import json
 import socket
 import sys
+import tempfile
 import threading
 import types
 import weakref
@@ -43,6 +44,7 @@ from shinychat import Chat
 from deputy_shiny import Agent, Permissions
 from deputy_shiny.shiny import (
     AgentChatContext,
+    KitPersistence,
     _chat_module,
     agent_chat_server,
     agent_chat_ui,
@@ -167,6 +169,9 @@ def reference_app(held: Held, monkeypatch: pytest.MonkeyPatch) -> App:
         return agent
 
     monkeypatch.setattr(reference, "build_agent", recorded_build)
+    # Its saved conversations go to a folder of the test's own.
+    folder = tempfile.mkdtemp(prefix="deputy-release-")
+    monkeypatch.setattr(reference, "CONVERSATIONS", KitPersistence(folder))
     return reference.app
 
 
@@ -334,7 +339,10 @@ async def drive(client: ShinyClient, held: Held, scenario: str, messages: dict[s
         assert not agent.running
     elif scenario == "approval_waiting":
         await client.until(modal_shown)
-        assert held.one("agent").running
+        # A live approval waits inside the run; with the reference app's persistence,
+        # the run paused and the approval waits on disk while its modal is shown.
+        agent = held.one("agent")
+        assert agent.running or agent.pending_approval() is not None
     elif scenario == "mid_stream":
         await client.until(chat_action("chunk"))
         assert held.one("agent").running

@@ -174,12 +174,12 @@ def test_only_exact_changes_count_as_edits(
     sent: dict[str, object], expected: dict[str, object] | None
 ) -> None:
     from deputy_shiny.approvals import ApprovalRequest
-    from deputy_shiny.shiny._chat_module import _edited
+    from deputy_shiny.shiny._answers import edited_arguments
 
     request = ApprovalRequest(
         call_id="c", tool_name="t", arguments={"content": "\nfirst\r\nsecond\r\n", "count": 2}
     )
-    assert _edited(request, sent) == expected
+    assert edited_arguments(request, sent) == expected
 
 
 def test_the_approval_modal_says_how_many_wait_and_offers_to_stop() -> None:

@@ -10,6 +10,8 @@ Example:
 """
 
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
+from ._conversation_panel import conversation_panel_server, conversation_panel_ui
+from ._conversations import KitPersistence
 from ._image_guard import ImageGuard
 from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
@@ -21,12 +23,15 @@ __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
     "ImageGuard",
+    "KitPersistence",
     "McpServerState",
     "McpServerView",
     "SessionMcp",
     "agent_chat_server",
     "agent_chat_ui",
     "allowed_modes",
+    "conversation_panel_server",
+    "conversation_panel_ui",
     "mcp_panel_server",
     "mcp_panel_ui",
     "permission_mode_server",

@@ -27,8 +27,8 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +39,29 @@ from shinychat import Chat, chat_ui
 
 from .. import __version__
 from ..agent import Agent
-from ..approvals import ApprovalDecision, ApprovalRequest
-from ..errors import ConfigurationError, McpError
-from ..events import AgentEvent, AgentUsage
+from ..approvals import ApprovalDecision, ApprovalRequest, new_request_id
+from ..errors import (
+    ApprovalDecidedError,
+    ApprovalResumeError,
+    ConfigurationError,
+    DeputyError,
+    McpError,
+)
+from ..events import AgentEvent, AgentUsage, StopEvent
 from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.config import McpConfig
+from ..persistence.approvals import ApprovalContinuation
+from ..persistence.checkpoints import FileRewind
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
+from ._answers import decision_from_answer
+from ._conversations import KitPersistence
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
-from ._modals import approval_modal, questions_modal
-from ._prompts import PromptClosed, session_prompts
-from ._render import render_events
+from ._modals import approval_modal, confirm_modal, questions_modal
+from ._prompts import PromptClosed, SessionPrompts, session_prompts
+from ._render import note_chunk, render_events
+from ._session_conversation import RELOAD_MESSAGE, SessionConversation
+from ._transcript import transcript_messages
 
 logger = logging.getLogger(__name__)
 
@@ -69,23 +81,40 @@ def kit_dependency() -> HTMLDependency:
 class AgentChatContext:
     """What ``agent_factory`` gets for one browser session.
 
+    Pass ``working_dir``, ``session_id``, ``agent_id``, ``approval_handler`` and
+    ``approval_dir`` to the Agent as they are: the same factory then works with and
+    without ``persistence``.
+
     Attributes:
-        session_id: The Shiny session's id.
+        session_id: The Shiny session's id; with ``persistence``, the saved
+            conversation's (it stays the same across reloads).
         working_dir: A fresh directory for this session (removed when it ends unless
-            ``keep_workspaces``).
+            ``keep_workspaces``); with ``persistence``, the user's own workspace, which
+            stays.
         ask_user: Pass to ``tools_interactive(callback=ctx.ask_user)``: questions show
             as a form in this session only.
         approval_handler: Pass to ``Agent(approval_handler=ctx.approval_handler)``:
-            approvals show as a modal in this session only.
+            approvals show as a modal in this session only. None with ``persistence``:
+            approvals then wait in ``approval_dir`` (and still show as a modal), so one
+            survives a reload.
         mcp: This session's MCP connections (``await ctx.mcp.connect(server)`` once
             the agent exists, e.g. from an effect's task); the same as ``handle.mcp``.
+        agent_id: With ``persistence``, the saved conversation's agent id (else None:
+            the Agent makes one).
+        approval_dir: With ``persistence``, where this user's approvals wait (else None).
+        checkpoint_dir: With ``persistence``, where this user's file checkpoint journal
+            lives, for ``Agent(enable_file_checkpointing=True, checkpoint_dir=...)``
+            (else None).
     """
 
     session_id: str
     working_dir: Path
     ask_user: Callable[[list[Question], AskUserContext], Any]
-    approval_handler: Callable[[ApprovalRequest], Any]
+    approval_handler: Callable[[ApprovalRequest], Any] | None
     mcp: SessionMcp
+    agent_id: str | None = None
+    approval_dir: Path | None = None
+    checkpoint_dir: Path | None = None
 
 
 @dataclass
@@ -101,6 +130,7 @@ class AgentChatHandle:
         working_dir: The session's workspace.
         mcp: This session's MCP connections: ``await handle.mcp.connect(server)``;
             they close when the session ends.
+        persistent: True when the conversation is saved (``persistence``).
     """
 
     agent: Agent | None
@@ -110,6 +140,52 @@ class AgentChatHandle:
     tool_events: reactive.Value[int]
     working_dir: Path | None
     mcp: SessionMcp
+    _prompts: SessionPrompts | None = field(default=None, repr=False)
+    _conversation: SessionConversation | None = field(default=None, repr=False)
+    _saved: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    _session: Session | None = field(default=None, repr=False)
+
+    @property
+    def persistent(self) -> bool:
+        """True when this session's conversation is saved (``persistence``)."""
+        return self._conversation is not None
+
+    async def confirm(self, title: str, body: str, confirm_label: str) -> bool:
+        """Ask this session's user a yes/no question in a modal (queued behind any
+        approval); False when they cancel, or the session ends or times out first.
+        Await it from a task, never from a reactive effect."""
+        if self._prompts is None:
+            return False
+        request_id = new_request_id()
+        try:
+            answer = await self._prompts.ask(
+                request_id, confirm_modal(request_id, title, body, confirm_label), None
+            )
+        except (PromptClosed, TimeoutError):
+            return False
+        return answer.get("action") == "confirm"
+
+    async def rewind_files(self, checkpoint_id: str) -> FileRewind:
+        """``agent.rewind_files`` (not during a run), then the conversation is saved."""
+        if self.agent is None:
+            raise ConfigurationError("This session has no agent.")
+        rewind = await asyncio.to_thread(self.agent.rewind_files, checkpoint_id)
+        async with reactive.lock():  # views of the workspace refresh
+            with reactive.isolate():
+                self.tool_events.set(self.tool_events() - 1)
+            await reactive.flush()
+        if self._saved is not None:
+            await self._saved()
+        return rewind
+
+    async def new_conversation(self) -> None:
+        """Start over: the page reloads with an empty chat. With ``persistence`` the
+        saved conversation (transcript, waiting approvals, checkpoints) is forgotten and
+        the workspace's files stay; without it the new session gets a new workspace."""
+        if self._conversation is not None:
+            await self._conversation.start_new()
+        elif self._session is not None:
+            await self._session.send_custom_message(RELOAD_MESSAGE, {})
 
 
 @module.ui
@@ -147,6 +223,7 @@ def agent_chat_server(
     allowed_image_origins: Iterable[str] = (),
     mcp_config: McpConfigInput | McpConfig | None = None,
     mcp_servers: Iterable[str] = (),
+    persistence: KitPersistence | None = None,
 ) -> AgentChatHandle:
     """Bind one Agent per browser session to the chat placed by ``agent_chat_ui(id)``.
 
@@ -165,6 +242,11 @@ def agent_chat_server(
             background: their tools join the session's agent when ready, and the chat
             says so if one fails. Each session starts its own server processes, and
             they stop when it ends.
+        persistence: Keep each user's conversation (a
+            :class:`~deputy_shiny.shiny.KitPersistence`): it is saved after every run and
+            comes back on a reload, with its workspace and any approval still waiting
+            (as a modal, decided once). The factory must pass ``ctx``'s ids and
+            directories to the Agent (see :class:`AgentChatContext`).
     """
     running = reactive.value(False)
     usage_value = reactive.value(AgentUsage())
@@ -185,40 +267,40 @@ def agent_chat_server(
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
-    root = (
-        Path(workspace_root)
-        if workspace_root is not None
-        else Path(tempfile.gettempdir()) / "deputy_shiny"
+    conversation = (
+        None
+        if persistence is None
+        else SessionConversation(persistence, session, str(session.ns) or "chat")
     )
-    root.mkdir(parents=True, exist_ok=True)
-    working_dir = Path(tempfile.mkdtemp(prefix="session-", dir=root))
+    if conversation is not None:
+        working_dir = conversation.folder.workspace
+    else:
+        root = (
+            Path(workspace_root)
+            if workspace_root is not None
+            else Path(tempfile.gettempdir()) / "deputy_shiny"
+        )
+        root.mkdir(parents=True, exist_ok=True)
+        working_dir = Path(tempfile.mkdtemp(prefix="session-", dir=root))
+
+    async def ask_approval(request: ApprovalRequest) -> dict[str, Any]:
+        """The modal's answer (TimeoutError, PromptClosed: nobody answered)."""
+        return await prompts.ask(
+            request.request_id,
+            lambda waiting: approval_modal(request, waiting),
+            approval_timeout,
+            group=request.run_id,
+            also_waiting=request.calls_after,
+        )
 
     async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
         try:
-            answer = await prompts.ask(
-                request.request_id,
-                lambda waiting: approval_modal(request, waiting),
-                approval_timeout,
-                group=request.run_id,
-                also_waiting=request.calls_after,
-            )
+            answer = await ask_approval(request)
         except PromptClosed:
             return ApprovalDecision.deny("The user left before deciding.")
-        action = answer.get("action")
-        if action == "stop":
-            return ApprovalDecision.stop_run()
-        if action == "approve":
-            return ApprovalDecision.approve(_edited(request, answer.get("values")))
-        if action == "always":
-            return ApprovalDecision(
-                approved=True, always=True, updated_input=_edited(request, answer.get("values"))
-            )
-        message = str(answer.get("message") or "").strip() or None
-        return ApprovalDecision.deny(message)
+        return decision_from_answer(request, answer)
 
     async def ask_user(questions: list[Question], context: AskUserContext) -> list[Any]:
-        from ..approvals import new_request_id
-
         request_id = new_request_id()
         try:
             answer = await prompts.ask(
@@ -234,20 +316,43 @@ def agent_chat_server(
         answers = answer.get("answers")
         return answers if isinstance(answers, list) else []
 
+    folder = None if conversation is None else conversation.folder
     ctx = AgentChatContext(
-        session_id=session.id,
+        session_id=session.id if folder is None else folder.session_id,
         working_dir=working_dir,
         ask_user=ask_user,
-        approval_handler=approval_handler,
+        approval_handler=approval_handler if folder is None else None,
         mcp=mcp,
+        agent_id=None if folder is None else folder.agent_id,
+        approval_dir=None if folder is None else folder.approvals,
+        checkpoint_dir=None if folder is None else folder.checkpoints,
     )
     agent = agent_factory(ctx)
     if not isinstance(agent, Agent):
         raise TypeError(f"agent_factory must return an Agent, not {type(agent).__name__}")
+    if conversation is not None:
+        _check_persistent_agent(agent, ctx)
     _warn_unbound_ask_user(agent, ask_user)
     chat = Chat("chat", history=False)
+
+    async def saved() -> None:
+        if conversation is not None:
+            note = await conversation.save(agent)
+            if note:
+                await chat.append_message(note)
+
     handle = AgentChatHandle(
-        agent, running, usage_value, prompts.pending, tool_events, working_dir, mcp
+        agent,
+        running,
+        usage_value,
+        prompts.pending,
+        tool_events,
+        working_dir,
+        mcp,
+        _prompts=prompts,
+        _conversation=conversation,
+        _saved=saved,
+        _session=session,
     )
     mcp.bind(agent)
     background: set[asyncio.Task[Any]] = set()
@@ -257,11 +362,13 @@ def agent_chat_server(
         with contextlib.suppress(McpError):
             await mcp.connect(server)
 
+    connecting: list[asyncio.Task[None]] = []
     for name in autoconnect:
         # Not awaited: the page and other sessions never wait for a server to start.
         task = asyncio.get_running_loop().create_task(autoconnect_one(name))
         background.add(task)
         task.add_done_callback(background.discard)
+        connecting.append(task)
 
     async def _set(value: reactive.Value[Any], new: Any) -> None:
         async with reactive.lock():
@@ -277,23 +384,155 @@ def agent_chat_server(
             # Scheduled, not awaited: on_event runs inside the stream's iteration.
             asyncio.get_running_loop().create_task(_set(tool_events, ended_calls))
 
-    async def _stream(message: str) -> AsyncIterator[Any]:
+    streams = 0  # runs, or approvals between a run and its resumption, in progress
+    given_up: set[str] = set()  # approvals that failed to resume in this session
+    shown: ApprovalContinuation | None = None  # the approval last put to the user
+
+    def _current_pending() -> ApprovalContinuation | None:
+        """The durable approval this conversation waits on: not one the conversation
+        has moved past (it could never resume), nor one that failed here already (the
+        user is never held up by it; a reload offers it again)."""
+        pending = agent.pending_approval()
+        if pending is None or pending.id in given_up:
+            return None
+        turns, saved = agent.get_turns(), pending.turns
+        if turns[: len(saved)] != saved or len(turns) > len(saved) + 1:
+            return None
+        return pending
+
+    async def _stream(message: str | None) -> AsyncIterator[Any]:
+        """A run's chunks (``message``), or a waiting approval's (None). With
+        persistence, each approval pauses the run durably; the modal's answer resumes
+        it, in the same chat message."""
+        nonlocal streams, shown
+        streams += 1
+        shown = None
         await _set(running, True)
         try:
-            async for chunk in render_events(
-                agent.run(message), allowed_image_origins=origins, on_event=_on_event
-            ):
-                yield chunk
+            if conversation is not None:
+                await conversation.ready.wait()
+                if not conversation.usable:
+                    yield note_chunk("This conversation is open in another window.")
+                    return
+            if message is not None and _current_pending() is not None:
+                # Sent while the conversation came back: its approval is decided first.
+                yield note_chunk("An approval is waiting: decide it first, then ask again.")
+                return
+            events = None if message is None else agent.run(message)
+            while True:
+                if events is not None:
+                    paused: list[bool] = []
+                    async for chunk in render_events(
+                        _until_paused(events, paused),
+                        allowed_image_origins=origins,
+                        on_event=_on_event,
+                    ):
+                        yield chunk
+                    if not paused:
+                        break
+                events = await _decide_pending()
+                if events is None:
+                    break
+            if conversation is not None:
+                note = await conversation.save(agent)
+                if note:
+                    yield note_chunk(note)
+        except ApprovalResumeError as exc:
+            # Decided elsewhere, or one this agent cannot resume (its tools changed).
+            logger.warning("a waiting approval could not be resumed: %s", exc)
+            if shown is not None:
+                given_up.add(shown.id)
+            yield note_chunk(_resume_failure(exc))
+        except DeputyError as exc:
+            # Its record cannot be read (damaged, or removed meanwhile).
+            logger.warning("a waiting approval could not be resumed: %s", exc)
+            if shown is not None:
+                given_up.add(shown.id)
+            yield note_chunk(f"The approval could not be resumed ({type(exc).__name__}).")
         finally:
+            streams -= 1
             await _set(usage_value, agent.usage())
             await _set(running, False)
 
+    async def _decide_pending() -> AsyncIterator[AgentEvent] | None:
+        """Show the durable approval the agent waits on; its answer's resumed run, or
+        None (nothing waits, or the session ended: the approval stays saved)."""
+        nonlocal shown
+        pending = shown = _current_pending()
+        if pending is None:
+            return None
+        try:
+            decision = decision_from_answer(pending.request, await ask_approval(pending.request))
+        except PromptClosed:
+            return None
+        except TimeoutError:
+            decision = ApprovalDecision.deny("Nobody approved the call in time, so it is denied.")
+        return agent.resume_approval_events(pending.source.path, decision)
+
     @chat.on_user_submit
     async def _submit(user_input: str) -> None:
-        if agent.running:
+        if agent.running or streams:
             await chat.append_message("The agent is still working; stop it first or wait.")
             return
         await chat.append_message_stream(_stream(user_input))
+
+    async def _replay() -> None:
+        pending = _current_pending()
+        waiting = () if pending is None else (pending.request.call_id,)
+        for message in transcript_messages(agent.get_turns(), origins, waiting):
+            if message.role == "user":
+                await chat.append_message({"role": "user", "content": message.chunks[0]})
+                continue
+            async with chat.message_stream_context() as stream:
+                for chunk in message.chunks:
+                    await stream.append(chunk)
+
+    async def _close_for_newer() -> None:
+        with contextlib.suppress(Exception):
+            await chat.append_message(
+                "This conversation was opened in another window; it continues there."
+            )
+        await session.close()
+
+    async def _restore() -> None:
+        assert conversation is not None
+        try:
+            await conversation.send_token()
+            conversation.sweep_soon()
+            if not await conversation.take_over(_close_for_newer):
+                await chat.append_message(
+                    "This conversation is open in another window that did not let go. "
+                    "Close it there, then reload this page."
+                )
+                return
+            note = await conversation.load(agent)
+            if note:
+                await chat.append_message(note)
+            await _replay()
+            await _set(usage_value, agent.usage())
+            await _set(tool_events, -1)  # views of the workspace refresh
+        finally:
+            conversation.ready.set()
+        if _current_pending() is not None:
+            # The approval resumes only with the tools it was saved with: let the
+            # session's MCP servers connect first (each has its own timeouts).
+            await asyncio.gather(*connecting, return_exceptions=True)
+            await chat.append_message_stream(_stream(None))
+
+    async def _restore_logged() -> None:
+        try:
+            await _restore()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # E.g. the browser left while the transcript was sent: nothing is lost (the
+            # saved conversation is untouched), and the next visit restores it.
+            logger.warning("restoring a saved conversation failed", exc_info=True)
+
+    if conversation is not None:
+        restoring = asyncio.get_running_loop().create_task(_restore_logged())
+        background.add(restoring)
+        restoring.add_done_callback(background.discard)
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
@@ -314,36 +553,61 @@ def agent_chat_server(
             await asyncio.sleep(0.05)
         for task in list(background):
             task.cancel()
+        if conversation is not None:
+            # Saved, then let go at once: a reload's new session is waiting for it.
+            try:
+                await conversation.save(agent)
+            finally:
+                conversation.release()
         await mcp.aclose()  # this session's MCP servers stop
         await agent.aclose()  # stops the session's run_python interpreters
-        if not keep_workspaces:
+        if conversation is None and not keep_workspaces:
             await asyncio.to_thread(shutil.rmtree, working_dir, True)
 
     session.on_ended(_end)
     return handle
 
 
-def _edited(request: ApprovalRequest, values: object) -> dict[str, Any] | None:
-    """The arguments with the person's edits, or None when nothing changed.
-
-    The browser sends only the fields the person touched (``deputy_shiny.js``), and a
-    value counts as an edit only if it differs exactly, type included: a browser
-    normalizes what it shows (CRLF to LF, a textarea's leading newline), so echoing an
-    untouched field back would silently rewrite what was approved.
-    """
-    if not isinstance(values, dict):
-        return None
-    edited = dict(request.arguments)
-    changed = False
-    for name, value in values.items():
-        if name in edited and not _same(edited[name], value):
-            edited[name] = value
-            changed = True
-    return edited if changed else None
+async def _until_paused(
+    events: AsyncIterator[AgentEvent], paused: list[bool]
+) -> AsyncIterator[AgentEvent]:
+    """The run's events, less its ``approval_pending`` stop (the modal comes next, not a
+    "Stopped" note); ``paused`` gets True when it paused."""
+    async for event in events:
+        if isinstance(event, StopEvent) and event.stop_reason == "approval_pending":
+            paused.append(True)
+            continue
+        yield event
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
+def _resume_failure(exc: ApprovalResumeError) -> str:
+    """What the chat says when a waiting approval cannot be resumed (no server paths)."""
+    if isinstance(exc, ApprovalDecidedError):
+        return "This approval was decided already (in another window); it runs only once."
+    reasons = str(exc).split("cannot resume this approval here: ", 1)[-1]
+    return f"This approval can no longer be resumed here: {reasons}"
+
+
+def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
+    """With persistence the agent must use ``ctx``'s ids and folders, or nothing saved
+    could be resumed: a ConfigurationError naming what differs."""
+    problems = []
+    if agent.working_dir != ctx.working_dir.resolve():
+        problems.append("working_dir=ctx.working_dir")
+    if agent.session_id != ctx.session_id:
+        problems.append("session_id=ctx.session_id")
+    if agent.agent_id != ctx.agent_id:
+        problems.append("agent_id=ctx.agent_id")
+    if ctx.approval_dir is None or agent.approval_dir != ctx.approval_dir.resolve():
+        problems.append("approval_dir=ctx.approval_dir")
+    if agent.approval_handler is not None:
+        problems.append("approval_handler=ctx.approval_handler (None with persistence)")
+    if problems:
+        raise ConfigurationError(
+            "With persistence, the agent_factory must create the Agent with "
+            f"{', '.join(problems)}: a saved conversation and its waiting approvals are "
+            "resumed only by an agent with the same ids and folders."
+        )
 
 
 def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any]) -> None:

@@ -175,19 +175,39 @@ def questions_modal(request_id: str, questions: list[Question]) -> Tag:
         )
     body = tags.div(
         *sets,
-        tags.div(
-            tags.button(
-                "Submit", type="button", class_="btn btn-primary", data_deputy_action="submit"
-            ),
-            tags.button(
-                "Cancel",
-                type="button",
-                class_="btn btn-outline-secondary",
-                data_deputy_action="cancel",
-            ),
-            class_="d-flex gap-2 deputy-actions",
-        ),
+        _buttons(("Submit", "submit", "btn-primary"), _CANCEL),
         class_="deputy-questions",
         data_request_id=request_id,
     )
     return ui.modal(body, title="The agent has a question", easy_close=False, footer=None)
+
+
+_CANCEL = ("Cancel", "cancel", "btn-outline-secondary")
+
+
+def _buttons(*buttons: tuple[str, str, str]) -> Tag:
+    """A modal's row of ``(label, action, bootstrap class)`` buttons."""
+    return tags.div(
+        *(
+            tags.button(label, type="button", class_=f"btn {style}", data_deputy_action=action)
+            for label, action, style in buttons
+        ),
+        class_="d-flex gap-2 deputy-actions",
+    )
+
+
+def confirm_modal(request_id: str, title: str, body: str, confirm_label: str) -> Tag:
+    """A yes/no question from the app itself (rewind files, start anew); its answer's
+    action is ``"confirm"`` or ``"cancel"``.
+
+    Example:
+        >>> "Rewind" in str(confirm_modal("r1", "Rewind files?", "Undo the writes.", "Rewind"))
+        True
+    """
+    content = tags.div(
+        tags.p(body, class_="deputy-confirm-text"),
+        _buttons((confirm_label, "confirm", "btn-danger"), _CANCEL),
+        class_="deputy-confirm",
+        data_request_id=request_id,
+    )
+    return ui.modal(content, title=title, easy_close=False, footer=None)

@@ -104,8 +104,14 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _as_note(text: str) -> str:
-    # Notes quote error messages from providers: keep them out of markdown.
+def note_chunk(text: str) -> str:
+    """A note at the end of a chat message, as inert markdown: notes quote error
+    messages from providers and tools, so they are kept out of markdown.
+
+    Example:
+        >>> note_chunk("Stopped: <b>")
+        '\\n\\n> Stopped: &lt;b>\\n'
+    """
     escaped = text.replace("\\", "\\\\").replace("`", "\\`").replace("*", "\\*")
     escaped = escaped.replace("_", "\\_").replace("<", "&lt;").replace("[", "\\[")
     return f"\n\n> {escaped}\n"
@@ -165,7 +171,7 @@ async def render_events(
         elif isinstance(event, StopEvent):
             note = stop_note(event.stop_reason, event.message)
             if note:
-                yield _as_note(note)
+                yield note_chunk(note)
     held = guard.flush()
     if held:
         yield held

@@ -34,7 +34,7 @@ from re import Pattern
 from playwright.sync_api import Locator, Page, expect
 from shinychat.playwright import ChatController
 
-__all__ = ["AgentChat", "ApprovalModal", "QuestionModal", "SubagentPanel"]
+__all__ = ["AgentChat", "ApprovalModal", "ConversationPanel", "QuestionModal", "SubagentPanel"]
 
 ArgumentValue = str | int | float | bool
 """A value for one scalar argument input of the approval form."""
@@ -56,6 +56,7 @@ class AgentChat:
         loc: The chat element.
         loc_replies: Every assistant message, oldest first.
         loc_latest_reply: The newest assistant message.
+        loc_user_messages: Every message of the user, oldest first.
         loc_tool_cards: Every tool card (one per tool call).
         loc_stop: The stop button (present only while a reply streams).
         loc_send: The send/stop button, whatever its state.
@@ -76,6 +77,7 @@ class AgentChat:
         self.chat = ChatController(page, f"{id}-chat")
         self.loc = self.chat.loc
         self.loc_replies = self.chat.loc_messages.locator("> .shiny-chat-message")
+        self.loc_user_messages = self.chat.loc_messages.locator("> .shiny-chat-user-message")
         self.loc_latest_reply = self.loc_replies.last
         self.loc_tool_cards = self.chat.loc_messages.locator(".shiny-chat-tool-group")
         self.loc_send = self.chat.loc_input_button
@@ -563,3 +565,52 @@ class SubagentPanel:
             row.locator(".deputy-subagent-btn-transcript").click(timeout=timeout)
         expect(transcript).to_be_visible(timeout=timeout)
         return transcript
+
+
+class ConversationPanel:
+    """Controller for ``conversation_panel_ui(id)``: new conversation, rewind files.
+
+    Attributes:
+        loc: The checkpoint list's output (``#<id>-checkpoints``).
+        loc_rows: One row per checkpoint, newest first.
+        loc_new: The "New conversation" button.
+        loc_confirm: The confirmation modal, while it is open.
+
+    Example:
+        >>> from deputy_shiny.shiny.playwright import ConversationPanel
+        >>> panel = ConversationPanel(page, "conversation")  # doctest: +SKIP
+        >>> panel.expect_changes(0, "1 file change after it")  # doctest: +SKIP
+        >>> panel.rewind(0)  # doctest: +SKIP
+    """
+
+    def __init__(self, page: Page, id: str) -> None:
+        """Control the kit's conversation panel ``id`` on ``page``."""
+        self.page = page
+        self.id = id
+        self.loc = page.locator(f"#{id}-checkpoints")
+        self.loc_rows = self.loc.locator(".deputy-checkpoint")
+        self.loc_new = page.locator(f"#{id}-new")
+        self.loc_confirm = page.locator("#shiny-modal .deputy-confirm")
+
+    def expect_changes(
+        self, index: int, value: str | Pattern[str], *, timeout: float | None = None
+    ) -> None:
+        """Wait until row ``index`` (0: the newest) says how many changes follow it."""
+        row = self.loc_rows.nth(index)
+        expect(row.locator(".deputy-checkpoint-changes")).to_have_text(value, timeout=timeout)
+
+    def _answer(self, confirm: bool, timeout: float | None) -> None:
+        expect(self.loc_confirm).to_be_visible(timeout=timeout)
+        action = "confirm" if confirm else "cancel"
+        self.loc_confirm.locator(f'[data-deputy-action="{action}"]').click(timeout=timeout)
+        expect(self.loc_confirm).to_have_count(0, timeout=timeout)
+
+    def rewind(self, index: int = 0, *, confirm: bool = True, timeout: float | None = None) -> None:
+        """Click row ``index``'s Rewind (0: the newest), then confirm (or cancel)."""
+        self.loc_rows.nth(index).locator(".deputy-rewind").click(timeout=timeout)
+        self._answer(confirm, timeout)
+
+    def new_conversation(self, *, confirm: bool = True, timeout: float | None = None) -> None:
+        """Click "New conversation", then confirm (the page reloads) or cancel."""
+        self.loc_new.click(timeout=timeout)
+        self._answer(confirm, timeout)

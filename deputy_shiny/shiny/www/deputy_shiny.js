@@ -5,6 +5,37 @@
   "use strict";
   const INPUT = "deputy_modal_answer";
 
+  // Saved conversations (KitPersistence): the browser's token lives in localStorage,
+  // one per app path, and reaches the server in a cookie set before Shiny connects, so
+  // the session knows whose conversation to restore as it starts.
+  const TOKEN_COOKIE = "deputy_shiny_conversation";
+  const TOKEN_STORE = "deputy_shiny.conversation:" + window.location.pathname;
+  const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+  function sendToken(token) {
+    document.cookie = TOKEN_COOKIE + "=" + token + "; path=" + window.location.pathname +
+      "; SameSite=Strict" + (window.location.protocol === "https:" ? "; Secure" : "");
+  }
+
+  try {
+    const saved = window.localStorage.getItem(TOKEN_STORE);
+    if (saved && TOKEN_SHAPE.test(saved)) sendToken(saved);
+  } catch (e) { /* no localStorage: each visit is a new conversation */ }
+
+  function onMessages() {
+    if (!window.Shiny || !window.Shiny.addCustomMessageHandler) return false;
+    window.Shiny.addCustomMessageHandler("deputy-conversation-token", function (message) {
+      if (!TOKEN_SHAPE.test(message.token)) return;
+      try { window.localStorage.setItem(TOKEN_STORE, message.token); } catch (e) { /* none */ }
+      sendToken(message.token);
+    });
+    window.Shiny.addCustomMessageHandler("deputy-reload", function (_message) {
+      window.location.reload();
+    });
+    return true;
+  }
+  if (!onMessages()) document.addEventListener("DOMContentLoaded", onMessages);
+
   function typed(el) {
     const kind = el.dataset.type;
     if (kind === "boolean") return el.checked;
@@ -59,6 +90,14 @@
     if (!button || !window.Shiny) return;
     if (button.dataset.deputySubagent === "interrupt") button.disabled = true;
     const value = { delegation_id: button.dataset.delegation, action: button.dataset.deputySubagent };
+    window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
+  });
+
+  // Conversation panel: rewind the files to a checkpoint (the server asks to confirm).
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("[data-deputy-rewind]");
+    if (!button || !window.Shiny) return;
+    const value = { checkpoint_id: button.dataset.deputyRewind };
     window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
   });
 

@@ -63,6 +63,7 @@ def make_agent(ctx: AgentChatContext) -> Agent:
     async def approval_handler(request: ApprovalRequest) -> ApprovalDecision:
         path = request.arguments.get("path")
         mark("approval-wait", session, path)
+        assert ctx.approval_handler is not None  # this app has no persistence
         try:
             decision = await ctx.approval_handler(request)
         except BaseException as exc:

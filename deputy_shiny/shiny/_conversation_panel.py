@@ -1,0 +1,210 @@
+"""The conversation panel: "New conversation" and "Rewind files", for one chat.
+
+"Rewind files" lists the agent's file checkpoints (one is made as each run starts,
+with ``Agent(enable_file_checkpointing=True)``), newest first; its Rewind button asks
+the user to confirm, then restores the files ``write_file``, ``edit_file`` and
+``multi_edit`` changed since then (:meth:`~deputy_shiny.agent.Agent.rewind_files`). The
+conversation itself does not change. "New conversation" asks too, then starts over
+(:meth:`AgentChatHandle.new_conversation`).
+
+Confirmations queue with the session's other prompts (one modal at a time) and are
+awaited in a task of the session's own, never in a reactive effect (Shiny has one
+reactive lock for the whole process). A forged input naming a checkpoint this agent
+does not have is refused by the agent.
+
+Example:
+    >>> from deputy_shiny.shiny import conversation_panel_ui
+    >>> "deputy-conversation-panel" in str(conversation_panel_ui("history"))
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from htmltools import Tag, TagList, tags
+from shiny import module, reactive, render, ui
+
+from ..errors import DeputyError
+from ..persistence.checkpoints import FileCheckpoint
+from ._chat_module import AgentChatHandle
+
+__all__ = ["conversation_panel_server", "conversation_panel_ui"]
+
+logger = logging.getLogger(__name__)
+
+MAX_SHOWN = 20
+"""Checkpoints listed (the newest)."""
+
+
+@module.ui
+def conversation_panel_ui() -> Tag:
+    """The panel's buttons and checkpoint list, for :func:`conversation_panel_server`."""
+    return tags.div(
+        ui.input_action_button(
+            "new", "New conversation", class_="btn-sm btn-outline-primary deputy-new-conversation"
+        ),
+        tags.h3("Rewind files", class_="deputy-subsection-title"),
+        ui.output_ui("checkpoints"),
+        class_="deputy-conversation-panel",
+    )
+
+
+def _label(checkpoint: FileCheckpoint, number: int) -> str:
+    name = checkpoint.name or (f"Start of run {number}" if checkpoint.run_id else "Checkpoint")
+    return f"{name} · {time.strftime('%H:%M:%S', time.localtime(checkpoint.created_at))}"
+
+
+def _changes(count: int) -> str:
+    return (
+        "no file changes after it"
+        if count == 0
+        else ("1 file change after it" if count == 1 else f"{count} file changes after it")
+    )
+
+
+def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool) -> TagList:
+    """The list: newest first, with a Rewind button each (off while the agent works).
+
+    Example:
+        >>> cp = FileCheckpoint(id="cp_1", created_at=0.0, run_id="run_1", changes=2)
+        >>> "2 file changes after it" in str(checkpoint_rows([cp], "history-rewind", False))
+        True
+    """
+    if not checkpoints:
+        return TagList(
+            tags.p(
+                "No checkpoints yet: one is made as each run starts.",
+                class_="deputy-muted deputy-hint deputy-no-checkpoints",
+            )
+        )
+    rows = []
+    numbered = list(enumerate(checkpoints, start=1))
+    for number, checkpoint in reversed(numbered[-MAX_SHOWN:]):
+        later = sum(c.changes for c in checkpoints[number - 1 :])
+        rows.append(
+            tags.li(
+                tags.div(_label(checkpoint, number), class_="deputy-checkpoint-label"),
+                tags.div(_changes(later), class_="deputy-muted deputy-checkpoint-changes"),
+                tags.button(
+                    "Rewind",
+                    type="button",
+                    class_="btn btn-sm btn-outline-danger deputy-rewind",
+                    disabled=busy or later == 0,
+                    data_deputy_rewind=checkpoint.id,
+                    data_input=input_id,
+                ),
+                class_="deputy-checkpoint",
+                data_checkpoint=checkpoint.id,
+            )
+        )
+    return TagList(tags.ul(*rows, class_="list-unstyled deputy-checkpoints"))
+
+
+@module.server
+def conversation_panel_server(
+    input: Any, output: Any, session: Any, handle: AgentChatHandle
+) -> None:
+    """Serve the panel for the chat whose ``handle`` ``agent_chat_server`` returned.
+
+    Example:
+        >>> from shiny import App, ui
+        >>> from deputy_shiny import Agent
+        >>> from deputy_shiny.shiny import (agent_chat_server, agent_chat_ui,
+        ...     conversation_panel_server, conversation_panel_ui)
+        >>> def server(input, output, session):
+        ...     handle = agent_chat_server("chat", lambda ctx: Agent("deputy/demo",
+        ...         working_dir=ctx.working_dir, enable_file_checkpointing=True))
+        ...     conversation_panel_server("history", handle)
+        >>> app = App(ui.page_sidebar(ui.sidebar(conversation_panel_ui("history")),
+        ...     agent_chat_ui("chat")), server)
+    """
+    if session.is_stub_session():
+        return
+    input_id = session.ns("rewind")
+    changed = reactive.value(0)
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(work: Any) -> None:
+        # The confirmation waits for the user: in a task, not in the effect (the lock).
+        task = asyncio.get_running_loop().create_task(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def bump() -> None:
+        async with reactive.lock():
+            changed.set(changed() + 1)
+            await reactive.flush()
+
+    @render.ui
+    def checkpoints() -> TagList:
+        handle.tool_events()
+        busy = handle.running()
+        changed()
+        agent = handle.agent
+        if agent is None or agent.file_checkpoints is None:
+            return TagList(
+                tags.p("File checkpoints are off for this agent.", class_="deputy-muted")
+            )
+        return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
+
+    async def rewind(checkpoint_id: str) -> None:
+        confirmed = await handle.confirm(
+            "Rewind files?",
+            "The files the agent wrote or edited since this checkpoint go back to how "
+            "they were then (files it created are deleted), and later checkpoints are "
+            "dropped. The conversation stays as it is.",
+            "Rewind",
+        )
+        if not confirmed:
+            return
+        try:
+            result = await handle.rewind_files(checkpoint_id)
+        except DeputyError as exc:
+            logger.warning("rewind refused: %s", exc)
+            ui.notification_show(f"Rewind refused: {exc}", type="error", duration=8)
+        else:
+            count = result.restored_changes
+            ui.notification_show(
+                f"Rewound: {count} file change{'' if count == 1 else 's'} undone.", duration=5
+            )
+        await bump()
+
+    async def start_new() -> None:
+        files = (
+            "The workspace's files stay."
+            if handle.persistent
+            else "This session's workspace and its files are deleted."
+        )
+        confirmed = await handle.confirm(
+            "Start a new conversation?",
+            f"The chat and its file checkpoints are cleared. {files}",
+            "Start anew",
+        )
+        if confirmed:
+            await handle.new_conversation()
+
+    @reactive.effect
+    @reactive.event(input.rewind)  # no ignore_init: see _prompts.session_prompts
+    def _rewind() -> None:
+        value = input.rewind()
+        checkpoint_id = value.get("checkpoint_id") if isinstance(value, dict) else None
+        if isinstance(checkpoint_id, str) and checkpoint_id:
+            spawn(rewind(checkpoint_id))
+
+    @reactive.effect
+    @reactive.event(input.new, ignore_init=True)
+    def _new() -> None:
+        if handle.running():
+            ui.notification_show("The agent is working: stop it first.", duration=5)
+            return
+        spawn(start_new())
+
+    def _end() -> None:
+        for task in list(tasks):
+            task.cancel()
+
+    session.on_ended(_end)

@@ -1,0 +1,223 @@
+"""Saved conversations (KitPersistence) in the reference app, in the browser.
+
+Each test's browser context is one user: its token lives in the context's localStorage,
+so a reload or a new page of the same context is the same user, and another context is
+another user. The app keeps conversations under a folder of this module's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from deputy_shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
+from deputy_shiny.shiny._conversations import folder_name
+from tests.e2e.conftest import ROOT, AppServer
+
+E2E_APPS = (str(ROOT / "app.py"),)
+
+NOTE = Path("notes") / "demo-note.md"
+
+
+@pytest.fixture(scope="module")
+def conversations(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("conversations")
+
+
+@pytest.fixture
+def app(serve_app: Callable[..., AppServer], conversations: Path) -> AppServer:
+    return serve_app(str(ROOT / "app.py"), DEPUTY_CONVERSATIONS_DIR=str(conversations))
+
+
+PAGE_ERRORS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_page_errors() -> Iterator[None]:
+    """A script error on any page of these tests fails the test (the kit's script
+    stops working after one)."""
+    PAGE_ERRORS.clear()
+    yield
+    assert PAGE_ERRORS == []
+
+
+@pytest.fixture
+def user(new_page: Callable[[], Page]) -> BrowserContext:
+    """One user: a browser context (its localStorage holds the user's token)."""
+    return new_page().context
+
+
+def token(page: Page) -> str | None:
+    """The user's token as the kit's script keeps it."""
+    value = page.evaluate(
+        "() => localStorage.getItem('deputy_shiny.conversation:' + location.pathname)"
+    )
+    return value if isinstance(value, str) else None
+
+
+def open_app(context: BrowserContext, app: AppServer) -> tuple[Page, AgentChat]:
+    page = context.new_page()
+    page.on("pageerror", lambda error: PAGE_ERRORS.append(str(error)))
+    page.goto(app.url)
+    chat = AgentChat(page, "chat")
+    chat.expect_ready()
+    return page, chat
+
+
+def workspace(conversations: Path, page: Page) -> Path:
+    """The workspace of the user of ``page`` (found from the user's token)."""
+    key = token(page)
+    assert key is not None
+    return conversations / folder_name("token", key, "chat") / "workspace"
+
+
+def chatted(context: BrowserContext, app: AppServer, text: str) -> tuple[Page, AgentChat]:
+    """Open the app and send ``text`` (which the demo answers naming welcome.md)."""
+    page, chat = open_app(context, app)
+    chat.send(text)
+    chat.expect_latest_reply("welcome.md", timeout=20_000)
+    chat.expect_idle()
+    return page, chat
+
+
+def expect_requests(page: Page, count: int) -> None:
+    row = page.locator(".deputy-usage-row").filter(has_text="Requests")
+    expect(row.locator("dd")).to_have_text(str(count), timeout=20_000)
+
+
+def user_messages(chat: AgentChat) -> list[str]:
+    messages = chat.loc_user_messages
+    return [text.strip() for text in messages.all_inner_texts()]
+
+
+def test_a_reload_brings_back_the_transcript_and_the_turns(
+    user: BrowserContext, app: AppServer
+) -> None:
+    page, chat = chatted(user, app, "read welcome.md")
+    expect_requests(page, 2)
+
+    page.reload()
+    chat.expect_ready()
+    # The transcript: the user's message, the tool card and the reply are back.
+    expect(chat.loc_user_messages).to_have_count(1)
+    assert user_messages(chat) == ["read welcome.md"]
+    expect(chat.tool_card("read_file")).to_have_count(1)
+    chat.expect_latest_reply("welcome.md")
+    # The turns: the agent's usage came back with them, and the conversation goes on.
+    expect_requests(page, 2)
+    chat.send("list files")
+    chat.expect_latest_reply("welcome.md", timeout=20_000)
+    expect_requests(page, 4)
+
+
+def test_an_approval_waits_across_a_closed_tab_and_runs_once(
+    user: BrowserContext, app: AppServer, conversations: Path
+) -> None:
+    page, chat = open_app(user, app)
+    chat.send("write a note")
+    ApprovalModal(page).expect_open("write_file")
+    folder = workspace(conversations, page)
+    assert len(list((folder.parent / "approvals").glob("*.approval.json"))) == 1
+    page.close()  # the tab closes while the approval waits
+
+    page, chat = open_app(user, app)
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file", timeout=30_000)  # the same approval, still waiting
+    modal.approve()
+    chat.expect_latest_reply("The write happened", timeout=20_000)
+    chat.expect_idle()
+    assert (folder / NOTE).is_file()
+    # Written exactly once: the journal holds one change since the run began.
+    panel = ConversationPanel(page, "conversation")
+    panel.expect_changes(0, "1 file change after it")
+
+    # Decided once: a reload shows the outcome, never the modal again.
+    page.reload()
+    chat.expect_ready()
+    chat.expect_latest_reply("The write happened")
+    expect(chat.tool_card("write_file")).to_have_count(1)
+    expect(page.locator("#shiny-modal .deputy-approval")).to_have_count(0)
+    panel.expect_changes(0, "1 file change after it")
+
+
+def test_another_user_sees_nothing_of_a_conversation(
+    user: BrowserContext, new_page: Callable[[], Page], app: AppServer
+) -> None:
+    page, chat = open_app(user, app)
+    chat.send("write a note")
+    ApprovalModal(page).expect_open("write_file")
+
+    other_page, other_chat = open_app(new_page().context, app)
+    other_page.reload()  # now with its own token, never the first user's
+    other_chat.expect_ready()
+    expect(other_chat.loc_user_messages).to_have_count(0)
+    expect(other_page.locator("#shiny-modal .deputy-approval")).to_have_count(0)
+    assert "write a note" not in other_chat.chat.loc_messages.inner_text()
+    mine, theirs = token(page), token(other_page)
+    assert mine and theirs and mine != theirs and len(mine) == len(theirs) == 43
+    # The first user's approval is still theirs, still waiting.
+    expect(page.locator("#shiny-modal .deputy-approval")).to_be_visible()
+
+
+def test_rewind_from_the_sidebar_restores_the_files(
+    user: BrowserContext, app: AppServer, conversations: Path
+) -> None:
+    page, chat = open_app(user, app)
+    chat.send("write a note")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    modal.approve()
+    chat.expect_latest_reply("The write happened", timeout=20_000)
+    chat.expect_idle()
+    note = workspace(conversations, page) / NOTE
+    assert note.is_file()
+    panel = ConversationPanel(page, "conversation")
+    panel.expect_changes(0, "1 file change after it")
+
+    panel.rewind(0, confirm=False)  # cancelled: nothing changes
+    assert note.is_file()
+    panel.rewind(0)
+    expect(page.locator(".shiny-notification-content")).to_contain_text("1 file change undone")
+    assert not note.exists()  # the note did not exist before that run
+    expect(page.locator(".deputy-workspace")).not_to_contain_text("demo-note.md")
+    assert (note.parent.parent / "welcome.md").is_file()
+    # The conversation itself is unchanged, and the rewind was saved with it.
+    page.reload()
+    chat.expect_ready()
+    chat.expect_latest_reply("The write happened")
+    expect(panel.loc_rows.first.locator(".deputy-checkpoint-changes")).to_have_text(
+        "no file changes after it"
+    )
+
+
+def test_a_new_conversation_starts_empty_and_keeps_the_files(
+    user: BrowserContext, app: AppServer
+) -> None:
+    page, chat = chatted(user, app, "list files")
+    panel = ConversationPanel(page, "conversation")
+    panel.new_conversation(confirm=False)
+    assert user_messages(chat) == ["list files"]
+    panel.new_conversation()  # the page reloads with an empty chat
+    expect(chat.loc_user_messages).to_have_count(0, timeout=20_000)
+    chat.expect_ready()
+    expect_requests(page, 0)
+    page.reload()  # and it stays empty
+    chat.expect_ready()
+    expect(chat.loc_user_messages).to_have_count(0)
+
+
+def test_a_second_tab_takes_the_conversation_over(user: BrowserContext, app: AppServer) -> None:
+    first, first_chat = chatted(user, app, "list files")
+
+    _, second_chat = open_app(user, app)  # the same user, another tab
+    expect(second_chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    # The first tab is told, and let go (its session ended).
+    first_chat.expect_latest_reply("continues there")
+    first.wait_for_function("() => !Shiny.shinyapp.isConnected()")
+    second_chat.send("read welcome.md")
+    second_chat.expect_latest_reply("welcome.md", timeout=20_000)
+    second_chat.expect_idle()
+    expect(second_chat.loc_user_messages).to_have_count(2)
