@@ -388,10 +388,13 @@ def agent_chat_server(
     given_up: set[str] = set()  # approvals that failed to resume in this session
     shown: ApprovalContinuation | None = None  # the approval last put to the user
 
+    restored_waiting = False  # a restored approval is about to be (or being) decided
+
     def _current_pending() -> ApprovalContinuation | None:
         """The durable approval this conversation waits on: not one the conversation
         has moved past (it could never resume), nor one that failed here already (the
-        user is never held up by it; a reload offers it again)."""
+        user is never held up by it; a reload offers it again). It reads the approval
+        folder: call it in a worker thread."""
         pending = agent.pending_approval()
         if pending is None or pending.id in given_up:
             return None
@@ -404,7 +407,7 @@ def agent_chat_server(
         """A run's chunks (``message``), or a waiting approval's (None). With
         persistence, each approval pauses the run durably; the modal's answer resumes
         it, in the same chat message."""
-        nonlocal streams, shown
+        nonlocal streams, shown, restored_waiting
         streams += 1
         shown = None
         await _set(running, True)
@@ -414,7 +417,7 @@ def agent_chat_server(
                 if not conversation.usable:
                     yield note_chunk("This conversation is open in another window.")
                     return
-            if message is not None and _current_pending() is not None:
+            if message is not None and restored_waiting:
                 # Sent while the conversation came back: its approval is decided first.
                 yield note_chunk("An approval is waiting: decide it first, then ask again.")
                 return
@@ -451,6 +454,8 @@ def agent_chat_server(
             yield note_chunk(f"The approval could not be resumed ({type(exc).__name__}).")
         finally:
             streams -= 1
+            if message is None:
+                restored_waiting = False
             await _set(usage_value, agent.usage())
             await _set(running, False)
 
@@ -458,7 +463,7 @@ def agent_chat_server(
         """Show the durable approval the agent waits on; its answer's resumed run, or
         None (nothing waits, or the session ended: the approval stays saved)."""
         nonlocal shown
-        pending = shown = _current_pending()
+        pending = shown = await asyncio.to_thread(_current_pending)
         if pending is None:
             return None
         try:
@@ -476,8 +481,7 @@ def agent_chat_server(
             return
         await chat.append_message_stream(_stream(user_input))
 
-    async def _replay() -> None:
-        pending = _current_pending()
+    async def _replay(pending: ApprovalContinuation | None) -> None:
         waiting = () if pending is None else (pending.request.call_id,)
         for message in transcript_messages(agent.get_turns(), origins, waiting):
             if message.role == "user":
@@ -495,6 +499,7 @@ def agent_chat_server(
         await session.close()
 
     async def _restore() -> None:
+        nonlocal restored_waiting
         assert conversation is not None
         try:
             await conversation.send_token()
@@ -508,23 +513,27 @@ def agent_chat_server(
             note = await conversation.load(agent)
             if note:
                 await chat.append_message(note)
-            await _replay()
+            pending = await asyncio.to_thread(_current_pending)
+            restored_waiting = pending is not None
+            await _replay(pending)
             await _set(usage_value, agent.usage())
             await _set(tool_events, -1)  # views of the workspace refresh
         finally:
             conversation.ready.set()
-        if _current_pending() is not None:
+        if restored_waiting:
             # The approval resumes only with the tools it was saved with: let the
             # session's MCP servers connect first (each has its own timeouts).
             await asyncio.gather(*connecting, return_exceptions=True)
             await chat.append_message_stream(_stream(None))
 
     async def _restore_logged() -> None:
+        nonlocal restored_waiting
         try:
             await _restore()
         except asyncio.CancelledError:
             raise
         except Exception:
+            restored_waiting = False  # never hold the user up for an approval not shown
             # E.g. the browser left while the transcript was sent: nothing is lost (the
             # saved conversation is untouched), and the next visit restores it.
             logger.warning("restoring a saved conversation failed", exc_info=True)
