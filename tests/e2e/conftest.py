@@ -369,13 +369,19 @@ _PAGES = pytest.StashKey[list[_PageRecord]]()
 
 @pytest.fixture
 def new_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Callable[[], Page]]:
-    """Open a page in a fresh browser context (a separate Shiny session each time)."""
+    """Open a page in a fresh browser context (a separate Shiny session each time).
+
+    A script error on any page of these contexts fails the test: after one, the kit's
+    script may have stopped working (its buttons do nothing) while the page looks fine.
+    """
     records: list[_PageRecord] = []
     request.node.stash[_PAGES] = records
+    script_errors: list[str] = []
 
     def open_page() -> Page:
         context = browser.new_context(viewport={"width": 1200, "height": 900})
         context.set_default_timeout(15_000)
+        context.on("weberror", lambda error: script_errors.append(str(error.error)))
         page = context.new_page()
         record = _PageRecord(page)
 
@@ -393,6 +399,7 @@ def new_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Calla
         for record in records:
             with suppress(Exception):  # already closed by the test
                 record.page.context.close()
+    assert script_errors == [], f"script errors in the browser: {script_errors}"
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ another user. The app keeps conversations under a folder of this module's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,21 +32,10 @@ def app(serve_app: Callable[..., AppServer], conversations: Path) -> AppServer:
     return serve_app(str(ROOT / "app.py"), DEPUTY_CONVERSATIONS_DIR=str(conversations))
 
 
-PAGE_ERRORS: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def no_page_errors() -> Iterator[None]:
-    """A script error on any page of these tests fails the test (the kit's script
-    stops working after one)."""
-    PAGE_ERRORS.clear()
-    yield
-    assert PAGE_ERRORS == []
-
-
 @pytest.fixture
 def user(new_page: Callable[[], Page]) -> BrowserContext:
-    """One user: a browser context (its localStorage holds the user's token)."""
+    """One user: a browser context (its localStorage holds the user's token). A script
+    error on any of its pages fails the test (``new_page``)."""
     return new_page().context
 
 
@@ -60,7 +49,6 @@ def token(page: Page) -> str | None:
 
 def open_app(context: BrowserContext, app: AppServer) -> tuple[Page, AgentChat]:
     page = context.new_page()
-    page.on("pageerror", lambda error: PAGE_ERRORS.append(str(error)))
     page.goto(app.url)
     chat = AgentChat(page, "chat")
     chat.expect_ready()
