@@ -36,6 +36,7 @@ from .persistence.approvals import (
     ApprovalStore,
     Claim,
     approval_read,
+    continues_conversation,
     find_pending,
 )
 from .usage import UsageLimits
@@ -283,9 +284,7 @@ class ApprovalMethods:
             problems.append(f"the tool definitions differ ({', '.join(changed)})")
         if record.permissions.callback and self._permissions.can_use_tool is None:
             problems.append("it was saved with a can_use_tool callback, and this agent has none")
-        turns = self._conversation.turns
-        saved = record.turns
-        if turns and (turns[: len(saved)] != saved or len(turns) > len(saved) + 1):
+        if not continues_conversation(record, self._conversation.turns):
             problems.append("this agent's conversation moved on since it was saved")
         if record.request.call_id not in {c.id for c in record.calls}:
             problems.append("its paused call is not among its calls")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from deputy_shiny import Agent, ApprovalDecision, Permissions
 from deputy_shiny.errors import ConfigurationError
+from deputy_shiny.persistence.approvals import continues_conversation
 from deputy_shiny.shiny import KitPersistence, _session_conversation
 from deputy_shiny.shiny._chat_module import AgentChatContext, _check_persistent_agent
 from deputy_shiny.shiny._conversations import (
@@ -306,6 +307,31 @@ async def test_a_damaged_saved_conversation_is_kept_and_a_new_one_starts(tmp_pat
     assert restored.get_turns() == []  # nothing half-loaded
     assert not saved.exists()
     assert len(list(saved.parent.glob("session.json.damaged-*"))) == 1
+    second.release()
+
+
+async def test_a_waiting_approval_outlives_a_damaged_saved_conversation(tmp_path: Path) -> None:
+    """The approval record holds its own conversation: with the session file set aside,
+    a fresh agent still resumes it (the same rule as the runtime's resume)."""
+    write = ScriptedToolCall("write_file", {"path": "a.txt", "content": "A"})
+    first = conversation(tmp_path, FakeSession(user="alice"))
+    agent = agent_for(first, [ScriptedReply(tool_calls=[write])])
+    await hold(first, agent)
+    _ = [event async for event in agent.run("write a")]
+    assert await first.save(agent) is None
+    first.release()
+    first.folder.session_file.write_text("{ truncated")
+
+    second = conversation(tmp_path, FakeSession(user="alice"))
+    assert await second.take_over(lambda: asyncio.sleep(0))
+    restored = agent_for(second, ["written"])
+    assert await second.load(restored) is not None  # set aside, told
+    pending = restored.pending_approval()
+    assert pending is not None and continues_conversation(pending, restored.get_turns())
+    async for _ in restored.resume_approval_events(pending.source.path, "approve"):
+        pass
+    assert (second.folder.workspace / "a.txt").read_text() == "A"
+    assert restored.last_turn() is not None and restored.last_turn().text == "written"  # type: ignore[union-attr]
     second.release()
 
 

@@ -82,6 +82,7 @@ __all__ = [
     "ApprovalStore",
     "SavedPermissions",
     "approval_read",
+    "continues_conversation",
     "tool_fingerprint",
 ]
 
@@ -497,6 +498,24 @@ class Claim:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def continues_conversation(record: ApprovalContinuation, turns: list[Turn]) -> bool:
+    """True when an agent whose conversation is ``turns`` may resume ``record``: a new
+    agent (no turns: the record's are used), or one still at the pause (the record's
+    turns, plus at most the paused call's placeholder result). A conversation that
+    moved on past the pause can never resume it.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> from deputy_shiny.messages import ContentText, Turn
+        >>> hi = Turn(role="user", contents=[ContentText(text="hi")])
+        >>> record = SimpleNamespace(turns=[hi])
+        >>> [continues_conversation(record, t) for t in ([], [hi], [hi, hi], [hi, hi, hi])]
+        [True, True, True, False]
+    """
+    saved = record.turns
+    return not turns or (turns[: len(saved)] == saved and len(turns) <= len(saved) + 1)
 
 
 def find_pending(approval_dir: Path, agent_id: str, session_id: str) -> ApprovalContinuation | None:

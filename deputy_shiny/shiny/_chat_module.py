@@ -50,7 +50,7 @@ from ..errors import (
 from ..events import AgentEvent, AgentUsage, StopEvent
 from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.config import McpConfig
-from ..persistence.approvals import ApprovalContinuation
+from ..persistence.approvals import ApprovalContinuation, continues_conversation
 from ..persistence.checkpoints import FileRewind
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._answers import decision_from_answer
@@ -398,10 +398,7 @@ def agent_chat_server(
         pending = agent.pending_approval()
         if pending is None or pending.id in given_up:
             return None
-        turns, saved = agent.get_turns(), pending.turns
-        if turns[: len(saved)] != saved or len(turns) > len(saved) + 1:
-            return None
-        return pending
+        return pending if continues_conversation(pending, agent.get_turns()) else None
 
     async def _stream(message: str | None) -> AsyncIterator[Any]:
         """A run's chunks (``message``), or a waiting approval's (None). With
