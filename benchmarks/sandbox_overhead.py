@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from deputy_shiny import Sandbox, sandbox_unavailable_reason
+from deputy_shiny.sandbox import prepare_workspace
 from deputy_shiny.tools import Tool, ToolContext, tool_context, tool_run_bash
 
 
@@ -44,7 +45,7 @@ async def main(calls: int) -> None:
         raise SystemExit(reason)
     plain, confined = tool_run_bash(Sandbox(kind="none")), tool_run_bash()
     with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
+        workdir = prepare_workspace(tmp)  # model-run code never runs as root
         for _ in range(5):  # warm both paths (page cache, the probe)
             await one_call(plain, workdir)
             await one_call(confined, workdir)

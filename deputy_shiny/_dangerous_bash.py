@@ -48,6 +48,8 @@ _DISK = re.compile(
     r"|nbd\d|mapper/|root$)",
     re.IGNORECASE,
 )
+# The kernel's knobs: sysctl files, /sys, and the trigger files under /proc.
+_KERNEL_KNOB = re.compile(r"^/+(?:proc/+sys|sys|proc/+sysrq-trigger)(?:/|$)", re.IGNORECASE)
 _BRACE_LIST = re.compile(r"\{[^{}\s]*,[^{}\s]*\}")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _KEYWORDS = frozenset(
@@ -638,6 +640,8 @@ def _check_command(command: _Command, depth: int) -> str | None:
     for op, target in command.redirects:
         if ">" in op and _DISK.match(target):
             return f"writes directly to the disk device {target}"
+        if ">" in op and _KERNEL_KNOB.match(target):
+            return f"writes to the kernel setting {target}"
     words, payloads = _strip_prefixes(command.words)
     for payload in payloads:
         reason = _check(payload, depth + 1)
@@ -650,6 +654,15 @@ def _check_command(command: _Command, depth: int) -> str | None:
         return _check_rm(args)
     if prog.startswith("mkfs") or prog == "mke2fs":
         return f"formats a filesystem ({prog}), destroying what the device holds"
+    if prog == "sysctl":
+        return _check_sysctl(args)
+    if prog in ("tee", "cp", "dd", "install", "truncate"):
+        knob = next(
+            (a.removeprefix("of=") for a in args if _KERNEL_KNOB.match(a.removeprefix("of="))),
+            None,
+        )
+        if knob:
+            return f"writes to the kernel setting {knob} ({prog})"
     if prog in ("wipefs", "blkdiscard", "mkswap", "shred", "sgdisk", "tee", "cp"):
         candidates = _split_options(args)[1][-1:] if prog == "cp" else args
         disk = next((a for a in candidates if _DISK.match(a)), None)
@@ -699,6 +712,18 @@ def _check_command(command: _Command, depth: int) -> str | None:
                 return reason
         if depth < _MAX_DEPTH and any(_mentions_download(c, depth + 1) for c in command.nested):
             return f"runs a script downloaded from the network ({prog})"
+    return None
+
+
+def _check_sysctl(args: list[str]) -> str | None:
+    """``sysctl -w``, ``sysctl key=value`` and ``sysctl -p`` change the kernel's settings."""
+    for arg in args:
+        if arg in ("-w", "--write", "-p", "--load", "--system") or arg.startswith(
+            ("--load=", "-p")
+        ):
+            return "changes kernel settings (sysctl)"
+        if not arg.startswith("-") and "=" in arg:
+            return f"changes the kernel setting {arg.split('=', 1)[0]} (sysctl)"
     return None
 
 
@@ -754,7 +779,8 @@ def dangerous_bash_reason(command: str) -> str | None:
     ``> /dev/sda``); fork bombs; downloads piped into a shell or interpreter
     (``curl ... | sh``, ``bash <(curl ...)``, ``sh -c "$(curl ...)"``); recursive
     ``chmod``/``chown`` of system paths or making them world-writable; ``shutdown``,
-    ``reboot``, ``halt``, ``poweroff``, ``init 0/6``, ``systemctl poweroff``;
+    ``reboot``, ``halt``, ``poweroff``, ``init 0/6``, ``systemctl poweroff``; writes
+    to the kernel's settings (``> /proc/sys/...``, ``tee /sys/...``, ``sysctl -w``);
     moving ``/`` or a home away; ``kill -9 -1``. It sees through ``sudo``, ``env``,
     ``command``, absolute binary paths, quoting, chaining (``;``, ``&&``, ``||``,
     ``|``, newlines), ``$( )``, backticks and ``bash -c "..."``.

@@ -4,43 +4,57 @@ Code that a model writes is untrusted even when a person approved it: a prompt
 injection writes the command and the approver skims it. ``run_bash`` and
 ``run_python`` (and every tool that runs model-written code) build their command
 through a :class:`Sandbox`, so on a shared server that code never sees the server's
-API keys, another session's files or the network unless the app says so.
+API keys, another session's files, the network or the kernel's knobs unless the app
+says so.
 
 With ``kind="bwrap"`` (the default) the code runs under bubblewrap:
 
+* never as host root: when the server runs as root, bubblewrap sets the sandbox up
+  with root's rights (no user namespace, so host uid 0 is never mapped inside) and
+  the command then drops, with ``setpriv``, to the unprivileged owner of the working
+  directory (``run_as`` to choose another), with no capabilities, an empty bounding
+  set and ``no_new_privs``; a server that is not root runs it as itself, in a user
+  namespace;
 * a fresh, read-only root holding only ``/usr`` (and the ``/bin``, ``/lib*`` links),
-  a short list of ``/etc`` entries that programs need (``/etc`` is where a server keeps
-  its own configuration and secrets, so it is not bound whole), the Python runtime
-  that ``run_python`` needs, and ``read_paths``; all read-only;
-* the agent's working directory, read-write, at its own path; a private ``/tmp``;
-  a minimal ``/dev`` and a ``/proc`` of its own process namespace;
+  a short list of ``/etc`` entries that programs need (CA certificates yes, private
+  keys no: ``/etc`` is where a server keeps its own configuration and secrets, so it
+  is not bound whole), the Python runtime that ``run_python`` needs, and
+  ``read_paths``; all read-only;
+* the agent's working directory, read-write, at its own path; a private ``/tmp`` of
+  at most ``tmp_mb``; a minimal ``/dev`` and a ``/proc`` of its own process namespace
+  whose ``/proc/sys`` is read-only;
 * nothing else: ``/root``, ``/home``, the workspace root and the other sessions in it,
   the app's directory and the server's processes do not exist inside;
-* new namespaces for everything (``--unshare-all``; the network too unless
-  ``network=True``), every capability dropped, ``--die-with-parent`` and
-  ``--new-session``: when the call ends, everything it started ends with it.
+* new namespaces for everything (the network too unless ``network=True``), every
+  capability dropped, ``--die-with-parent`` and ``--new-session``: when the call ends,
+  everything it started ends with it;
+* a seccomp filter (:mod:`deputy_shiny._seccomp`) that refuses the system calls such
+  code has no business making: keyrings, mounts, new namespaces, ``ptrace``, kernel
+  modules, ``reboot`` and the like.
 
 The environment is scrubbed with either kind: the code gets a fixed allowlist
 (:data:`SAFE_ENV_NAMES`, from the server's environment), ``PATH``, ``HOME`` (the
 working directory), ``TMPDIR`` and ``Sandbox(env=...)``, never the server's own
 variables. ``kind="none"`` opts out of confinement on purpose (for a trusted
-single-user script); it still scrubs the environment and applies the limits.
+single-user script): it runs as the server's own user and sees the whole machine; it
+still scrubs the environment and applies the limits.
 
-``memory_mb`` sets an address-space limit (``RLIMIT_AS``, which holds for root too).
-``max_processes`` caps the processes one call may run: through a ``pids`` cgroup
-where the process can create one (it holds for root too), else ``RLIMIT_NPROC``
-(which the kernel does not apply to root); a root server with no writable ``pids``
-cgroup cannot enforce it, and the call is refused rather than run unbounded.
+Every call has hard caps by default: ``memory_mb`` (an address-space limit per process,
+``RLIMIT_AS``, and a memory cgroup for the whole call where the server can create one,
+which also counts ``/tmp``), ``max_processes`` (a ``pids`` cgroup where one can be made,
+else ``RLIMIT_NPROC``, which holds because the code never runs as root) and ``tmp_mb``;
+the tools add a time limit per call. ``None`` lifts a cap on purpose.
 
-When bubblewrap is missing or cannot create its namespaces, a call raises
-:class:`~deputy_shiny.errors.SandboxUnavailableError` that names the fix; it never
-falls back to running unconfined.
+When bubblewrap, ``setpriv`` or the seccomp filter is missing, or the working
+directory belongs to root on a root server (see :func:`prepare_workspace`), a call
+raises :class:`~deputy_shiny.errors.SandboxUnavailableError` that names the fix; it
+never falls back to running unconfined.
 
 Example:
     >>> from deputy_shiny import Sandbox
     >>> sandbox = Sandbox(network=False, env={"MPLBACKEND": "Agg"}, memory_mb=2048)
-    >>> sandbox.kind, sandbox.network
-    ('bwrap', False)
+    >>> sandbox.kind, sandbox.network, sandbox.max_processes, sandbox.tmp_mb
+    ('bwrap', False, 256, 256)
     >>> env = Sandbox(kind="none").environment("/srv/ws")
     >>> env["HOME"], "OPENAI_API_KEY" in env
     ('/srv/ws', False)
@@ -67,16 +81,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ._seccomp import seccomp_fd, seccomp_unavailable_reason
 from .errors import SandboxUnavailableError
 
 _log = logging.getLogger(__name__)
 
 __all__ = [
     "SAFE_ENV_NAMES",
+    "SANDBOX_USER",
     "ConfinedCommand",
     "Sandbox",
+    "prepare_workspace",
     "sandbox_unavailable_reason",
 ]
+
+SANDBOX_USER: tuple[int, int] = (65534, 65534)
+"""The unprivileged uid and gid (``nobody:nogroup``) that :func:`prepare_workspace`
+gives a workspace to when the server runs as root."""
 
 SAFE_ENV_NAMES: tuple[str, ...] = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 """Variables copied from the server's environment into model-run code (locale and
@@ -109,13 +130,19 @@ _ETC_ENTRIES = (
     "protocols",
     "resolv.conf",
     "services",
-    "ssl",
+    "ssl/certs",
+    "ssl/openssl.cnf",
     "timezone",
 )
 _ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = frozenset({"PATH", "HOME", "TMPDIR", "PWD"})
 _MIN_MEMORY_MB = 64
+_SETPRIV = "/usr/bin/setpriv"
+_PRLIMIT = "/usr/bin/prlimit"
+# Under the fresh /proc, what stays read-only even for code that is root in its own
+# namespace: the kernel's knobs (sysctl) and its trigger files.
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 
 
 class Sandbox(BaseModel):
@@ -127,8 +154,13 @@ class Sandbox(BaseModel):
         network: Let the code reach the network (``--share-net``). Off by default.
         read_paths: Absolute paths the code may read (bound read-only at their own path).
         env: Extra environment variables for the code (the only way a secret gets in).
-        memory_mb: Address-space limit per process, in MiB (None: no limit).
+        memory_mb: Memory limit, in MiB: the address space of each process
+            (``RLIMIT_AS``) and, where a memory cgroup can be made, all the call's
+            processes and its ``/tmp`` together (None: no limit).
         max_processes: The most processes one call may run at once (None: no limit).
+        tmp_mb: The size of the private ``/tmp``, in MiB.
+        run_as: ``(uid, gid)`` the code runs as when the server is root (None: the
+            working directory's owner, which must not be root). Never 0.
 
     Example:
         >>> Sandbox(read_paths=("/usr/share/dict",)).read_paths
@@ -141,8 +173,17 @@ class Sandbox(BaseModel):
     network: bool = False
     read_paths: tuple[str, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)
-    memory_mb: int | None = Field(default=None, ge=_MIN_MEMORY_MB)
-    max_processes: int | None = Field(default=None, ge=1)
+    memory_mb: int | None = Field(default=2048, ge=_MIN_MEMORY_MB)
+    max_processes: int | None = Field(default=256, ge=1)
+    tmp_mb: int = Field(default=256, ge=1)
+    run_as: tuple[int, int] | None = None
+
+    @field_validator("run_as")
+    @classmethod
+    def _not_root(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and (value[0] <= 0 or value[1] <= 0):
+            raise ValueError("run_as must be an unprivileged (uid, gid): never 0 (root)")
+        return value
 
     @field_validator("read_paths", mode="before")
     @classmethod
@@ -198,24 +239,50 @@ class Sandbox(BaseModel):
         and calls :meth:`ConfinedCommand.release` once the process is gone.
         """
         cwd = Path(working_dir).resolve()
+        pass_fds: tuple[int, ...] = ()
         if self.kind == "bwrap":
             reason = sandbox_unavailable_reason()
             if reason is not None:
                 raise SandboxUnavailableError(reason)
-            command = [*_bwrap_args(self, cwd), "--", *argv]
+            user = self._host_user(cwd)
+            filter_fd = seccomp_fd()
+            pass_fds = (filter_fd,)
+            command = [*_bwrap_args(self, cwd, user, filter_fd), "--", *_drop(user), *argv]
         else:
             command = list(argv)
-        cgroup = _pids_cgroup(self.max_processes) if self.max_processes else None
-        prelude = _limits_prelude(self, cgroup)
-        if prelude:
-            command = ["/bin/sh", "-c", f'{prelude} && exec "$@"', "sh", *command]
+        try:
+            cgroups = _call_cgroups(self)
+        except BaseException:
+            for fd in pass_fds:
+                os.close(fd)
+            raise
+        command = [*_limits_prefix(self, cgroups), *command]
         return ConfinedCommand(
             argv=command,
             env=self.environment(cwd),
             cwd=cwd,
             bwrap=self.kind == "bwrap",
-            cgroup=cgroup,
+            cgroup=cgroups.get("pids"),
+            memory_cgroup=cgroups.get("memory"),
+            pass_fds=pass_fds,
         )
+
+    def _host_user(self, cwd: Path) -> tuple[int, int] | None:
+        """The unprivileged (uid, gid) a root server drops to; None when not root."""
+        if os.geteuid() != 0:
+            return None
+        if self.run_as is not None:
+            return self.run_as
+        info = cwd.stat()
+        if info.st_uid == 0:
+            raise SandboxUnavailableError(
+                f"The server runs as root and the working directory {cwd} belongs to root; "
+                "model-run code never runs as root, so it could not write there. Give the "
+                "directory to an unprivileged user (deputy_shiny.sandbox.prepare_workspace("
+                "path), or chown), pass Sandbox(run_as=(uid, gid)), or run the server as an "
+                "unprivileged user."
+            )
+        return info.st_uid, (info.st_gid or info.st_uid)
 
 
 @dataclass
@@ -231,11 +298,23 @@ class ConfinedCommand:
     cwd: Path
     bwrap: bool = False
     cgroup: Path | None = field(default=None, repr=False)
+    memory_cgroup: Path | None = field(default=None, repr=False)
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the child must inherit (``Popen(pass_fds=...)``): the seccomp filter."""
+
+    def started(self) -> None:
+        """Close the parent's copies of :attr:`pass_fds` once the process has started."""
+        fds, self.pass_fds = self.pass_fds, ()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def release(self) -> None:
-        """Stop the processes the call left in its cgroup and remove the cgroup."""
-        cgroup, self.cgroup = self.cgroup, None
-        if cgroup is not None:
+        """Stop the processes the call left in its cgroups and remove them."""
+        self.started()
+        cgroups = {path for path in (self.cgroup, self.memory_cgroup) if path is not None}
+        self.cgroup = self.memory_cgroup = None
+        for cgroup in cgroups:  # one directory under cgroup v2, one per controller under v1
             _remove_cgroup(cgroup)
 
 
@@ -270,16 +349,49 @@ def _search_path() -> tuple[str, ...]:
     return tuple(dict.fromkeys([first, "/usr/local/bin", "/usr/bin", "/bin"]))
 
 
-def _bwrap_args(sandbox: Sandbox, cwd: Path) -> list[str]:
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b"]``: the directories bubblewrap would create for a mount."""
+    parts = Path(path).parts[1:-1]
+    return [os.path.join("/", *parts[: i + 1]) for i in range(len(parts))]
+
+
+def _parent_dirs(targets: Sequence[str], made: set[str]) -> list[str]:
+    """``--dir`` arguments (mode 0755) for the parents of ``targets`` not yet in ``made``."""
+    args: list[str] = []
+    for target in targets:
+        for parent in _ancestors(target):
+            if parent not in made and not parent.startswith(("/usr/", "/proc/", "/dev/")):
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+def _bwrap_args(
+    sandbox: Sandbox, cwd: Path, user: tuple[int, int] | None, filter_fd: int
+) -> list[str]:
+    if user is None:
+        # Not root: bubblewrap makes a user namespace, and the code runs as this user.
+        isolation = ["--unshare-all", *(["--share-net"] if sandbox.network else [])]
+        capabilities = ["--cap-drop", "ALL"]
+    else:
+        # Root: no user namespace (it would map the code to host uid 0). bubblewrap mounts
+        # with root's rights and keeps only what it needs to enter a workspace that is
+        # private to its owner (DAC) and what setpriv needs to drop to ``user``; the drop
+        # then clears them all before any model-written code runs.
+        isolation = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        isolation += [] if sandbox.network else ["--unshare-net"]
+        capabilities = ["--cap-drop", "ALL"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH"):
+            capabilities += ["--cap-add", cap]
     args = [
         "bwrap",
-        "--unshare-all",
-        *(["--share-net"] if sandbox.network else []),
+        *isolation,
         "--die-with-parent",
         "--new-session",
         "--clearenv",
-        "--cap-drop",
-        "ALL",
+        *capabilities,
+        "--seccomp",
+        str(filter_fd),
         "--ro-bind",
         "/usr",
         "/usr",
@@ -290,10 +402,20 @@ def _bwrap_args(sandbox: Sandbox, cwd: Path) -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
+    # bubblewrap gives the directories it creates for a mount the modes of the source's
+    # parents (``/root`` 0700 would hide a runtime under it from the unprivileged user),
+    # so every such directory is made first, 0755.
+    made: set[str] = set()
+    args += _parent_dirs([f"/etc/{name}" for name in _ETC_ENTRIES], made)
     for name in _ETC_ENTRIES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc"]
+    for name in _PROC_READ_ONLY:
+        args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+    args += ["--dev", "/dev", "--perms", "1777", "--size", str(sandbox.tmp_mb * 2**20)]
+    args += ["--tmpfs", "/tmp"]
     # After the private /tmp, so a Python runtime or read path under /tmp still shows.
+    args += _parent_dirs([*_python_roots(), *sandbox.read_paths, str(cwd)], made)
     for root in _python_roots():
         args += ["--ro-bind", root, root]
     for extra in sandbox.read_paths:
@@ -304,9 +426,69 @@ def _bwrap_args(sandbox: Sandbox, cwd: Path) -> list[str]:
     return args
 
 
+def _drop(user: tuple[int, int] | None) -> list[str]:
+    """The ``setpriv`` prefix that turns a root-started sandbox into ``user`` for good."""
+    if user is None:
+        return []
+    uid, gid = user
+    return [
+        _SETPRIV,
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def prepare_workspace(path: str | os.PathLike[str]) -> Path:
+    """Make a directory one that model-run code may write, whoever runs the server.
+
+    On a server running as root, model-run code runs as the working directory's owner,
+    never as root; this gives ``path`` (created if missing, with everything in it) to
+    :data:`SANDBOX_USER`. Elsewhere the server's own user owns it already and nothing
+    changes. Symlinks inside are changed themselves, never what they point at.
+
+    Example:
+        >>> import tempfile
+        >>> ws = prepare_workspace(tempfile.mkdtemp())
+        >>> os.geteuid() != 0 or ws.stat().st_uid == SANDBOX_USER[0]
+        True
+    """
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return root
+    uid, gid = SANDBOX_USER
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for _top, dirs, files, top_fd in os.fwalk(root):
+        for name in [*dirs, *files]:
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(name, uid, gid, dir_fd=top_fd, follow_symlinks=False)
+    return root
+
+
 @functools.cache
 def _probe_bwrap() -> str | None:
     """Run bubblewrap once; None when it works, else why it does not."""
+    reason = seccomp_unavailable_reason()
+    if reason is not None:
+        return reason
+    if not os.access(_PRLIMIT, os.X_OK):
+        return (
+            f"{_PRLIMIT} (util-linux) is missing; the sandbox needs it to cap memory and "
+            "processes. Install util-linux."
+        )
+    if os.geteuid() == 0 and not os.access(_SETPRIV, os.X_OK):
+        return (
+            f"{_SETPRIV} (util-linux) is missing; a server running as root needs it to run "
+            "model-run code as an unprivileged user. Install util-linux, run the server "
+            'as an unprivileged user, or pass Sandbox(kind="none") to run this code '
+            "unconfined on purpose."
+        )
     if shutil.which("bwrap") is None:
         return (
             "bubblewrap (bwrap) is not installed, and model-run code never runs unconfined "
@@ -315,8 +497,21 @@ def _probe_bwrap() -> str | None:
         )
     try:
         with tempfile.TemporaryDirectory(prefix="deputy-bwrap-probe-") as scratch:
-            args = [*_bwrap_args(Sandbox(), Path(scratch)), "--", "/bin/true"]
-            done = subprocess.run(args, capture_output=True, timeout=20, env={}, check=False)
+            user = SANDBOX_USER if os.geteuid() == 0 else None
+            filter_fd = seccomp_fd()
+            try:
+                args = [*_bwrap_args(Sandbox(), Path(scratch), user, filter_fd), "--"]
+                args += [*_drop(user), "/bin/true"]
+                done = subprocess.run(
+                    args,
+                    capture_output=True,
+                    timeout=20,
+                    env={},
+                    check=False,
+                    pass_fds=(filter_fd,),
+                )
+            finally:
+                os.close(filter_fd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap (bwrap) could not start: {exc}"
     if done.returncode != 0:
@@ -346,62 +541,103 @@ def sandbox_unavailable_reason() -> str | None:
 # --------------------------------------------------------------------------- limits
 
 
-def _limits_prelude(sandbox: Sandbox, cgroup: Path | None) -> str:
-    """Shell commands that set the limits before ``exec`` of the confined command."""
-    steps = []
-    if cgroup is not None:
-        steps.append(f"echo $$ > {_shell_quote(str(cgroup / 'cgroup.procs'))}")
-    elif sandbox.max_processes:
-        steps.append(f"ulimit -u {sandbox.max_processes}")
+def _limits_prefix(sandbox: Sandbox, cgroups: Mapping[str, Path]) -> list[str]:
+    """The prefix that puts the limits in place, then execs the confined command.
+
+    It runs as the server's user, before any privilege drop, so a root server can put
+    the call into cgroups it made: a tiny ``sh`` joins them, and util-linux's
+    ``prlimit`` sets the rlimits (a shell's ``ulimit`` differs between shells).
+    """
+    prefix: list[str] = []
+    if cgroups:
+        joins = " && ".join(
+            f"echo $$ > {_shell_quote(str(path / 'cgroup.procs'))}"
+            for path in dict.fromkeys(cgroups.values())
+        )
+        prefix = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh"]
+    limits = []
+    if sandbox.max_processes and "pids" not in cgroups:
+        # Holds because the code never runs as root (a root server drops to a user).
+        limits.append(f"--nproc={sandbox.max_processes}")
     if sandbox.memory_mb:
-        steps.append(f"ulimit -v {sandbox.memory_mb * 1024}")
-    return " && ".join(steps)
+        limits.append(f"--as={sandbox.memory_mb * 2**20}")
+    if limits:
+        prefix += [_PRLIMIT, *limits, "--"]
+    return prefix
 
 
 def _shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _pids_cgroup(limit: int) -> Path | None:
-    """A fresh ``pids`` cgroup capped at ``limit`` (None when RLIMIT_NPROC can do instead)."""
-    parent = _pids_parent()
-    if parent is None:
-        if os.geteuid() != 0:
-            return None  # RLIMIT_NPROC holds for an unprivileged user
-        raise SandboxUnavailableError(
-            "max_processes cannot be enforced: the server runs as root (where RLIMIT_NPROC "
-            "does not apply) and cannot create a pids cgroup. Run the app as an "
-            "unprivileged user, delegate a cgroup with the pids controller to it, or drop "
-            "max_processes."
-        )
-    path = parent / f"call-{os.getpid()}-{secrets.token_hex(6)}"
+# controller -> (limit file under cgroup v2, under v1)
+_LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.max", "memory.limit_in_bytes")}
+
+
+def _call_cgroups(sandbox: Sandbox) -> dict[str, Path]:
+    """Fresh cgroups that cap this call's processes and memory, where they can be made.
+
+    One directory per hierarchy: under cgroup v2 both controllers share it, under v1
+    each has its own. A controller with no writable hierarchy is left out (the rlimits
+    still apply); the memory one also counts the call's ``/tmp``.
+    """
+    wanted: dict[str, int] = {}
+    if sandbox.max_processes:
+        wanted["pids"] = sandbox.max_processes
+    if sandbox.memory_mb:
+        wanted["memory"] = (sandbox.memory_mb + sandbox.tmp_mb) * 2**20
+    made: dict[Path, Path] = {}  # parent -> this call's directory under it
+    found: dict[str, Path] = {}
+    name = f"call-{os.getpid()}-{secrets.token_hex(6)}"
     try:
-        path.mkdir()
-        (path / "pids.max").write_text(str(limit))
+        for controller, limit in wanted.items():
+            parent = _cgroup_parent(controller)
+            if parent is None:
+                continue
+            path = made.get(parent)
+            if path is None:
+                path = parent / name
+                path.mkdir()
+                made[parent] = path
+            v2 = (parent / "cgroup.controllers").exists()
+            limit_file = _LIMIT_FILES[controller][0 if v2 else 1]
+            (path / limit_file).write_text(str(limit))
+            if controller == "memory" and not v2:
+                # v1 does not count kernel memory apart; swap must not dodge the cap.
+                with contextlib.suppress(OSError):
+                    (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
+            found[controller] = path
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            path.rmdir()
-        raise SandboxUnavailableError(f"max_processes: could not set up {path}: {exc}") from None
-    return path
+        for path in made.values():
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise SandboxUnavailableError(f"could not set up the call's cgroup: {exc}") from None
+    return found
 
 
 @functools.cache
-def _pids_parent() -> Path | None:
-    """The directory under which this process may create ``pids`` cgroups, if any."""
-    for base in _pids_hierarchies():
+def _cgroup_parent(controller: str) -> Path | None:
+    """The directory under which this process may create ``controller`` cgroups, if any."""
+    for base in _hierarchies(controller):
         parent = base / "deputy_shiny"
         try:
             parent.mkdir(exist_ok=True)
             v2 = (parent / "cgroup.controllers").exists()
-            if _enable_pids_v2(parent) if v2 else (parent / "pids.max").exists():
+            limit_file = _LIMIT_FILES[controller][0 if v2 else 1]
+            if _enable_v2(parent, controller) if v2 else (parent / limit_file).exists():
                 return parent
         except OSError:
             continue
     return None
 
 
-def _pids_hierarchies() -> list[Path]:
-    """This process's cgroup directories that carry the ``pids`` controller (v1, then v2)."""
+def _pids_parent() -> Path | None:
+    """Where ``pids`` cgroups are made (None when nowhere)."""
+    return _cgroup_parent("pids")
+
+
+def _hierarchies(controller: str) -> list[Path]:
+    """This process's cgroup directories that carry ``controller`` (v1 first, then v2)."""
     try:
         own = Path("/proc/self/cgroup").read_text().splitlines()
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
@@ -416,24 +652,28 @@ def _pids_hierarchies() -> list[Path]:
         fstype, _source, options = line.split(" - ", 1)[1].split()[:3]
         for entry in own:
             _hid, controllers, path = entry.split(":", 2)
-            if fstype == "cgroup" and "pids" in controllers.split(",") and "pids" in options:
+            if (
+                fstype == "cgroup"
+                and controller in controllers.split(",")
+                and controller in options.split(",")
+            ):
                 found.insert(0, Path(mount_point + path.rstrip("/")))
             elif fstype == "cgroup2" and controllers == "":
                 base = Path(mount_point + path.rstrip("/"))
                 with contextlib.suppress(OSError):
-                    if "pids" in (base / "cgroup.controllers").read_text().split():
+                    if controller in (base / "cgroup.controllers").read_text().split():
                         found.append(base)
     return found
 
 
-def _enable_pids_v2(parent: Path) -> bool:
-    """Give ``parent``'s children the pids controller (cgroup v2); False if it cannot."""
-    if "pids" not in (parent / "cgroup.controllers").read_text().split():
+def _enable_v2(parent: Path, controller: str) -> bool:
+    """Give ``parent``'s children ``controller`` (cgroup v2); False if it cannot."""
+    if controller not in (parent / "cgroup.controllers").read_text().split():
         return False
     subtree = parent / "cgroup.subtree_control"
     with contextlib.suppress(OSError):
-        subtree.write_text("+pids")
-    return "pids" in subtree.read_text().split()
+        subtree.write_text(f"+{controller}")
+    return controller in subtree.read_text().split()
 
 
 def _remove_cgroup(path: Path) -> None:

@@ -299,9 +299,9 @@ async def test_the_leads_callback_judges_its_subagents_calls_too(tmp_path: Path)
 
 async def test_subagent_code_runs_in_the_same_session_sandbox(tmp_path: Path) -> None:
     from deputy_shiny import tool_run_bash
+    from deputy_shiny.sandbox import prepare_workspace
 
-    workspace = tmp_path / "session"
-    workspace.mkdir()
+    workspace = prepare_workspace(tmp_path / "session")
     (tmp_path / "other-session").mkdir()  # a sibling the sandbox must not show
     listing = f"pwd; echo $HOME; ls {tmp_path}"
     sub = ScriptedModel([calls(ScriptedToolCall("run_bash", {"command": listing})), "ran"])

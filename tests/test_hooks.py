@@ -651,6 +651,14 @@ async def test_hook_run_summaries_and_stop_requests() -> None:
 # --------------------------------------------------------------------------- dangerous bash
 
 DANGEROUS = [
+    # the kernel's knobs (a root sandbox once wrote core_pattern: code as host root)
+    'echo "|/tmp/x %p" > /proc/sys/kernel/core_pattern',
+    "echo 3 >/proc/sys/vm/drop_caches",
+    "echo 1 | tee /proc/sysrq-trigger",
+    "sysctl -w kernel.panic=1",
+    "sysctl kernel.core_pattern=/tmp/x",
+    "sudo sh -c 'echo 1 > //proc//sys/kernel/panic'",
+    "dd if=payload of=/proc/sys/kernel/modprobe",
     # recursive / forced deletes of /, system directories and homes
     "rm -rf /",
     "rm -fr /",
@@ -768,6 +776,8 @@ DANGEROUS = [
 ]
 
 BENIGN = [
+    "cat /proc/sys/kernel/core_pattern",
+    "sysctl -a",
     "rm -rf ./build",
     "rm -rf node_modules",
     "rm -rf build/ dist/",

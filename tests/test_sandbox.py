@@ -28,6 +28,7 @@ import pytest
 import deputy_shiny.sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.events import AgentEvent
+from deputy_shiny.sandbox import prepare_workspace
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import Tool, python_session, tool_run_bash, tool_run_python
 
@@ -60,6 +61,9 @@ def sessions(tmp_path: Path) -> tuple[Path, Path]:
     other.mkdir()
     (other / "notes.txt").write_text(OTHER_SECRET)
     (mine / "data.txt").write_text("alpha\nbeta needle\ngamma\n")
+    # As the kit does: a workspace belongs to the unprivileged user the code runs as.
+    prepare_workspace(mine)
+    prepare_workspace(other)
     return mine, other
 
 

@@ -20,7 +20,7 @@ import pytest
 from deputy_shiny import Agent
 from deputy_shiny.errors import ToolInvocationError
 from deputy_shiny.permissions import Permissions
-from deputy_shiny.sandbox import Sandbox
+from deputy_shiny.sandbox import Sandbox, prepare_workspace
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import Tool, ToolContext, tool_context, tool_metadata
 from deputy_shiny.tools.code import (
@@ -75,6 +75,12 @@ async def gone(pid: int, within: float = 2.0) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's tmp_path, given to the unprivileged user model-run code runs as under root."""
+    return prepare_workspace(tmp_path)
 
 
 @pytest.fixture

@@ -52,6 +52,7 @@ from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.config import McpConfig
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
 from ..persistence.checkpoints import FileRewind
+from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._answers import decision_from_answer
 from ._conversations import KitPersistence
@@ -281,7 +282,8 @@ def agent_chat_server(
             else Path(tempfile.gettempdir()) / "deputy_shiny"
         )
         root.mkdir(parents=True, exist_ok=True)
-        working_dir = Path(tempfile.mkdtemp(prefix="session-", dir=root))
+        # Model-run code runs as the workspace's owner, never as root (see sandbox.py).
+        working_dir = prepare_workspace(tempfile.mkdtemp(prefix="session-", dir=root))
 
     async def ask_approval(request: ApprovalRequest) -> dict[str, Any]:
         """The modal's answer (TimeoutError, PromptClosed: nobody answered)."""

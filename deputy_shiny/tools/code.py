@@ -390,7 +390,7 @@ class PythonSession:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(reply_w,),
+                pass_fds=(reply_w, *confined.pass_fds),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -399,6 +399,7 @@ class PythonSession:
             raise ToolInvocationError(f"Could not start Python in {cwd}: {exc}") from None
         finally:
             os.close(reply_w)
+            confined.started()
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         for fd in (reply_r, proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()):
             os.set_blocking(fd, False)
@@ -680,10 +681,13 @@ async def _run_confined(confined: ConfinedCommand, timeout: float) -> str:  # no
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            pass_fds=confined.pass_fds,
             start_new_session=True,
         )
     except OSError as exc:
         raise ToolInvocationError(f"Could not start bash in {confined.cwd}: {exc}") from None
+    finally:
+        confined.started()
     assert proc.stdout is not None
     loop = asyncio.get_running_loop()
     output = _Capture()
