@@ -68,6 +68,7 @@ from deputy_shiny.shiny import (
     mcp_panel_server,
     permission_mode_server,
     subagent_panel_server,
+    trusted_session_user,
 )
 
 WWW = Path(__file__).parent / "www"
@@ -205,8 +206,9 @@ def app_ui(request: Request) -> ui.Tag:
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
     # Whom the Team panel's disclosure policy judges: the signed-in user on Posit
-    # Connect, else this browser session.
-    requester = session.user or session.id
+    # Connect, else this browser session (a client-sent credentials header counts only
+    # where Connect sets it).
+    requester = trusted_session_user(session) or session.id
     handle = agent_chat_server(
         "chat",
         lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),
