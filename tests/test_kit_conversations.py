@@ -679,3 +679,54 @@ def test_a_failed_resume_is_told_without_server_paths() -> None:
     assert "/srv" not in told and "tool definitions differ (mcp_time_now)" in told
     decided = _resume_failure(ApprovalDecidedError("/srv/x: decided"))
     assert "/srv" not in decided and "decided already" in decided
+
+
+# ------------------------------------------------------------------------ origins
+
+
+def test_a_session_is_foreign_unless_its_page_is_the_apps_own_origin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deputy_shiny.shiny._origin import foreign_origin, normalize_allowed_origins
+
+    for name in ("RSTUDIO_PRODUCT", "CONNECT_SERVER"):
+        monkeypatch.delenv(name, raising=False)
+
+    def check(origin: str | None, host: str = "app.example:8000", **options: Any) -> str | None:
+        headers = {"host": host, **({} if origin is None else {"origin": origin})}
+        headers.update(options.pop("headers", {}))
+        return foreign_origin(headers, options.pop("scheme", "ws"), **options)
+
+    assert check("http://app.example:8000") is None
+    assert check("HTTP://APP.EXAMPLE:8000") is None  # origins compare case-insensitively
+    assert check(None) is None  # not a browser: it carries only its own cookies
+    # Another port, a sibling subdomain, another scheme, opaque and malformed origins.
+    for foreign in [
+        "http://app.example:9000",
+        "http://evil.app.example:8000",
+        "https://app.example:8000",
+        "null",
+        "http://app.example:8000@evil.example",
+        "http://app.example:notaport",
+        "",
+    ]:
+        assert check(foreign) is not None, foreign
+    assert check("https://app.example", host="app.example", scheme="wss") is None
+    assert check("https://app.example:443", host="app.example", scheme="wss") is None
+    # Forwarded headers count only when the app says its proxy sets them.
+    proxied = {"x-forwarded-host": "chat.example", "x-forwarded-proto": "https"}
+    assert check("https://chat.example", host="10.0.0.5:8000", headers=proxied) is not None
+    assert (
+        check("https://chat.example", host="10.0.0.5:8000", headers=proxied, trust_forwarded=True)
+        is None
+    )
+    assert check("http://app.example:8000", headers=proxied, trust_forwarded=True) is not None
+    # Extra origins the app allows.
+    allowed = normalize_allowed_origins(["https://portal.example/"])
+    assert check("https://portal.example", allowed=allowed) is None
+    with pytest.raises(ValueError, match="not an http"):
+        normalize_allowed_origins(["portal.example"])
+    # On Posit Connect, the server's own address.
+    monkeypatch.setenv("CONNECT_SERVER", "https://connect.example/")
+    assert check("https://connect.example", host="127.0.0.1:3939") is None
+    assert check("https://other.example", host="127.0.0.1:3939") is not None
