@@ -19,7 +19,8 @@ the session id). On the demo model, say *research <topic>*.
 
 Each user's conversation is saved after every run: a page reload (or a dropped
 connection) brings back the chat, the workspace and any approval still waiting. The user
-is Posit Connect's signed-in user, else a token kept in the browser; conversations live
+is Posit Connect's signed-in user, else a token in an HttpOnly cookie (on Connect, whose
+content shares one origin, anonymous visitors' conversations are not saved); they live
 under ``DEPUTY_CONVERSATIONS_DIR`` (default: ``deputy_shiny/conversations`` in the
 system temp dir) and are deleted after 7 days unused. The sidebar's Conversation section
 starts a new one, and rewinds the workspace's files to the start of any run.
