@@ -19,7 +19,8 @@ the session id). On the demo model, say *research <topic>*.
 
 Each user's conversation is saved after every run: a page reload (or a dropped
 connection) brings back the chat, the workspace and any approval still waiting. The user
-is Posit Connect's signed-in user, else a token kept in the browser; conversations live
+is Posit Connect's signed-in user, else a token in an HttpOnly cookie (on Connect, whose
+content shares one origin, anonymous visitors' conversations are not saved); they live
 under ``DEPUTY_CONVERSATIONS_DIR`` (default: ``deputy_shiny/conversations`` in the
 system temp dir) and are deleted after 7 days unused. The sidebar's Conversation section
 starts a new one, and rewinds the workspace's files to the start of any run.
@@ -68,6 +69,7 @@ from deputy_shiny.shiny import (
     mcp_panel_server,
     permission_mode_server,
     subagent_panel_server,
+    trusted_session_user,
 )
 
 WWW = Path(__file__).parent / "www"
@@ -205,8 +207,9 @@ def app_ui(request: Request) -> ui.Tag:
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
     # Whom the Team panel's disclosure policy judges: the signed-in user on Posit
-    # Connect, else this browser session.
-    requester = session.user or session.id
+    # Connect, else this browser session (a client-sent credentials header counts only
+    # where Connect sets it).
+    requester = trusted_session_user(session) or session.id
     handle = agent_chat_server(
         "chat",
         lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),

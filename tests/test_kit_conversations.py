@@ -22,17 +22,16 @@ from deputy_shiny.persistence.approvals import continues_conversation
 from deputy_shiny.shiny import KitPersistence, _session_conversation
 from deputy_shiny.shiny._chat_module import AgentChatContext, _check_persistent_agent
 from deputy_shiny.shiny._conversations import (
-    COOKIE,
     check_key,
-    is_browser_token,
-    new_browser_token,
     open_folder,
+    records_root,
     sweep_expired,
+    workspaces_root,
 )
+from deputy_shiny.shiny._identity import BINDING_COOKIE, TOKEN_COOKIE, new_binding
 from deputy_shiny.shiny._mcp_session import SessionMcp
 from deputy_shiny.shiny._session_conversation import (
     RELOAD_MESSAGE,
-    TOKEN_MESSAGE,
     SessionConversation,
 )
 from deputy_shiny.shiny._transcript import transcript_messages
@@ -42,13 +41,14 @@ from deputy_shiny.tools import tool_write_file
 DAY = 24 * 3600
 
 
-class _Cookies:
-    def __init__(self, cookies: dict[str, str]) -> None:
-        self.cookies = cookies
+class _Connection:
+    def __init__(self, cookie: str | None) -> None:
+        self.headers = {} if cookie is None else {"cookie": cookie}
 
 
 class FakeSession:
-    """What SessionConversation uses of a Shiny session."""
+    """What SessionConversation uses of a Shiny session: ``cookie`` is the websocket's
+    raw Cookie header."""
 
     _count = 0
 
@@ -56,9 +56,10 @@ class FakeSession:
         FakeSession._count += 1
         self.id = f"session-{FakeSession._count}"
         self.user = user
-        self.http_conn = _Cookies({} if cookie is None else {COOKIE: cookie})
+        self.http_conn = _Connection(cookie)
         self.sent: list[tuple[str, Any]] = []
         self.ended: list[Any] = []
+        self.routes: dict[str, Any] = {}
 
     def root_scope(self) -> FakeSession:
         return self
@@ -66,20 +67,32 @@ class FakeSession:
     def on_ended(self, callback: Any) -> None:
         self.ended.append(callback)
 
+    def dynamic_route(self, name: str, handler: Any) -> str:
+        self.routes[name] = handler
+        return f"session/{self.id}/dynamic_route/{name}?nonce=1"
+
     async def send_custom_message(self, kind: str, message: Any) -> None:
         self.sent.append((kind, message))
 
 
 def conversation(root: Path, session: FakeSession, **options: Any) -> SessionConversation:
+    """A conversation for ``session``; ``session.user`` is trusted unless said otherwise
+    (as behind a proxy that sets it: the identity rules have tests of their own)."""
+    options.setdefault("trust_user_header", True)
     return SessionConversation(KitPersistence(root, **options), session, "chat")  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------ folders
 
 
+def mode(path: Path) -> str:
+    return oct(path.stat().st_mode & 0o777)
+
+
 def test_each_user_has_a_folder_named_by_a_hash_with_stable_ids(tmp_path: Path) -> None:
     persistence = KitPersistence(tmp_path)
     alice = open_folder(persistence, "user", "alice", "chat")
+    alice.keep()  # the first message
     again = open_folder(persistence, "user", "alice", "chat")
     token_alice = open_folder(persistence, "token", "alice", "chat")
     other_chat = open_folder(persistence, "user", "alice", "second")
@@ -88,11 +101,46 @@ def test_each_user_has_a_folder_named_by_a_hash_with_stable_ids(tmp_path: Path) 
     assert "alice" not in str(alice.directory)  # no key reaches the file system
     assert {p.name for p in alice.directory.iterdir()} == {
         "conversation.json",
-        "workspace",
         "approvals",
         "checkpoints",
     }
-    assert oct(alice.directory.stat().st_mode & 0o777) == "0o700"
+    assert mode(alice.directory) == "0o700"
+
+
+def test_workspaces_and_records_are_two_trees_apart(tmp_path: Path) -> None:
+    """Nothing under a workspace reaches a record by any path: the records are not in
+    its parent, nor anywhere below the workspaces tree. Every parent of a workspace is
+    traversable (model-run code will run there as another uid); records are not."""
+    persistence = KitPersistence(tmp_path / "root")
+    folder = open_folder(persistence, "user", "alice", "chat")
+    folder.keep()
+    records, workspaces = records_root(persistence), workspaces_root(persistence)
+    assert folder.directory.parent == records and folder.workspace.parent == workspaces
+    assert not folder.directory.is_relative_to(workspaces)
+    assert not folder.workspace.is_relative_to(records)
+    assert {p.name for p in workspaces.iterdir()} == {folder.workspace.name}
+    assert mode(persistence.root) == "0o711" and mode(workspaces) == "0o711"
+    assert mode(records) == "0o700" and mode(folder.directory) == "0o700"
+    assert mode(folder.workspace) == "0o700"
+    # An old root (0700 from an earlier version) is made traversable.
+    old = tmp_path / "old"
+    old.mkdir(mode=0o700)
+    open_folder(KitPersistence(old), "user", "bob", "chat")
+    assert mode(old) == "0o711"
+
+
+def test_a_conversation_is_kept_from_its_first_message_only(tmp_path: Path) -> None:
+    persistence = KitPersistence(tmp_path)
+    visitor = open_folder(persistence, "token", "x" * 43, "chat")
+    assert not visitor.kept and not (visitor.directory / "conversation.json").exists()
+    assert [p for p in visitor.directory.rglob("*") if p.is_file()] == []
+    assert visitor.discard_if_unkept()  # left without a message: nothing stays
+    assert list(records_root(persistence).iterdir()) == []
+    assert list(workspaces_root(persistence).iterdir()) == []
+    writer = open_folder(persistence, "token", "y" * 43, "chat")
+    writer.keep()
+    assert writer.kept and not writer.discard_if_unkept()
+    assert open_folder(persistence, "token", "y" * 43, "chat") == writer
 
 
 def age(directory: Path, seconds: float) -> None:
@@ -105,6 +153,7 @@ def age(directory: Path, seconds: float) -> None:
 def test_an_expired_conversation_is_deleted_when_its_user_comes_back(tmp_path: Path) -> None:
     persistence = KitPersistence(tmp_path, ttl=timedelta(days=7))
     first = open_folder(persistence, "user", "alice", "chat")
+    first.keep()
     (first.workspace / "draft.md").write_text("old")
     (first.session_file).write_text("{}")
     age(first.directory, 6 * DAY)
@@ -121,22 +170,29 @@ def test_the_sweep_deletes_expired_folders_but_not_those_in_use(tmp_path: Path) 
     old = open_folder(persistence, "user", "old", "chat")
     busy = open_folder(persistence, "user", "busy", "chat")
     fresh = open_folder(persistence, "user", "fresh", "chat")
+    for folder in (old, busy, fresh):
+        folder.keep()
+    crashed = open_folder(persistence, "user", "crashed", "chat")  # never kept
     age(old.directory, 2 * DAY)
     age(busy.directory, 2 * DAY)
-    leftover = tmp_path / ".expired-crashed"
+    age(crashed.directory, 2 * 3600)
+    leftover = records_root(persistence) / ".expired-crashed"
     leftover.mkdir()
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
     outside.mkdir()
-    (tmp_path / "link").symlink_to(outside)
-    assert sweep_expired(persistence, {busy.directory}) == 1
-    assert not old.directory.exists() and not leftover.exists()
-    assert busy.directory.is_dir() and fresh.directory.is_dir()
+    (records_root(persistence) / "link").symlink_to(outside)
+    assert sweep_expired(persistence, {busy.directory}) == 2
+    assert not old.directory.exists() and not old.workspace.exists()
+    assert not crashed.directory.exists() and not crashed.workspace.exists()
+    assert not leftover.exists()
+    assert busy.directory.is_dir() and fresh.directory.is_dir() and fresh.workspace.is_dir()
     assert outside.is_dir()  # a symlink is never followed
 
 
 def test_a_damaged_ids_file_is_kept_aside_and_a_new_conversation_starts(tmp_path: Path) -> None:
     persistence = KitPersistence(tmp_path)
     first = open_folder(persistence, "user", "alice", "chat")
+    first.keep()
     first.session_file.write_text("saved")
     ids = first.directory / "conversation.json"
     ids.write_text(ids.read_text().replace("session_", "sessioX_"))
@@ -147,16 +203,14 @@ def test_a_damaged_ids_file_is_kept_aside_and_a_new_conversation_starts(tmp_path
 
 
 def test_keys_and_settings_are_checked() -> None:
-    token = new_browser_token()
-    assert is_browser_token(token) and token != new_browser_token()
-    for bad in ["../../etc/passwd", token[:-1], token + "x", token[:-1] + "/", None, 42]:
-        assert not is_browser_token(bad)
     assert check_key("alice") == "alice"
     assert check_key("") is None and check_key(None) is None
     with pytest.raises(ConfigurationError, match="string or None"):
         check_key(42)
     with pytest.raises(ValidationError, match="ttl must be positive"):
         KitPersistence("/tmp/x", ttl=timedelta(0))
+    with pytest.raises(ValidationError, match="at least 32 bytes"):
+        KitPersistence("/tmp/x", token_key=b"short")
     persistence = KitPersistence("relative/dir")
     assert persistence.root.is_absolute()
     with pytest.raises(ValidationError):
@@ -166,28 +220,174 @@ def test_keys_and_settings_are_checked() -> None:
 # ---------------------------------------------------------------------------- keys
 
 
-def test_the_user_is_connects_user_else_the_browsers_token(tmp_path: Path) -> None:
-    signed_in = conversation(tmp_path, FakeSession(user="alice", cookie=new_browser_token()))
-    assert signed_in.kind == "user"
+def cookies(binding: str | None = None, token: str | None = None, extra: str = "") -> str:
+    """A websocket's raw Cookie header."""
+    parts = [] if binding is None else [f"{BINDING_COOKIE}={binding}"]
+    parts += [] if token is None else [f"{TOKEN_COOKIE}={token}"]
+    return "; ".join(parts + ([extra] if extra else []))
 
-    token = new_browser_token()
-    returning = conversation(tmp_path, FakeSession(cookie=token))
-    again = conversation(tmp_path, FakeSession(cookie=token))
-    assert returning.kind == "token" and returning.folder == again.folder
 
-    forged = FakeSession(cookie="../" + token[3:])
-    newcomer = conversation(tmp_path, forged)
-    assert newcomer.folder != returning.folder
-    asyncio.run(newcomer.send_token())
-    [(kind, message)] = forged.sent
-    assert kind == TOKEN_MESSAGE and is_browser_token(message["token"])
-    # The token a browser gets leads back to the same folder.
-    assert conversation(tmp_path, FakeSession(cookie=message["token"])).folder == newcomer.folder
+def issued(session: FakeSession, held: SessionConversation) -> str:
+    """The token the browser of ``session`` is given: the Set-Cookie of the route the
+    kit's script fetches (checked: HttpOnly, SameSite=Strict, the app's path)."""
+    from starlette.requests import Request
 
+    asyncio.run(held.send_token())
+    [(kind, message)] = session.sent
+    assert kind == "deputy-conversation-token" and set(message) == {"url"}
+    [handler] = session.routes.values()
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/",
+        "headers": [(b"sec-fetch-site", b"same-origin")],
+        "query_string": b"nonce=1&path=%2Fapp%2F",
+    }
+    response = handler(Request(scope))
+    header = response.headers["set-cookie"]
+    assert "HttpOnly" in header and "SameSite=strict" in header and "Path=/app/" in header
+    refused = dict(scope, headers=[(b"sec-fetch-site", b"cross-site")])
+    assert handler(Request(refused)).status_code == 403
+    bad_path = dict(scope, query_string=b"path=%2Fapp%3B%20Domain%3Devil")
+    assert handler(Request(bad_path)).status_code == 400
+    name, value = header.split(";", 1)[0].split("=", 1)
+    assert name == TOKEN_COOKIE
+    return value
+
+
+def test_a_browser_token_is_issued_in_an_httponly_cookie_bound_to_the_browser(
+    tmp_path: Path,
+) -> None:
+    binding = new_binding()
+    first = FakeSession(cookie=cookies(binding))
+    newcomer = conversation(tmp_path, first)
+    token = issued(first, newcomer)
+    assert newcomer.kind == "token" and newcomer.folder.directory.exists()
+    # The same browser (token and binding) comes back to the same conversation.
+    again = conversation(tmp_path, FakeSession(cookie=cookies(binding, token)))
+    assert again.folder.directory == newcomer.folder.directory
+    assert again._issued_token is None
+    # The token is worthless without its binding, and vice versa: a token planted in
+    # another browser (which has its own binding), a guessed or edited token, a token
+    # signed with another key: each is ignored, and that browser gets a fresh token.
+    mallory = new_binding()
+    tampered = token[:-1] + ("A" if token[-1] != "A" else "B")
+    guessed = "x" * 43 + "." + "y" * 43
+    other_key = KitPersistence(tmp_path / "elsewhere", token_key=b"k" * 32)
+    foreign = FakeSession(cookie=cookies(mallory))
+    foreign_token = issued(foreign, SessionConversation(other_key, foreign, "chat"))  # type: ignore[arg-type]
+    for planted in [token, tampered, guessed, foreign_token, "../../etc/passwd", ""]:
+        session = FakeSession(cookie=cookies(mallory, planted))
+        other = conversation(tmp_path, session)
+        assert other.folder.directory != newcomer.folder.directory, planted
+        assert other._issued_token is not None
+    tampered_session = FakeSession(cookie=cookies(binding, tampered))
+    assert conversation(tmp_path, tampered_session).folder.directory != newcomer.folder.directory
+
+
+def test_a_cookie_sent_twice_is_refused_not_resolved(tmp_path: Path) -> None:
+    """A page of another port or subdomain can add a cookie of the same name (another
+    path or domain) beside the real one; Starlette would keep the last. Refused."""
+    from deputy_shiny.shiny._session_conversation import NotSaved
+
+    binding = new_binding()
+    first = FakeSession(cookie=cookies(binding))
+    token = issued(first, conversation(tmp_path, first))
+    attacker_binding = new_binding()
+    attacker = FakeSession(cookie=cookies(attacker_binding))
+    attacker_token = issued(attacker, conversation(tmp_path, attacker))
+    planted = [
+        cookies(binding, token, f"{TOKEN_COOKIE}={attacker_token}"),
+        cookies(binding, attacker_token, f"{TOKEN_COOKIE}={token}"),
+        cookies(binding, token, f"{BINDING_COOKIE}={attacker_binding}"),
+        cookies(binding, None, f"{TOKEN_COOKIE}={attacker_token}; {TOKEN_COOKIE}=x"),
+    ]
+    for header in planted:
+        with pytest.raises(NotSaved, match="twice"):
+            conversation(tmp_path, FakeSession(cookie=header))
+    # Without the binding the kit's script sets, nothing is saved either.
+    with pytest.raises(NotSaved, match="local storage"):
+        conversation(tmp_path, FakeSession(cookie=cookies(None, token)))
+    with pytest.raises(NotSaved, match="local storage"):
+        conversation(tmp_path, FakeSession(cookie=cookies("short", token)))
+
+
+def test_session_user_counts_only_where_the_deployment_vouches_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-shiny reads session.user from a header any client can send: outside Connect
+    it names nobody unless the app says a proxy sets it."""
+    from deputy_shiny.shiny import trusted_session_user
+    from deputy_shiny.shiny._session_conversation import NotSaved
+
+    for name in ("RSTUDIO_PRODUCT", "CONNECT_SERVER"):
+        monkeypatch.delenv(name, raising=False)
+    mine, theirs = new_binding(), new_binding()
+    forged = conversation(
+        tmp_path, FakeSession(user="alice", cookie=cookies(mine)), trust_user_header=None
+    )
+    also = conversation(
+        tmp_path, FakeSession(user="alice", cookie=cookies(theirs)), trust_user_header=None
+    )
+    assert forged.kind == also.kind == "token"  # two browsers, two conversations
+    assert forged.folder.directory != also.folder.directory
+    assert trusted_session_user(FakeSession(user="alice")) is None
+    never = conversation(
+        tmp_path, FakeSession(user="alice", cookie=cookies(mine)), trust_user_header=False
+    )
+    assert never.kind == "token"
+
+    proxied = conversation(tmp_path, FakeSession(user="alice"), trust_user_header=True)
+    assert proxied.kind == "user"
+
+    # On Posit Connect (which sets the header itself) the user counts, and anonymous
+    # visitors get no saved conversation unless the app opts in.
+    monkeypatch.setenv("RSTUDIO_PRODUCT", "CONNECT")
+    on_connect = conversation(tmp_path, FakeSession(user="alice"), trust_user_header=None)
+    assert on_connect.kind == "user"
+    assert on_connect.folder.directory == proxied.folder.directory
+    assert trusted_session_user(FakeSession(user="alice")) == "alice"
+    with pytest.raises(NotSaved, match="signed-in users only"):
+        conversation(tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None)
+    opted_in = conversation(
+        tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None, anonymous=True
+    )
+    assert opted_in.kind == "token"
+    monkeypatch.delenv("RSTUDIO_PRODUCT")
+    monkeypatch.setenv("CONNECT_SERVER", "https://connect.example/")
+    with pytest.raises(NotSaved, match="signed-in users only"):
+        conversation(tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None)
+
+
+def test_custom_keys_come_first(tmp_path: Path) -> None:
+    signed_in = conversation(tmp_path, FakeSession(user="alice"))
     custom = conversation(tmp_path, FakeSession(user="alice"), key=lambda s: "team-7")
     assert custom.kind == "custom" and custom.folder != signed_in.folder
     fallback = conversation(tmp_path, FakeSession(user="alice"), key=lambda s: None)
-    assert fallback.folder == signed_in.folder
+    assert fallback.folder.directory == signed_in.folder.directory
+
+
+def test_the_token_key_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    from deputy_shiny.shiny._conversations import token_key
+
+    persistence = KitPersistence(tmp_path)
+    key = token_key(persistence)
+    assert len(key) == 32 and token_key(KitPersistence(tmp_path)) == key
+    path = records_root(persistence) / ".token-key"
+    assert mode(path) == "0o600"
+    path.write_text("not a key")
+    with pytest.raises(Exception, match="not a token key"):
+        token_key(persistence)
+
+
+def test_a_visitor_who_sends_nothing_leaves_nothing(tmp_path: Path) -> None:
+    session = FakeSession(cookie=cookies(new_binding()))
+    visitor = conversation(tmp_path, session)
+    assert asyncio.run(visitor.take_over(lambda: asyncio.sleep(0)))
+    visitor.release()
+    persistence = KitPersistence(tmp_path)
+    assert list(records_root(persistence).iterdir()) == [records_root(persistence) / ".token-key"]
+    assert list(workspaces_root(persistence).iterdir()) == []
 
 
 # ------------------------------------------------------------- takeover and restore
@@ -241,9 +441,11 @@ async def test_a_session_that_does_not_let_go_is_not_taken_over(
 
 
 async def hold(held: SessionConversation, agent: Agent) -> None:
-    """What a session does as it starts: take the folder, load what was saved."""
+    """What a session does as it starts (take the folder, load what was saved), and as
+    its first message is sent (keep the conversation)."""
     assert await held.take_over(lambda: asyncio.sleep(0))
     assert await held.load(agent) is None
+    held.keep()
 
 
 def agent_for(folder_conversation: SessionConversation, replies: list[Any]) -> Agent:
@@ -442,13 +644,14 @@ async def test_the_transcript_is_rebuilt_inert_from_the_turns(tmp_path: Path) ->
 
 
 async def test_a_hostile_model_cannot_reach_the_conversations_own_files(tmp_path: Path) -> None:
-    """The saved session, the ids and the approvals sit beside the workspace, never in
-    it: the file tools' confinement keeps a prompt-injected model out of them."""
+    """The saved session, the ids and the approvals live in another tree than the
+    workspace: the file tools' confinement keeps a prompt-injected model out of them."""
     owner = conversation(tmp_path, FakeSession(user="alice"))
+    records = f"../../records/{owner.folder.directory.name}"
     attacks = [
-        ScriptedToolCall("write_file", {"path": "../conversation.json", "content": "{}"}),
-        ScriptedToolCall("write_file", {"path": "../session.json", "content": "{}"}),
-        ScriptedToolCall("write_file", {"path": "../approvals/x.approval.json", "content": "{}"}),
+        ScriptedToolCall("write_file", {"path": f"{records}/conversation.json", "content": "{}"}),
+        ScriptedToolCall("write_file", {"path": f"{records}/session.json", "content": "{}"}),
+        ScriptedToolCall("write_file", {"path": f"{records}/approvals/x.json", "content": "{}"}),
         ScriptedToolCall("write_file", {"path": str(owner.folder.session_file), "content": "{}"}),
     ]
     agent = agent_for(owner, [ScriptedReply(tool_calls=attacks), "done"])
@@ -476,3 +679,54 @@ def test_a_failed_resume_is_told_without_server_paths() -> None:
     assert "/srv" not in told and "tool definitions differ (mcp_time_now)" in told
     decided = _resume_failure(ApprovalDecidedError("/srv/x: decided"))
     assert "/srv" not in decided and "decided already" in decided
+
+
+# ------------------------------------------------------------------------ origins
+
+
+def test_a_session_is_foreign_unless_its_page_is_the_apps_own_origin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deputy_shiny.shiny._origin import foreign_origin, normalize_allowed_origins
+
+    for name in ("RSTUDIO_PRODUCT", "CONNECT_SERVER"):
+        monkeypatch.delenv(name, raising=False)
+
+    def check(origin: str | None, host: str = "app.example:8000", **options: Any) -> str | None:
+        headers = {"host": host, **({} if origin is None else {"origin": origin})}
+        headers.update(options.pop("headers", {}))
+        return foreign_origin(headers, options.pop("scheme", "ws"), **options)
+
+    assert check("http://app.example:8000") is None
+    assert check("HTTP://APP.EXAMPLE:8000") is None  # origins compare case-insensitively
+    assert check(None) is None  # not a browser: it carries only its own cookies
+    # Another port, a sibling subdomain, another scheme, opaque and malformed origins.
+    for foreign in [
+        "http://app.example:9000",
+        "http://evil.app.example:8000",
+        "https://app.example:8000",
+        "null",
+        "http://app.example:8000@evil.example",
+        "http://app.example:notaport",
+        "",
+    ]:
+        assert check(foreign) is not None, foreign
+    assert check("https://app.example", host="app.example", scheme="wss") is None
+    assert check("https://app.example:443", host="app.example", scheme="wss") is None
+    # Forwarded headers count only when the app says its proxy sets them.
+    proxied = {"x-forwarded-host": "chat.example", "x-forwarded-proto": "https"}
+    assert check("https://chat.example", host="10.0.0.5:8000", headers=proxied) is not None
+    assert (
+        check("https://chat.example", host="10.0.0.5:8000", headers=proxied, trust_forwarded=True)
+        is None
+    )
+    assert check("http://app.example:8000", headers=proxied, trust_forwarded=True) is not None
+    # Extra origins the app allows.
+    allowed = normalize_allowed_origins(["https://portal.example/"])
+    assert check("https://portal.example", allowed=allowed) is None
+    with pytest.raises(ValueError, match="not an http"):
+        normalize_allowed_origins(["portal.example"])
+    # On Posit Connect, the server's own address.
+    monkeypatch.setenv("CONNECT_SERVER", "https://connect.example/")
+    assert check("https://connect.example", host="127.0.0.1:3939") is None
+    assert check("https://other.example", host="127.0.0.1:3939") is not None

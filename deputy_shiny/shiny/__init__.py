@@ -12,6 +12,7 @@ Example:
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._conversation_panel import conversation_panel_server, conversation_panel_ui
 from ._conversations import KitPersistence
+from ._identity import on_posit_connect, trusted_session_user
 from ._image_guard import ImageGuard
 from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
@@ -34,9 +35,11 @@ __all__ = [
     "conversation_panel_ui",
     "mcp_panel_server",
     "mcp_panel_ui",
+    "on_posit_connect",
     "permission_mode_server",
     "permission_mode_ui",
     "render_events",
     "subagent_panel_server",
     "subagent_panel_ui",
+    "trusted_session_user",
 ]

@@ -59,12 +59,18 @@ from ._conversations import KitPersistence
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._modals import approval_modal, confirm_modal, questions_modal
+from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import note_chunk, render_events
-from ._session_conversation import RELOAD_MESSAGE, SessionConversation
+from ._session_conversation import RELOAD_MESSAGE, NotSaved, SessionConversation
 from ._transcript import transcript_messages
 
 logger = logging.getLogger(__name__)
+
+FOREIGN_MESSAGE = (
+    "This chat works only on its own page: this page is from another site, so it gets "
+    "no conversation here."
+)
 
 
 def kit_dependency() -> HTMLDependency:
@@ -225,6 +231,8 @@ def agent_chat_server(
     mcp_config: McpConfigInput | McpConfig | None = None,
     mcp_servers: Iterable[str] = (),
     persistence: KitPersistence | None = None,
+    allowed_origins: Iterable[str] = (),
+    trust_forwarded: bool = False,
 ) -> AgentChatHandle:
     """Bind one Agent per browser session to the chat placed by ``agent_chat_ui(id)``.
 
@@ -248,6 +256,14 @@ def agent_chat_server(
             comes back on a reload, with its workspace and any approval still waiting
             (as a modal, decided once). The factory must pass ``ctx``'s ids and
             directories to the Agent (see :class:`AgentChatContext`).
+        allowed_origins: Origins (``https://portal.example``) other than the app's own
+            whose pages may open this app's chat (e.g. a page that embeds it). A session
+            opened by any other origin's page (its websocket's ``Origin``) is refused:
+            the chat says so in one line, and it gets no agent (``agent_factory`` is not
+            called), no conversation, no prompts.
+        trust_forwarded: The app's own origin is taken from ``X-Forwarded-Proto`` and
+            ``X-Forwarded-Host`` rather than the request's ``Host``: only when a reverse
+            proxy in front of the app sets them (any client can send them).
     """
     running = reactive.value(False)
     usage_value = reactive.value(AgentUsage())
@@ -256,10 +272,13 @@ def agent_chat_server(
     autoconnect = tuple(mcp_servers)
     if autoconnect and mcp_config is None:
         raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
+    allowed = normalize_allowed_origins(allowed_origins)
     if session.is_stub_session():
         return AgentChatHandle(
             None, running, usage_value, reactive.value(0), tool_events, None, SessionMcp(None)
         )
+    if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
+        return _foreign_session(running, usage_value, tool_events)
 
     async def tell_chat(message: str) -> None:
         await chat.append_message(message)
@@ -268,11 +287,13 @@ def agent_chat_server(
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
-    conversation = (
-        None
-        if persistence is None
-        else SessionConversation(persistence, session, str(session.ns) or "chat")
-    )
+    conversation = None
+    not_saved: str | None = None
+    if persistence is not None:
+        try:
+            conversation = SessionConversation(persistence, session, str(session.ns) or "chat")
+        except NotSaved as exc:
+            not_saved = str(exc)  # the session runs unsaved, and the chat says why
     if conversation is not None:
         working_dir = conversation.folder.workspace
     else:
@@ -420,6 +441,14 @@ def agent_chat_server(
                 # Sent while the conversation came back: its approval is decided first.
                 yield note_chunk("An approval is waiting: decide it first, then ask again.")
                 return
+            if conversation is not None and message is not None:
+                try:
+                    # The first message keeps the conversation (until then a visitor
+                    # leaves nothing on disk).
+                    await asyncio.to_thread(conversation.keep)
+                except DeputyError as exc:
+                    logger.warning("the conversation could not be kept: %s", exc)
+                    yield note_chunk("This conversation could not be saved.")
             events = None if message is None else agent.run(message)
             while True:
                 if events is not None:
@@ -541,6 +570,10 @@ def agent_chat_server(
         restoring = asyncio.get_running_loop().create_task(_restore_logged())
         background.add(restoring)
         restoring.add_done_callback(background.discard)
+    elif not_saved is not None:
+        telling = asyncio.get_running_loop().create_task(_tell_logged(chat, not_saved))
+        background.add(telling)
+        telling.add_done_callback(background.discard)
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
@@ -574,6 +607,45 @@ def agent_chat_server(
 
     session.on_ended(_end)
     return handle
+
+
+async def _tell_logged(chat: Chat, message: str) -> None:
+    try:
+        await chat.append_message(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.warning("a note could not be shown in the chat", exc_info=True)
+
+
+_foreign_chats: set[asyncio.Task[None]] = set()
+
+
+def _foreign_session(
+    running: reactive.Value[bool],
+    usage_value: reactive.Value[AgentUsage],
+    tool_events: reactive.Value[int],
+) -> AgentChatHandle:
+    """A session opened by another origin's page: one line in the chat, and nothing
+    else (no agent, no conversation, no prompts; what it sends is answered with the
+    same line)."""
+    chat = Chat("chat", history=False)
+
+    @chat.on_user_submit
+    async def _refuse(_user_input: str) -> None:
+        await chat.append_message(FOREIGN_MESSAGE)
+
+    task = asyncio.get_running_loop().create_task(_tell_logged(chat, FOREIGN_MESSAGE))
+    _foreign_chats.add(task)  # held until done (a task nothing references may vanish)
+    task.add_done_callback(_foreign_chats.discard)
+
+    @render.text
+    def usage() -> str:
+        return _usage_text(usage_value())
+
+    return AgentChatHandle(
+        None, running, usage_value, reactive.value(0), tool_events, None, SessionMcp(None)
+    )
 
 
 async def _until_paused(

@@ -1,18 +1,30 @@
 """Where the kit keeps each user's conversation: ``KitPersistence`` and its folders.
 
 With ``agent_chat_server(..., persistence=KitPersistence(root))`` every user (a *key*)
-has one folder under ``root``, named by a hash of the key (the key itself is never on
-disk)::
+has one conversation per chat, named by a hash of the key (the key itself is never on
+disk). The records and the workspace live in two separate trees, so nothing under a
+workspace (where model-run code and the file tools act) reaches a record by any path::
 
-    <root>/<sha256 of kind, key and chat id>/
-        conversation.json   the conversation's ids (a versioned, checksummed document)
-        session.json        the saved conversation (agent.save_session)
-        workspace/          the agent's working directory
-        approvals/          durable approvals waiting for this user
-        checkpoints/        the file checkpoint journal
+    <root>/                      0711: traversable, not listable
+        records/                 0700
+            .token-key           0600: the HMAC key of browser tokens (made once)
+            <sha256 of kind, key and chat id>/     0700
+                conversation.json   the conversation's ids (a versioned, checksummed document)
+                session.json        the saved conversation (agent.save_session)
+                approvals/          durable approvals waiting for this user
+                checkpoints/        the file checkpoint journal
+        workspaces/              0711: so sandboxed code can run as another uid
+            <the same name>/     0700: the agent's working directory
 
-A folder not used for ``ttl`` is deleted, with everything in it, the next time any
-session of the process starts (or when its own user comes back).
+A conversation is *kept* from its first message on (its ids file is written then). The
+directories the agent needs exist while its session runs; a session that ends without
+a message sent removes them again, so a visitor who connects and leaves leaves nothing.
+A kept conversation not used for ``ttl`` is deleted, records and workspace, the next
+time a session of the process starts (or when its own user comes back).
+
+Folders of the layout before this one (``<root>/<hash>/`` with ``workspace/`` inside)
+are not read, moved or deleted: their conversations are not restored. Delete them by
+hand.
 
 Example:
     >>> import tempfile
@@ -30,6 +42,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -39,7 +52,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, SecretBytes, field_validator
 
 from ..errors import ConfigurationError, PersistenceError
 from ..persistence.files import read_document, write_document
@@ -47,22 +60,22 @@ from ..persistence.files import read_document, write_document
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "COOKIE",
     "ConversationFolder",
     "KitPersistence",
-    "is_browser_token",
-    "new_browser_token",
     "open_folder",
+    "records_root",
     "sweep_expired",
+    "token_key",
+    "workspaces_root",
 ]
 
-COOKIE = "deputy_shiny_conversation"
-"""The cookie ``deputy_shiny.js`` sets from localStorage, so the server knows the
-browser's token as the session starts."""
-
 _IDS_KIND = "kit-conversation"
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 _TRASH_PREFIX = ".expired-"
+_KEY_FILE = ".token-key"
+_NAME = re.compile(r"[0-9a-f]{40}")
+UNKEPT_GRACE = 3600.0
+"""Seconds after which the sweep removes the folders of a conversation that was never
+kept and that no live session holds (left over from a crash)."""
 
 
 class KitPersistence(BaseModel):
@@ -70,11 +83,25 @@ class KitPersistence(BaseModel):
 
     Attributes:
         root: The folder holding every user's conversation (created if missing).
-        key: ``key(session) -> str | None``: who the user is. None (the default), or a
-            function returning None, means Posit Connect's ``session.user`` when set,
-            else an unguessable token kept in the browser's localStorage.
+        key: ``key(session) -> str | None``: who the user is, decided by the app (it
+            then answers for where that comes from). None (the default), or a function
+            returning None, means the trusted ``session.user`` (see
+            ``trust_user_header``), else an anonymous browser token.
         ttl: How long an unused conversation is kept (default 7 days); then it is
             deleted, with its workspace.
+        trust_user_header: Whether ``session.user`` (py-shiny reads it from the
+            ``Shiny-Server-Credentials`` request header, which any client can send)
+            names the user. None (default): only on Posit Connect, which sets that
+            header itself; True: a proxy in front of the app sets it and removes any a
+            client sent; False: never.
+        anonymous: Whether users with no trusted identity get a saved conversation (an
+            HttpOnly token cookie). None (default): yes, except on Posit Connect, where
+            every piece of content shares one origin, so another content's page could
+            script this app's pages and plant its cookies; True: yes, also there
+            (opt-in); False: never.
+        token_key: The HMAC key (32 bytes or more) that signs browser tokens; None
+            keeps a random one in ``root/records/.token-key``. Processes sharing a root
+            share it; a new key ends every anonymous conversation.
 
     Example:
         >>> import tempfile
@@ -87,6 +114,9 @@ class KitPersistence(BaseModel):
     root: Path
     key: Callable[[Any], str | None] | None = None
     ttl: timedelta = timedelta(days=7)
+    trust_user_header: bool | None = None
+    anonymous: bool | None = None
+    token_key: SecretBytes | None = None
 
     def __init__(self, root: str | os.PathLike[str], **options: Any) -> None:
         super().__init__(root=Path(root), **options)
@@ -103,38 +133,99 @@ class KitPersistence(BaseModel):
             raise ValueError("ttl must be positive")
         return value
 
+    @field_validator("token_key")
+    @classmethod
+    def _long_enough(cls, value: SecretBytes | None) -> SecretBytes | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("token_key must be at least 32 bytes")
+        return value
 
-def new_browser_token() -> str:
-    """A fresh browser token: 256 random bits, URL-safe (43 characters)."""
-    return secrets.token_urlsafe(32)
+
+def records_root(persistence: KitPersistence) -> Path:
+    """``root/records``: every conversation's records (never under a workspace)."""
+    return persistence.root / "records"
 
 
-def is_browser_token(value: object) -> bool:
-    """True for a string shaped like :func:`new_browser_token`'s (anything else is
-    ignored: a new token is issued).
+def workspaces_root(persistence: KitPersistence) -> Path:
+    """``root/workspaces``: every conversation's workspace."""
+    return persistence.root / "workspaces"
 
-    Example:
-        >>> is_browser_token(new_browser_token()), is_browser_token("../etc")
-        (True, False)
+
+def _ensure_layout(persistence: KitPersistence) -> None:
+    """Make ``root`` (traversable), ``records`` (0700) and ``workspaces`` (0711)."""
+    root = persistence.root
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o711)
+        mode = stat.S_IMODE(os.lstat(root).st_mode)
+        if mode & 0o011 != 0o011:
+            # Sandboxed code runs as another uid inside a workspace: every parent must
+            # be traversable (listing is not needed, so 0711 is enough).
+            os.chmod(root, mode | 0o111)
+        records = records_root(persistence)
+        records.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(records, 0o700)
+        workspaces = workspaces_root(persistence)
+        workspaces.mkdir(exist_ok=True, mode=0o711)
+        os.chmod(workspaces, 0o711)
+    except OSError as exc:
+        raise PersistenceError(f"{root}: cannot create the conversations folder ({exc}).") from None
+    for directory in (records, workspaces):
+        if directory.is_symlink() or not directory.is_dir():
+            raise PersistenceError(f"{directory}: is not a directory.")
+
+
+def token_key(persistence: KitPersistence) -> bytes:
+    """The key that signs browser tokens: ``token_key``, else the one kept in
+    ``root/records/.token-key`` (created at first use, mode 0600, never replaced).
+
+    Raises:
+        PersistenceError: the key file cannot be made or read, or is not a key.
     """
-    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
+    if persistence.token_key is not None:
+        return persistence.token_key.get_secret_value()
+    _ensure_layout(persistence)
+    path = records_root(persistence) / _KEY_FILE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise PersistenceError(f"{path}: cannot create the token key ({exc}).") from None
+    else:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_bytes(32).hex().encode())
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as source:
+            text = source.read(200).decode("ascii", "replace").strip()
+    except OSError as exc:
+        raise PersistenceError(f"{path}: cannot read the token key ({exc}).") from None
+    if not re.fullmatch(r"[0-9a-f]{64,}", text):
+        # Another process may be writing it this very moment: wait for it once.
+        time.sleep(0.05)
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            text = ""
+        if not re.fullmatch(r"[0-9a-f]{64,}", text):
+            raise PersistenceError(f"{path}: is not a token key (64 hex digits); remove it.")
+    return bytes.fromhex(text)
 
 
 @dataclass(frozen=True)
 class ConversationFolder:
-    """One user's conversation folder and the ids its agent must keep."""
+    """One user's conversation: its records folder, its workspace, and the ids its
+    agent must keep."""
 
     directory: Path
+    workspace: Path
     session_id: str
     agent_id: str
 
     @property
     def session_file(self) -> Path:
         return self.directory / "session.json"
-
-    @property
-    def workspace(self) -> Path:
-        return self.directory / "workspace"
 
     @property
     def approvals(self) -> Path:
@@ -144,25 +235,55 @@ class ConversationFolder:
     def checkpoints(self) -> Path:
         return self.directory / "checkpoints"
 
+    @property
+    def kept(self) -> bool:
+        """True from the conversation's first message on (its ids are on disk)."""
+        return (self.directory / _IDS_FILE).is_file()
+
+    def keep(self) -> None:
+        """Keep the conversation (its first message): write its ids, once.
+
+        Raises:
+            PersistenceError: the ids file cannot be written.
+        """
+        if not self.kept:
+            ids = {"session_id": self.session_id, "agent_id": self.agent_id}
+            write_document(self.directory / _IDS_FILE, _IDS_KIND, ids, overwrite=False)
+        self.touch()
+
     def touch(self) -> None:
         """Mark the folder used now (its expiry counts from here)."""
         os.utime(self.directory)
 
+    def discard_if_unkept(self) -> bool:
+        """Remove the records and the workspace of a conversation that was never kept
+        (its session ends without a message sent); True if removed."""
+        if self.kept:
+            return False
+        for directory in (self.directory, self.workspace):
+            _discard(directory)
+        return True
+
     def start_new(self) -> ConversationFolder:
         """Forget this conversation (transcript, pending approvals, checkpoints) and give
         new ids; the workspace's files stay. Returns the new folder."""
+        kept = self.kept
         for path in (self.session_file, self.directory / _IDS_FILE):
             path.unlink(missing_ok=True)
         for directory in (self.approvals, self.checkpoints):
             shutil.rmtree(directory, ignore_errors=True)
-        return _prepare(self.directory)
+        fresh = _prepare(self.directory, self.workspace)
+        if kept:
+            fresh.keep()  # still kept: its workspace's files stay
+        return fresh
 
 
 _IDS_FILE = "conversation.json"
 
 
 def folder_name(kind: str, key: str, chat_id: str) -> str:
-    """The folder of one user's chat: a hash, so no key reaches the file system.
+    """The name of one user's chat (records and workspace): a hash, so no key reaches
+    the file system.
 
     Example:
         >>> folder_name("user", "alice", "chat") == folder_name("token", "alice", "chat")
@@ -175,42 +296,41 @@ def folder_name(kind: str, key: str, chat_id: str) -> str:
 def open_folder(
     persistence: KitPersistence, kind: str, key: str, chat_id: str
 ) -> ConversationFolder:
-    """The user's folder, made ready (an expired one is deleted first).
+    """The user's conversation, its directories made ready (an expired one is deleted
+    first). Nothing is written but empty directories until :meth:`~ConversationFolder.keep`.
 
     Raises:
-        PersistenceError: the folder cannot be made or its ids file is damaged beyond
-            use (a damaged ids file is set aside and a new conversation starts).
+        PersistenceError: the folders cannot be made.
     """
-    root = persistence.root
-    try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise PersistenceError(f"{root}: cannot create the conversations folder ({exc}).") from None
-    directory = root / folder_name(kind, key, chat_id)
+    _ensure_layout(persistence)
+    name = folder_name(kind, key, chat_id)
+    directory = records_root(persistence) / name
+    workspace = workspaces_root(persistence) / name
     if directory.is_dir() and _expired(directory, persistence.ttl, time.time()):
         # Renamed now (nothing of it is opened again); removed in the background, as
         # a large workspace would hold up the event loop.
-        trash = _discard(directory, remove=False)
-        if trash is not None:
-            threading.Thread(
-                target=shutil.rmtree, args=(trash, True), name="deputy-expire", daemon=True
-            ).start()
-    return _prepare(directory)
+        for old in (directory, workspace):
+            trash = _discard(old, remove=False)
+            if trash is not None:
+                threading.Thread(
+                    target=shutil.rmtree, args=(trash, True), name="deputy-expire", daemon=True
+                ).start()
+    return _prepare(directory, workspace)
 
 
-def _prepare(directory: Path) -> ConversationFolder:
+def _prepare(directory: Path, workspace: Path) -> ConversationFolder:
     try:
-        directory.mkdir(exist_ok=True, mode=0o700)
-        for sub in ("workspace", "approvals", "checkpoints"):
-            (directory / sub).mkdir(exist_ok=True, mode=0o700)
+        for path in (directory, directory / "approvals", directory / "checkpoints", workspace):
+            path.mkdir(exist_ok=True, mode=0o700)
+            if path.is_symlink() or not path.is_dir():
+                raise PersistenceError(f"{path}: is not a directory.")
     except OSError as exc:
         raise PersistenceError(f"{directory}: cannot create it ({exc}).") from None
-    ids_file = directory / _IDS_FILE
-    ids = _read_ids(ids_file)
+    ids = _read_ids(directory / _IDS_FILE)
     if ids is None:
+        # In memory only: written as the first message is sent (keep()).
         ids = {"session_id": f"session_{uuid.uuid4().hex}", "agent_id": f"agent_{uuid.uuid4().hex}"}
-        write_document(ids_file, _IDS_KIND, ids)
-    folder = ConversationFolder(directory, ids["session_id"], ids["agent_id"])
+    folder = ConversationFolder(directory, workspace, ids["session_id"], ids["agent_id"])
     folder.touch()
     return folder
 
@@ -272,29 +392,53 @@ def _discard(directory: Path, *, remove: bool = True) -> Path | None:
     return trash
 
 
+def _stale(entry: Path, now: float) -> bool:
+    try:
+        return now - entry.stat().st_mtime > UNKEPT_GRACE
+    except OSError:
+        return False
+
+
 def sweep_expired(persistence: KitPersistence, in_use: set[Path], now: float | None = None) -> int:
-    """Delete every conversation folder under ``root`` unused for longer than ``ttl``
-    (except those in ``in_use``); returns how many were deleted.
+    """Delete every conversation unused for longer than ``ttl`` (records and workspace),
+    and what a crash left of conversations never kept, except those whose records
+    folder is in ``in_use``; returns how many conversations were deleted.
 
     Example:
         >>> import tempfile
         >>> sweep_expired(KitPersistence(tempfile.mkdtemp()), set())
         0
     """
-    root = persistence.root
-    if not root.is_dir():
+    records, workspaces = records_root(persistence), workspaces_root(persistence)
+    if not records.is_dir():
         return 0
     now = time.time() if now is None else now
     deleted = 0
-    for entry in root.iterdir():
+    for entry in records.iterdir():
         if entry.name.startswith(_TRASH_PREFIX) and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)  # left over from a crash
             continue
         if entry in in_use or entry.is_symlink() or not entry.is_dir():
             continue
-        if _expired(entry, persistence.ttl, now):
+        kept = (entry / _IDS_FILE).exists() or (entry / "session.json").exists()
+        if _expired(entry, persistence.ttl, now) or (not kept and _stale(entry, now)):
             _discard(entry)
+            _discard(workspaces / entry.name)
             deleted += 1
+    if workspaces.is_dir():
+        held = {path.name for path in in_use}
+        for entry in workspaces.iterdir():
+            if entry.name.startswith(_TRASH_PREFIX) and entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            elif (
+                _NAME.fullmatch(entry.name)
+                and entry.name not in held
+                and not entry.is_symlink()
+                and entry.is_dir()
+                and not (records / entry.name).exists()
+                and _stale(entry, now)
+            ):
+                _discard(entry)  # its records are gone (a crash between the two)
     return deleted
 
 

@@ -1,14 +1,18 @@
 """One browser session's saved conversation: who the user is, their folder, and whose
 turn it is to use it.
 
-:class:`SessionConversation` resolves the user's key as the session starts (a custom
-``key(session)``, Posit Connect's ``session.user``, else the browser's token, which
-``deputy_shiny.js`` keeps in localStorage and hands over in a cookie), opens that
-user's folder (:mod:`._conversations`), and makes sure one live session at a time
-uses it: a newer session of the same user (a reload, a second tab) takes the
-conversation over, and the older one is told and closed. Restoring, saving and
-starting anew are done for the chat module by :meth:`restore`, :meth:`save` and
-:meth:`start_new`.
+:class:`SessionConversation` resolves the user as the session starts
+(:func:`resolve_user`: a custom ``key(session)``, the trusted ``session.user``, else the
+browser's signed token, :mod:`._identity`), opens that user's folder
+(:mod:`._conversations`), and makes sure one live session at a time uses it: a newer
+session of the same user (a reload, a second tab) takes the conversation over, and the
+older one is told and closed. Restoring, saving and starting anew are done for the chat
+module by :meth:`restore`, :meth:`save` and :meth:`start_new`. A session whose user
+cannot be told safely gets no saved conversation (:class:`NotSaved` says why).
+
+A new anonymous browser gets its token from the server in an HttpOnly cookie: the
+session registers a dynamic route that answers with ``Set-Cookie``, and tells the kit's
+script to fetch it (:meth:`SessionConversation.send_token`).
 
 The process-wide table of folders in use holds each live session's conversation only
 through a weak reference (ARCHITECTURE rule 9), and the entry is removed as the session
@@ -19,25 +23,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shiny.session import Session
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 
 from .._timeouts import timeout
-from ..errors import DeputyError
+from ..errors import DeputyError, PersistenceError
 from ._conversations import (
-    COOKIE,
     ConversationFolder,
     KitPersistence,
     check_key,
-    is_browser_token,
-    new_browser_token,
     open_folder,
     sweep_expired,
+    token_key,
+)
+from ._identity import (
+    TOKEN_COOKIE,
+    issue_token,
+    on_posit_connect,
+    read_claim,
+    token_id,
+    trusted_user,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +59,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionConversation"]
+__all__ = ["NotSaved", "SessionConversation", "UserKey", "resolve_user"]
 
 TAKEOVER_SECONDS = 20.0
 """How long a new session waits for the older session of the same user to let go."""
@@ -55,42 +69,138 @@ SWEEP_EVERY = 600.0
 
 TOKEN_MESSAGE = "deputy-conversation-token"
 RELOAD_MESSAGE = "deputy-reload"
+TOKEN_ROUTE = "deputy_conversation_token"
+TOKEN_MAX_AGE = 365 * 24 * 3600  # the folder's ttl decides how long it is kept
+_COOKIE_PATH = re.compile(r"/(?:[A-Za-z0-9._~!$&'()*+=:@%-]+/)*")
 
 
 _in_use: dict[Path, weakref.ref[SessionConversation]] = {}
 _last_sweep: dict[Path, float] = {}
 _closing: set[asyncio.Future[None]] = set()  # older sessions being closed (until done)
-# Root session id -> the token issued to it, so every chat of a page gets the same one.
-_issued: dict[str, str] = {}
+# Root session id -> (token id, token) issued to it, so every chat of a page gets one.
+_issued: dict[str, tuple[str, str]] = {}
+# Records folder -> the live sessions that opened it (held or waiting to hold it).
+_open: dict[Path, weakref.WeakSet[SessionConversation]] = {}
+_keys: dict[Path, bytes] = {}  # root -> its token key (read from disk once)
+_warned_connect: set[Path] = set()
 
 
-def _user_key(persistence: KitPersistence, session: Session) -> tuple[str, str, str | None]:
-    """``(kind, key, issued_token)``: the user, and a new token to give the browser."""
+class NotSaved(Exception):
+    """This session's conversation is not saved; the message says why (for the chat)."""
+
+
+@dataclass(frozen=True)
+class UserKey:
+    """Whose conversation a session opens: ``kind`` is ``custom``, ``user`` or
+    ``token``; ``issued`` is a new token to give the browser (else None)."""
+
+    kind: str
+    key: str
+    issued: str | None = None
+
+
+def _key_for(persistence: KitPersistence) -> bytes:
+    if persistence.token_key is not None:
+        return persistence.token_key.get_secret_value()
+    key = _keys.get(persistence.root)
+    if key is None:
+        key = _keys[persistence.root] = token_key(persistence)
+    return key
+
+
+def anonymous_allowed(persistence: KitPersistence) -> bool:
+    """Whether users without a trusted identity get a saved conversation here."""
+    if persistence.anonymous is not None:
+        return persistence.anonymous
+    if on_posit_connect():
+        if persistence.root not in _warned_connect:
+            _warned_connect.add(persistence.root)
+            logger.warning(
+                "Posit Connect serves all content on one origin, so another content's "
+                "page could reach an anonymous visitor's conversation: conversations are "
+                "saved for signed-in users only (KitPersistence(anonymous=True) opts in)."
+            )
+        return False
+    return True
+
+
+def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
+    """Who the session's user is, by the rules of :mod:`._identity`.
+
+    Raises:
+        NotSaved: nobody the kit can tell safely (the message is for the chat).
+    """
     if persistence.key is not None:
         custom = check_key(persistence.key(session))
         if custom is not None:
-            return "custom", custom, None
-    user = session.user
-    if user:
-        return "user", user, None
+            return UserKey("custom", custom)
+    user = trusted_user(session.user, trust_header=persistence.trust_user_header)
+    if user is not None:
+        return UserKey("user", user)
+    if not anonymous_allowed(persistence):
+        raise NotSaved(
+            "Conversations are saved here for signed-in users only; this one ends with the page."
+        )
     root = session.root_scope()
     issued = _issued.get(root.id)
     if issued is not None:
-        return "token", issued, None
-    # Only a real (App) session has an HTTP connection; its websocket carries the cookie.
+        return UserKey("token", issued[0])
+    # Only a real (App) session has an HTTP connection; its websocket carries the cookies.
     http_conn = getattr(root, "http_conn", None)
-    sent = None if http_conn is None else http_conn.cookies.get(COOKIE)
-    if is_browser_token(sent):
-        assert sent is not None
-        return "token", sent, None
-    token = new_browser_token()
-    _issued[root.id] = token
+    if http_conn is None:
+        raise NotSaved("This session has no browser connection, so nothing is saved.")
+    claim = read_claim(http_conn.headers.get("cookie"))
+    if claim.status == "duplicate":
+        logger.warning("a browser sent a conversation cookie twice (planted?); not saved")
+        raise NotSaved(
+            "This browser sent its conversation cookie twice (another page may have set "
+            "one), so this conversation is not saved. Clearing this site's cookies fixes it."
+        )
+    if claim.status == "no_binding":
+        raise NotSaved(
+            "This browser keeps no local storage for this page, so this conversation is not saved."
+        )
+    assert claim.binding is not None
+    key = _key_for(persistence)
+    known = token_id(key, claim.token, claim.binding)
+    if known is not None:
+        return UserKey("token", known)
+    if claim.token is not None:
+        logger.info("ignored a conversation token this server did not issue to this browser")
+    token = issue_token(key, claim.binding)
+    new_id = token.split(".", 1)[0]
+    _issued[root.id] = (new_id, token)
 
     def forget() -> None:
         _issued.pop(root.id, None)
 
     root.on_ended(forget)
-    return "token", token, token
+    return UserKey("token", new_id, token)
+
+
+def _token_response(token: str) -> Callable[[Request], Response]:
+    """The dynamic route that puts ``token`` in the browser's HttpOnly cookie."""
+
+    def handler(request: Request) -> Response:
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site != "same-origin":
+            return PlainTextResponse("Forbidden", status_code=403)
+        path = request.query_params.get("path", "")
+        if _COOKIE_PATH.fullmatch(path) is None:
+            return PlainTextResponse("Bad Request", status_code=400)
+        response = Response(status_code=204, headers={"Cache-Control": "no-store"})
+        response.set_cookie(
+            TOKEN_COOKIE,
+            token,
+            max_age=TOKEN_MAX_AGE,
+            path=path,
+            secure=request.query_params.get("secure") == "1",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    return handler
 
 
 def _holder(directory: Path) -> SessionConversation | None:
@@ -111,10 +221,19 @@ class SessionConversation:
     """
 
     def __init__(self, persistence: KitPersistence, session: Session, chat_id: str) -> None:
+        """Raises:
+        NotSaved: the user cannot be told safely, or their folder cannot be made.
+        """
         self.persistence = persistence
         self._session = session
-        self.kind, key, self._issued_token = _user_key(persistence, session)
-        self.folder: ConversationFolder = open_folder(persistence, self.kind, key, chat_id)
+        user = resolve_user(persistence, session)
+        self.kind, self._issued_token = user.kind, user.issued
+        try:
+            self.folder: ConversationFolder = open_folder(persistence, user.kind, user.key, chat_id)
+        except PersistenceError as exc:
+            logger.warning("a conversation folder could not be opened: %s", exc)
+            raise NotSaved("This conversation cannot be saved on this server.") from None
+        _open.setdefault(self.folder.directory, weakref.WeakSet()).add(self)
         self.ready = asyncio.Event()  # set once restored (or found unusable)
         self.usable = False  # True while this session holds the folder
         self.discarded = False  # the user started a new conversation: save nothing more
@@ -123,9 +242,18 @@ class SessionConversation:
         self._released = asyncio.Event()
 
     async def send_token(self) -> None:
-        """Give the browser its new token (nothing when it already had one)."""
+        """Give the browser its new token (nothing when it already had one): the kit's
+        script fetches a route of this session whose answer sets the HttpOnly cookie."""
         if self._issued_token is not None:
-            await self._session.send_custom_message(TOKEN_MESSAGE, {"token": self._issued_token})
+            url = self._session.root_scope().dynamic_route(
+                TOKEN_ROUTE, _token_response(self._issued_token)
+            )
+            await self._session.send_custom_message(TOKEN_MESSAGE, {"url": url})
+
+    def keep(self) -> None:
+        """The first message is being sent: the conversation is kept from now on."""
+        if self.usable and not self.discarded:
+            self.folder.keep()
 
     def sweep_soon(self) -> None:
         """Delete expired conversations in the background (at most every few minutes)."""
@@ -134,7 +262,7 @@ class SessionConversation:
         if now - _last_sweep.get(root, -SWEEP_EVERY) < SWEEP_EVERY:
             return
         _last_sweep[root] = now
-        in_use = {*_in_use, self.folder.directory}
+        in_use = {*_in_use, *_open, self.folder.directory}
 
         def sweep() -> None:
             try:
@@ -173,12 +301,25 @@ class SessionConversation:
             await self._close()
 
     def release(self) -> None:
-        """Let go of the folder (the session ended)."""
+        """Let go of the folder (the session ended). A conversation never kept (no
+        message was sent) leaves nothing behind: its empty folders are removed, unless
+        another session holds them now."""
+        directory = self.folder.directory
         self.usable = False
-        if _holder(self.folder.directory) is self:
-            del _in_use[self.folder.directory]
+        if _holder(directory) is self:
+            del _in_use[directory]
         self._close = None
         self._released.set()
+        sessions = _open.get(directory)
+        if sessions is not None:
+            sessions.discard(self)
+            if not sessions:
+                del _open[directory]
+        if directory not in _open and _holder(directory) is None:
+            try:
+                self.folder.discard_if_unkept()
+            except OSError:
+                logger.warning("an unused conversation folder could not be removed", exc_info=True)
 
     async def load(self, agent: Agent) -> str | None:
         """Load the saved conversation into ``agent``; a note for the chat when it could
@@ -210,6 +351,8 @@ class SessionConversation:
         (so a failed restore never overwrites it)."""
         if not (self.usable and self.loaded) or self.discarded or agent.running:
             return None
+        if not self.folder.kept:
+            return None  # nothing was ever sent: nothing to keep
         try:
             await agent.save_session_async(self.folder.session_file)
             self.folder.touch()

@@ -1,8 +1,9 @@
 """Saved conversations (KitPersistence) in the reference app, in the browser.
 
-Each test's browser context is one user: its token lives in the context's localStorage,
-so a reload or a new page of the same context is the same user, and another context is
-another user. The app keeps conversations under a folder of this module's own.
+Each test's browser context is one user: its token lives in the context's HttpOnly
+cookie (and its binding in the context's localStorage), so a reload or a new page of the
+same context is the same user, and another context is another user. The app
+keeps conversations under a folder of this module's own.
 """
 
 from __future__ import annotations
@@ -34,17 +35,22 @@ def app(serve_app: Callable[..., AppServer], conversations: Path) -> AppServer:
 
 @pytest.fixture
 def user(new_page: Callable[[], Page]) -> BrowserContext:
-    """One user: a browser context (its localStorage holds the user's token). A script
-    error on any of its pages fails the test (``new_page``)."""
+    """One user: a browser context (its cookies hold the user's token). A script error
+    on any of its pages fails the test (``new_page``)."""
     return new_page().context
 
 
 def token(page: Page) -> str | None:
-    """The user's token as the kit's script keeps it."""
-    value = page.evaluate(
-        "() => localStorage.getItem('deputy_shiny.conversation:' + location.pathname)"
-    )
-    return value if isinstance(value, str) else None
+    """The user's token: the HttpOnly cookie the server set (Playwright reads it; the
+    page's scripts cannot). Waits a moment for it, as the kit's script fetches it."""
+    for _ in range(100):
+        for cookie in page.context.cookies():
+            if cookie["name"] == "deputy_shiny_conversation":
+                assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+                assert "deputy_shiny_conversation" not in page.evaluate("document.cookie")
+                return cookie["value"]
+        page.wait_for_timeout(100)
+    return None
 
 
 def open_app(context: BrowserContext, app: AppServer) -> tuple[Page, AgentChat]:
@@ -59,7 +65,12 @@ def workspace(conversations: Path, page: Page) -> Path:
     """The workspace of the user of ``page`` (found from the user's token)."""
     key = token(page)
     assert key is not None
-    return conversations / folder_name("token", key, "chat") / "workspace"
+    return conversations / "workspaces" / folder_name("token", key.split(".")[0], "chat")
+
+
+def records(conversations: Path, page: Page) -> Path:
+    """The records folder of the user of ``page`` (beside the workspaces, not in them)."""
+    return conversations / "records" / workspace(conversations, page).name
 
 
 def chatted(context: BrowserContext, app: AppServer, text: str) -> tuple[Page, AgentChat]:
@@ -108,7 +119,7 @@ def test_an_approval_waits_across_a_closed_tab_and_runs_once(
     chat.send("write a note")
     ApprovalModal(page).expect_open("write_file")
     folder = workspace(conversations, page)
-    assert len(list((folder.parent / "approvals").glob("*.approval.json"))) == 1
+    assert len(list((records(conversations, page) / "approvals").glob("*.approval.json"))) == 1
     page.close()  # the tab closes while the approval waits
 
     page, chat = open_app(user, app)
@@ -145,7 +156,7 @@ def test_another_user_sees_nothing_of_a_conversation(
     expect(other_page.locator("#shiny-modal .deputy-approval")).to_have_count(0)
     assert "write a note" not in other_chat.chat.loc_messages.inner_text()
     mine, theirs = token(page), token(other_page)
-    assert mine and theirs and mine != theirs and len(mine) == len(theirs) == 43
+    assert mine and theirs and mine != theirs and len(mine) == len(theirs) == 87
     # The first user's approval is still theirs, still waiting.
     expect(page.locator("#shiny-modal .deputy-approval")).to_be_visible()
 

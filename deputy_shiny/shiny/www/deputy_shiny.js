@@ -5,29 +5,53 @@
   "use strict";
   const INPUT = "deputy_modal_answer";
 
-  // Saved conversations (KitPersistence): the browser's token lives in localStorage,
-  // one per app path, and reaches the server in a cookie set before Shiny connects, so
-  // the session knows whose conversation to restore as it starts.
-  const TOKEN_COOKIE = "deputy_shiny_conversation";
-  const TOKEN_STORE = "deputy_shiny.conversation:" + window.location.pathname;
-  const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+  // Saved conversations (KitPersistence). The server keeps the browser's token in an
+  // HttpOnly cookie this script never sees. What the script keeps is the *binding*: a
+  // random value in this origin's localStorage (which pages of other ports or
+  // subdomains cannot write, though they can plant cookies here), sent in a cookie
+  // before Shiny connects. The server honours a token only together with the binding
+  // it was issued to, so a planted token is ignored.
+  const DIR = window.location.pathname.replace(/[^/]*$/, "") || "/";
+  const BINDING_COOKIE = "deputy_shiny_binding";
+  const BINDING_STORE = "deputy_shiny.binding:" + DIR;
+  const SHAPE = /^[A-Za-z0-9_-]{43}$/;
+  const SECURE = window.location.protocol === "https:";
 
-  function sendToken(token) {
-    document.cookie = TOKEN_COOKIE + "=" + token + "; path=" + window.location.pathname +
-      "; SameSite=Strict" + (window.location.protocol === "https:" ? "; Secure" : "");
+  function newBinding() {
+    const bytes = new Uint8Array(32);
+    window.crypto.getRandomValues(bytes);
+    let text = "";
+    bytes.forEach(function (b) { text += String.fromCharCode(b); });
+    return window.btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
   }
 
   try {
-    const saved = window.localStorage.getItem(TOKEN_STORE);
-    if (saved && TOKEN_SHAPE.test(saved)) sendToken(saved);
-  } catch (e) { /* no localStorage: each visit is a new conversation */ }
+    // The token itself once lived in localStorage (readable by any page of the origin)
+    // and in a script-set cookie: both are dropped.
+    const legacy = "deputy_shiny.conversation:" + window.location.pathname;
+    if (window.localStorage.getItem(legacy) !== null) {
+      window.localStorage.removeItem(legacy);
+      document.cookie = "deputy_shiny_conversation=; path=" + window.location.pathname +
+        "; max-age=0";
+    }
+    let binding = window.localStorage.getItem(BINDING_STORE);
+    if (!binding || !SHAPE.test(binding)) {
+      binding = newBinding();
+      window.localStorage.setItem(BINDING_STORE, binding);
+    }
+    document.cookie = BINDING_COOKIE + "=" + binding + "; path=" + DIR + "; SameSite=Strict" +
+      (SECURE ? "; Secure" : "");
+  } catch (e) { /* no localStorage: nothing is saved for this browser */ }
 
   function onMessages() {
     if (!window.Shiny || !window.Shiny.addCustomMessageHandler) return false;
     window.Shiny.addCustomMessageHandler("deputy-conversation-token", function (message) {
-      if (!TOKEN_SHAPE.test(message.token)) return;
-      try { window.localStorage.setItem(TOKEN_STORE, message.token); } catch (e) { /* none */ }
-      sendToken(message.token);
+      // A route of this session whose answer sets the HttpOnly token cookie.
+      if (typeof message.url !== "string" || !/^session\/[^?#]+\?[^#]*$/.test(message.url)) return;
+      const url = message.url + "&path=" + encodeURIComponent(DIR) + (SECURE ? "&secure=1" : "");
+      window.fetch(url, { credentials: "same-origin", cache: "no-store" }).catch(function () {
+        /* offline: the next visit gets a new token */
+      });
     });
     window.Shiny.addCustomMessageHandler("deputy-reload", function (_message) {
       window.location.reload();
