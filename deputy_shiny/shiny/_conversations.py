@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, SecretBytes, field_validator
 
 from ..errors import ConfigurationError, PersistenceError
 from ..persistence.files import read_document, write_document
+from ..sandbox import prepare_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +325,9 @@ def _prepare(directory: Path, workspace: Path) -> ConversationFolder:
             path.mkdir(exist_ok=True, mode=0o700)
             if path.is_symlink() or not path.is_dir():
                 raise PersistenceError(f"{path}: is not a directory.")
+        if os.geteuid() == 0 and workspace.stat().st_uid == 0:
+            # New: model-run code runs as the workspace's owner, never as root.
+            prepare_workspace(workspace)
     except OSError as exc:
         raise PersistenceError(f"{directory}: cannot create it ({exc}).") from None
     ids = _read_ids(directory / _IDS_FILE)
