@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from deputy_shiny import _safe_fs
 from deputy_shiny.errors import ToolArgumentsError, ToolInvocationError
 from deputy_shiny.tools import (
     Tool,
     ToolContext,
     files_read,
-    files_write,
     tool_context,
     tool_metadata,
 )
@@ -419,10 +419,10 @@ async def test_write_file_failed_replace_leaves_original(
     target = root / "keep.txt"
     target.write_text("original\n")
 
-    def broken_replace(src: Any, dst: Any) -> None:
+    def broken_rename(src: Any, dst: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files_write.os, "replace", broken_replace)
+    monkeypatch.setattr(_safe_fs.os, "rename", broken_rename)
     msg = await fails(root, tool_write_file(), path="keep.txt", content="new\n")
     assert msg == "Could not write keep.txt: No space left on device."
     assert target.read_text() == "original\n"
