@@ -148,6 +148,8 @@ class FileJournal:
             the change.
         max_journal_bytes: The most stored contents in all; a change that would pass it
             is refused.
+        key: The key authenticating the journal's files (None: the server's record key,
+            :func:`~deputy_shiny.persistence.keys.record_key`).
     """
 
     def __init__(
@@ -157,6 +159,7 @@ class FileJournal:
         directory: str | os.PathLike[str] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        key: bytes | str | None = None,
     ) -> None:
         for name, value in (
             ("file_checkpoint_max_file_bytes", max_file_bytes),
@@ -165,6 +168,7 @@ class FileJournal:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise CheckpointError(f"{name} must be a whole number of bytes, not {value!r}")
         self.working_dir = Path(os.path.realpath(working_dir))
+        self._key = key
         self.max_file_bytes = max_file_bytes
         self.max_journal_bytes = max_journal_bytes
         self._lock = threading.RLock()
@@ -411,14 +415,14 @@ class FileJournal:
         if not os.path.lexists(path):
             return {"working_dir": str(self.working_dir), "checkpoints": [], "changes": []}
         try:
-            payload = read_document(path, _INDEX_KIND)
+            payload = read_document(path, _INDEX_KIND, key=self._key)
         except PersistenceError as exc:
             raise CheckpointCorruptError(f"The checkpoint journal cannot be used: {exc}") from None
         return self._validate(payload, str(path))
 
     def _save(self, index: dict[str, Any]) -> None:
         try:
-            write_document(self.directory / _INDEX, _INDEX_KIND, index)
+            write_document(self.directory / _INDEX, _INDEX_KIND, index, key=self._key)
         except PersistenceError as exc:
             raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
 
@@ -508,7 +512,7 @@ class FileJournal:
     def _write_blob(self, sha: str, data: bytes) -> None:
         payload = {"sha256": sha, "size": len(data), "base64": base64.b64encode(data).decode()}
         try:
-            write_document(self._blob_path(sha), _BLOB_KIND, payload)
+            write_document(self._blob_path(sha), _BLOB_KIND, payload, key=self._key)
         except PersistenceError as exc:
             raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
 
@@ -518,7 +522,9 @@ class FileJournal:
             return None
         limit = (self.max_file_bytes * 4) // 3 + 64 * 1024
         try:
-            payload = read_document(self._blob_path(sha), _BLOB_KIND, max_bytes=limit)
+            payload = read_document(
+                self._blob_path(sha), _BLOB_KIND, max_bytes=limit, key=self._key
+            )
             data = base64.b64decode(payload.get("base64", ""), validate=True)
         except (PersistenceError, binascii.Error, ValueError, TypeError) as exc:
             raise CheckpointCorruptError(
