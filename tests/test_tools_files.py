@@ -936,3 +936,21 @@ def test_doc_example_runs_outside_an_agent(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "x.txt").write_text("hi\n")
     assert tool_read_file()(path="x.txt").startswith("     1\thi")
     assert "x.txt" in tool_list_files()()
+
+
+async def test_grep_files_releases_the_walks_descriptors_when_it_stops_early(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deputy_shiny.tools import files_search
+
+    for i in range(5):
+        (root / f"d{i}" / "sub").mkdir(parents=True)
+        (root / f"d{i}" / "sub" / "f.txt").write_text("some text\n")
+
+    def over_budget(self: Any, compiled: Any, text: str) -> bool:
+        raise ToolInvocationError("The pattern is too expensive.")
+
+    monkeypatch.setattr(files_search._BoundedSearch, "__call__", over_budget)
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert "too expensive" in await fails(root, tool_grep_files(), pattern="text")
+    assert sorted(os.listdir("/proc/self/fd")) == before

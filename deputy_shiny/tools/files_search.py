@@ -491,46 +491,56 @@ def _grep_files(
     results: list[str] = []
     more = searched = 0
     too_big: list[str] = []
-    for opener, shown in files:
-        # Opened by descriptor (the walk's, or beneath the root), then checked with fstat:
-        # what is read is what was listed, never a link swapped in meanwhile.
-        try:
-            fd, st = opener()
-        except (OSError, PathDenied) as exc:
-            if walker is None:
-                raise _open_problem(exc, "open", shown) from None
-            continue
-        with os.fdopen(fd, "rb") as fh:
-            if st.st_size > MAX_READ_BYTES:
+    try:
+        for opener, shown in files:
+            # Opened by descriptor (the walk's, or beneath the root), then checked with fstat:
+            # what is read is what was listed, never a link swapped in meanwhile.
+            try:
+                fd, st = opener()
+            except (OSError, PathDenied) as exc:
+                if walker is None:
+                    raise _open_problem(exc, "open", shown) from None
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                if st.st_size > MAX_READ_BYTES:
+                    too_big.append(shown)
+                    continue
+                data = fh.read(MAX_READ_BYTES + 1)
+            if len(data) > MAX_READ_BYTES:
                 too_big.append(shown)
                 continue
-            data = fh.read(MAX_READ_BYTES + 1)
-        if len(data) > MAX_READ_BYTES:
-            too_big.append(shown)
-            continue
-        if b"\0" in data[:_SNIFF_BYTES]:
-            if walker is None:
-                raise ToolInvocationError(
-                    f"{shown} is a binary file, {len(data)} bytes; grep_files searches text only."
-                )
-            continue
-        searched += 1
-        text = data.decode("utf-8", errors="replace")
-        if prefilter is not None and not search(prefilter, text):
-            continue
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        for number, line in enumerate(lines, start=1):
-            line = line.removesuffix("\r")
-            if not search(regex, line):
+            if b"\0" in data[:_SNIFF_BYTES]:
+                if walker is None:
+                    raise ToolInvocationError(
+                        f"{shown} is a binary file, {len(data)} bytes; grep_files searches "
+                        "text only."
+                    )
                 continue
-            if len(results) >= max_results:
-                more += 1
+            searched += 1
+            text = data.decode("utf-8", errors="replace")
+            if prefilter is not None and not search(prefilter, text):
                 continue
-            if len(line) > MAX_GREP_LINE_CHARS:
-                line = line[:MAX_GREP_LINE_CHARS] + "…"
-            results.append(f"{shown}:{number}: {line}")
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            for number, line in enumerate(lines, start=1):
+                line = line.removesuffix("\r")
+                if not search(regex, line):
+                    continue
+                if len(results) >= max_results:
+                    more += 1
+                    continue
+                if len(line) > MAX_GREP_LINE_CHARS:
+                    line = line[:MAX_GREP_LINE_CHARS] + "…"
+                results.append(f"{shown}:{number}: {line}")
+    finally:
+        # Release the walk's directory descriptors now, even when the pattern's time
+        # budget ends the search early.
+        close = getattr(files, "close", None)
+        if close is not None:
+            close()
+        if walker is not None:
+            walker.close()
     notes: list[str] = []
     if more:
         notes.append(
