@@ -11,7 +11,15 @@ comparing whole path components after following symlinks (dangling ones too), so
 * absolute paths outside every root are refused (rule ``outside``);
 * a symlink, existing or dangling, that leads outside is refused (rule ``symlink``);
 * ``/data2`` is not inside ``/data`` (rule ``outside``: components, not prefixes);
-* empty paths, NUL bytes and other control characters are refused (rule ``invalid``).
+* empty paths, NUL bytes and other control characters are refused (rule ``invalid``);
+* a path that changes while it is resolved (a component flipping between a link and a
+  directory) is refused (rule ``symlink``), and any other error of the file system
+  while resolving is refused too (rule ``invalid``): ``confine`` never raises
+  ``OSError``.
+
+``confine`` checks names; it does not open anything. The file tools then open what it
+returned through :mod:`deputy_shiny._safe_fs`, relative to a descriptor of the root with
+no symlink followed at any component, so what is opened is what was checked.
 
 Backslashes count as separators, so ``..\\..\\etc`` is traversal too.
 
@@ -30,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
@@ -40,6 +49,23 @@ from .errors import PathDenied
 def real_roots(roots: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
     """The roots with symlinks resolved (``/tmp`` may itself be a link)."""
     return tuple(Path(os.path.realpath(root)) for root in roots)
+
+
+def _resolution_denied(text: str, exc: OSError) -> PathDenied:
+    """Why resolving ``text`` failed, as a denial (never an ``OSError`` for the caller)."""
+    if exc.errno in (errno.EINVAL, errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+        # readlink on something that stopped being a link after lstat said it was one, or
+        # a loop: the path is changing under us, as a swap race would make it.
+        return PathDenied(
+            f"Path {text!r} changed while it was being checked (a symbolic link appeared "
+            "or disappeared on the way); it is refused. Try again once it is stable.",
+            rule="symlink",
+            path=text,
+        )
+    reason = exc.strerror or type(exc).__name__
+    return PathDenied(
+        f"Path {text!r} cannot be checked ({reason}); it is refused.", rule="invalid", path=text
+    )
 
 
 def _inside(path: Path, roots: Sequence[Path]) -> bool:
@@ -77,6 +103,29 @@ def confine(
             rule="home",
             path=text,
         )
+    try:
+        return _confine_resolved(text, normalised, working_dir, roots, what)
+    except OSError as exc:
+        raise _resolution_denied(text, exc) from None
+    except ValueError:  # e.g. a lone surrogate the file system cannot encode
+        raise PathDenied(
+            f"Path {text!r} holds characters no file name can have.", rule="invalid", path=text
+        ) from None
+    except RecursionError:  # a pathological chain of links
+        raise PathDenied(
+            f"Path {text!r} goes through too many symbolic links; it is refused.",
+            rule="symlink",
+            path=text,
+        ) from None
+
+
+def _confine_resolved(
+    text: str,
+    normalised: str,
+    working_dir: str | os.PathLike[str],
+    roots: Sequence[str | os.PathLike[str]],
+    what: str,
+) -> Path:
     allowed = real_roots(roots)
     if not allowed:
         raise PathDenied(

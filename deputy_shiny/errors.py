@@ -49,6 +49,7 @@ __all__ = [
     "PermissionsError",
     "PersistenceCorruptError",
     "PersistenceError",
+    "PersistenceNotAuthenticError",
     "PromptClosed",
     "ProviderError",
     "ProviderFailed",
@@ -380,9 +381,16 @@ class PersistenceError(DeputyError):
 
 
 class PersistenceCorruptError(PersistenceError):
-    """A saved file is not what deputy_shiny wrote: truncated, damaged, edited (its
-    checksum does not match), of another kind or version, too large, or a symlink.
-    Nothing is loaded from it."""
+    """A saved file is not what deputy_shiny wrote: truncated, damaged, edited (it is not
+    authentic), of another kind or version, too large, or a symlink. Nothing is loaded
+    from it."""
+
+
+class PersistenceNotAuthenticError(PersistenceCorruptError):
+    """A saved record's HMAC does not verify with this server's record key: someone
+    without the key wrote or changed it (a recomputed checksum does not help), it was
+    written with another key, or it predates record authentication. Nothing is loaded
+    from it."""
 
 
 class CheckpointError(DeputyError):
@@ -405,8 +413,8 @@ class CheckpointPathError(CheckpointError):
 
 class CheckpointCorruptError(CheckpointError):
     """The checkpoint journal (its index, a stored file, or a state given to
-    ``restore_checkpoint_state``) is not what deputy_shiny wrote: damaged, edited (a
-    checksum or hash does not match), or naming a path outside the working directory.
+    ``restore_checkpoint_state``) is not what deputy_shiny wrote: damaged, edited (not
+    authentic, or a hash does not match), or naming a path outside the working directory.
     Nothing is restored from it."""
 
 

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +28,28 @@ KILLED = signal.SIGKILL.value
 
 
 @pytest.fixture(scope="module")
-def crashed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     root = tmp_path_factory.mktemp("crash")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.approval_crash_child", str(root)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root, json.loads(done.stdout.strip().splitlines()[-1])
+    # Records are authenticated with the server's record key. No key is given here: the
+    # first process to need one creates the key file in a fresh state directory, and
+    # every other process (the forked children, this one) reads the same file.
+    state = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        patch.delenv("DEPUTY_RECORD_KEY", raising=False)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.approval_crash_child", str(root)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        key_file = state / "deputy_shiny" / "record.key"
+        assert key_file.is_file() and key_file.stat().st_mode & 0o777 == 0o600
+        yield root, json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _executions(folder: Path) -> list[str]:

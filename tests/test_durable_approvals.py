@@ -252,14 +252,15 @@ def test_a_tampered_record_is_refused(tmp_path: Path) -> None:
     text = Path(path).read_text()
     Path(path).write_text(text.replace('"to": "x"', '"to": "attacker"'))
     turns = agent.get_turns()
-    with pytest.raises(PersistenceCorruptError, match="checksum"):
+    with pytest.raises(PersistenceCorruptError, match="not authentic"):
         approval_read(path)
-    with pytest.raises(PersistenceCorruptError, match="checksum"):
+    with pytest.raises(PersistenceCorruptError, match="not authentic"):
         agent.resume_approval(path, "approve")
     assert log.lines == [] and agent.get_turns() == turns
 
 
-def test_a_forged_record_with_a_valid_checksum_is_still_checked(tmp_path: Path) -> None:
+def test_a_record_with_a_valid_hmac_is_still_checked_field_by_field(tmp_path: Path) -> None:
+    """Written with the server's key (a bug, or a key holder): every field is still checked."""
     from deputy_shiny.persistence import read_document, write_document
 
     log = Log()
@@ -427,7 +428,8 @@ def test_the_record_is_plain_json_with_the_request_and_conversation(tmp_path: Pa
     log = Log()
     _, path = _pause(tmp_path, log, [ScriptedReply(tool_calls=[_call("send", "c1", to="ops")])])
     document = json.loads(Path(path).read_text())
-    assert document["deputy_shiny"] == "approval" and document["checksum"].startswith("sha256:")
+    assert document["deputy_shiny"] == "approval" and document["hmac"].startswith("sha256:")
+    assert "checksum" not in document  # a plain checksum anyone could recompute
     payload = document["payload"]
     assert payload["status"] == "pending"
     assert payload["request"]["call_id"] == "c1" and len(payload["request"]["request_id"]) > 30

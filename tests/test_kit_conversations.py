@@ -505,7 +505,7 @@ async def test_a_damaged_saved_conversation_is_kept_and_a_new_one_starts(tmp_pat
     assert await second.take_over(lambda: asyncio.sleep(0))
     restored = agent_for(second, [])
     note = await second.load(restored)
-    assert note is not None and "PersistenceCorruptError" in note
+    assert note is not None and "PersistenceNotAuthenticError" in note  # a corrupt-file kind
     assert restored.get_turns() == []  # nothing half-loaded
     assert not saved.exists()
     assert len(list(saved.parent.glob("session.json.damaged-*"))) == 1

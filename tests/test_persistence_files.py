@@ -26,7 +26,7 @@ def test_a_round_trip_keeps_the_payload(tmp_path: Path) -> None:
     ("damage", "says"),
     [
         (lambda text: text[: len(text) // 2], "truncated or damaged"),
-        (lambda text: text.replace('"n": 3', '"n": 4'), "checksum does not match"),
+        (lambda text: text.replace('"n": 3', '"n": 4'), "is not authentic"),
         (lambda text: text.replace('"session"', '"approval"', 1), "not a deputy_shiny session"),
         (lambda text: text.replace('"version": 1', '"version": 9'), "has version 9"),
         (lambda text: text.replace('"version": 1', '"version": true'), "has version True"),

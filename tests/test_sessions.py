@@ -19,7 +19,7 @@ from deputy_shiny import (
     SessionError,
     permissions_full,
 )
-from deputy_shiny.persistence import canonical_json
+from deputy_shiny.persistence.files import record_mac
 from deputy_shiny.persistence.sessions import (
     SessionSection,
     register_session_section,
@@ -140,13 +140,11 @@ async def test_damaged_files_raise_and_leave_the_agent_as_it_was(tmp_path: Path)
     before = snapshot(target)
 
     def resign(edit: Any) -> bytes:
-        """An edit whose checksum is recomputed (a careful tamperer)."""
+        """An edit signed with the server's key (a key holder, or a bug): every section
+        is still checked."""
         document = json.loads(good)
         edit(document["payload"])
-        import hashlib
-
-        digest = hashlib.sha256(canonical_json(document["payload"])).hexdigest()
-        document["checksum"] = f"sha256:{digest}"
+        document["hmac"] = record_mac("session", 1, document["payload"])
         return json.dumps(document).encode()
 
     def bad_turn(payload: dict[str, Any]) -> None:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from deputy_shiny import _safe_fs
 from deputy_shiny.errors import ToolArgumentsError, ToolInvocationError
 from deputy_shiny.tools import (
     Tool,
     ToolContext,
     files_read,
-    files_write,
     tool_context,
     tool_metadata,
 )
@@ -419,10 +419,10 @@ async def test_write_file_failed_replace_leaves_original(
     target = root / "keep.txt"
     target.write_text("original\n")
 
-    def broken_replace(src: Any, dst: Any) -> None:
+    def broken_rename(src: Any, dst: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files_write.os, "replace", broken_replace)
+    monkeypatch.setattr(_safe_fs.os, "rename", broken_rename)
     msg = await fails(root, tool_write_file(), path="keep.txt", content="new\n")
     assert msg == "Could not write keep.txt: No space left on device."
     assert target.read_text() == "original\n"
@@ -936,3 +936,21 @@ def test_doc_example_runs_outside_an_agent(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "x.txt").write_text("hi\n")
     assert tool_read_file()(path="x.txt").startswith("     1\thi")
     assert "x.txt" in tool_list_files()()
+
+
+async def test_grep_files_releases_the_walks_descriptors_when_it_stops_early(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deputy_shiny.tools import files_search
+
+    for i in range(5):
+        (root / f"d{i}" / "sub").mkdir(parents=True)
+        (root / f"d{i}" / "sub" / "f.txt").write_text("some text\n")
+
+    def over_budget(self: Any, compiled: Any, text: str) -> bool:
+        raise ToolInvocationError("The pattern is too expensive.")
+
+    monkeypatch.setattr(files_search._BoundedSearch, "__call__", over_budget)
+    before = sorted(os.listdir("/proc/self/fd"))
+    assert "too expensive" in await fails(root, tool_grep_files(), pattern="text")
+    assert sorted(os.listdir("/proc/self/fd")) == before

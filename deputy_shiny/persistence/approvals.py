@@ -207,10 +207,10 @@ def _record_id(path: Path) -> str:
     return approval_id
 
 
-def _load(path: Path) -> ApprovalContinuation:
+def _load(path: Path, key: bytes | str | None = None) -> ApprovalContinuation:
     """The record as stored (status not reconciled), checked as untrusted input."""
     approval_id = _record_id(path)
-    payload = read_document(path, APPROVAL_KIND)
+    payload = read_document(path, APPROVAL_KIND, key=key)
     try:
         record = ApprovalContinuation.model_validate(payload)
     except ValidationError as exc:
@@ -272,17 +272,23 @@ def _reconciled(record: ApprovalContinuation, decided_marker: bool) -> ApprovalC
     )
 
 
-def approval_read(path: str | os.PathLike[str]) -> ApprovalContinuation:
+def approval_read(
+    path: str | os.PathLike[str], *, key: bytes | str | None = None
+) -> ApprovalContinuation:
     """Read a durable approval without running anything: an inspection value, not a grant.
 
     ``path`` is the record's path (from the ``approval`` event or
     ``agent.pending_approval().source.path``). The file is checked as untrusted input
-    (format, version, checksum, every field). A record whose resuming process died shows
-    its final state (``indeterminate`` or ``stopped``; see the module docs).
+    (format, version, its HMAC under ``key`` (None: the server's record key, as the agent
+    that saved it used), every field): a record anyone without the key wrote or changed
+    is a :class:`~deputy_shiny.errors.PersistenceNotAuthenticError`. A record whose
+    resuming process died shows its final state (``indeterminate`` or ``stopped``; see
+    the module docs).
 
     Raises:
         PersistenceError: no such record, or not an approval record's name.
-        PersistenceCorruptError: the file is damaged, edited or not an approval record.
+        PersistenceCorruptError: the file is damaged, edited, not authentic or not an
+            approval record.
 
     Example:
         >>> import tempfile, pathlib
@@ -292,7 +298,7 @@ def approval_read(path: str | os.PathLike[str]) -> ApprovalContinuation:
         deputy_shiny.errors.PersistenceError: ...: is not a durable approval record ...
     """
     source = Path(path)
-    record = _load(source)
+    record = _load(source, key)
     if record.status in _IN_FLIGHT or record.status == "pending":
         marker = _decided_path(source, record.id).exists()
         if record.status == "pending" and not marker:

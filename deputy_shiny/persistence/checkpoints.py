@@ -16,9 +16,12 @@ The journal lives in one directory (a private temporary one unless the agent is 
 * ``blobs/<sha256>.json`` (kind ``file_checkpoint_blob``): one stored file content,
   base64 (binary-safe), named by the SHA-256 of its bytes; equal contents are stored once.
 
-Everything read back is untrusted: the index's checksum, every path (relative, no
-``..``, no absolute path, inside the working directory, never through a symlink) and
-every blob's hash are checked before anything is written; a problem is a
+Everything read back is untrusted: the index's authentication (an HMAC with the
+server's record key), every path (relative, no ``..``, no absolute path, inside the
+working directory, never through a symlink) and every blob's hash are checked before
+anything is written; files are read and restored beneath a descriptor of the working
+directory with no symlink followed at any component (:mod:`deputy_shiny._safe_fs`), so a
+directory swapped for a link during a rewind is refused, never followed; a problem is a
 :class:`~deputy_shiny.errors.CheckpointCorruptError` or
 :class:`~deputy_shiny.errors.CheckpointPathError` and nothing is restored. Caps refuse
 a change before it happens (:class:`~deputy_shiny.errors.CheckpointLimitError`).
@@ -58,12 +61,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._atomic import WriteRefused, atomic_write
+from .. import _safe_fs
 from ..errors import (
     CheckpointCorruptError,
     CheckpointError,
     CheckpointLimitError,
     CheckpointPathError,
+    PathDenied,
     PersistenceError,
 )
 from .files import canonical_json, read_document, write_document
@@ -89,7 +93,6 @@ _INDEX_KIND = "file_checkpoint_index"
 _BLOB_KIND = "file_checkpoint_blob"
 _ID = re.compile(r"^ckpt_[0-9a-f]{32}$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _MAX_NAME = 200
 _MAX_PATH = 4096
 _MAX_METADATA_BYTES = 64 * 1024
@@ -145,6 +148,8 @@ class FileJournal:
             the change.
         max_journal_bytes: The most stored contents in all; a change that would pass it
             is refused.
+        key: The key authenticating the journal's files (None: the server's record key,
+            :func:`~deputy_shiny.persistence.keys.record_key`).
     """
 
     def __init__(
@@ -154,6 +159,7 @@ class FileJournal:
         directory: str | os.PathLike[str] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        key: bytes | str | None = None,
     ) -> None:
         for name, value in (
             ("file_checkpoint_max_file_bytes", max_file_bytes),
@@ -162,6 +168,7 @@ class FileJournal:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise CheckpointError(f"{name} must be a whole number of bytes, not {value!r}")
         self.working_dir = Path(os.path.realpath(working_dir))
+        self._key = key
         self.max_file_bytes = max_file_bytes
         self.max_journal_bytes = max_journal_bytes
         self._lock = threading.RLock()
@@ -295,11 +302,11 @@ class FileJournal:
                 if not change.get("repeat") and change["path"] not in targets:
                     targets[change["path"]] = change["blob"]
             plan = [
-                (rel, self._target(rel, restoring=sha is not None), self._blob(sha))
+                (self._target(rel, restoring=sha is not None), self._blob(sha))
                 for rel, sha in targets.items()
             ]
-            for rel, target, data in plan:
-                self._apply(rel, target, data)
+            for rel, data in plan:
+                self._apply(rel, data)
             index["checkpoints"] = index["checkpoints"][: position + 1]
             index["changes"] = [c for c in index["changes"] if c["checkpoint"] not in since]
             self._save(index)
@@ -408,14 +415,14 @@ class FileJournal:
         if not os.path.lexists(path):
             return {"working_dir": str(self.working_dir), "checkpoints": [], "changes": []}
         try:
-            payload = read_document(path, _INDEX_KIND)
+            payload = read_document(path, _INDEX_KIND, key=self._key)
         except PersistenceError as exc:
             raise CheckpointCorruptError(f"The checkpoint journal cannot be used: {exc}") from None
         return self._validate(payload, str(path))
 
     def _save(self, index: dict[str, Any]) -> None:
         try:
-            write_document(self.directory / _INDEX, _INDEX_KIND, index)
+            write_document(self.directory / _INDEX, _INDEX_KIND, index, key=self._key)
         except PersistenceError as exc:
             raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
 
@@ -505,7 +512,7 @@ class FileJournal:
     def _write_blob(self, sha: str, data: bytes) -> None:
         payload = {"sha256": sha, "size": len(data), "base64": base64.b64encode(data).decode()}
         try:
-            write_document(self._blob_path(sha), _BLOB_KIND, payload)
+            write_document(self._blob_path(sha), _BLOB_KIND, payload, key=self._key)
         except PersistenceError as exc:
             raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
 
@@ -515,7 +522,9 @@ class FileJournal:
             return None
         limit = (self.max_file_bytes * 4) // 3 + 64 * 1024
         try:
-            payload = read_document(self._blob_path(sha), _BLOB_KIND, max_bytes=limit)
+            payload = read_document(
+                self._blob_path(sha), _BLOB_KIND, max_bytes=limit, key=self._key
+            )
             data = base64.b64decode(payload.get("base64", ""), validate=True)
         except (PersistenceError, binascii.Error, ValueError, TypeError) as exc:
             raise CheckpointCorruptError(
@@ -542,50 +551,71 @@ class FileJournal:
                 f"{path} is outside the working directory; file checkpointing covers only "
                 f"{self.working_dir}."
             )
-        if Path(os.path.realpath(lexical.parent)) != lexical.parent:
+        try:
+            through_link = Path(os.path.realpath(lexical.parent)) != lexical.parent
+        except OSError:  # a component flipping between link and directory
+            through_link = True
+        if through_link:
             raise CheckpointPathError(f"{path} goes through a symbolic link; it is not journaled.")
         return lexical.relative_to(self.working_dir).as_posix()
 
-    def _target(self, relative: str, *, restoring: bool = False) -> Path:
-        """Where ``relative`` is now, refusing a symlink, a directory or a way outside
-        (and, when its contents are to be written back, a file where a directory was)."""
-        lexical = self.working_dir / relative
-        parent = Path(os.path.realpath(lexical.parent))
-        if not _inside(parent, self.working_dir) or parent != lexical.parent:
+    def _lstat(self, relative: str) -> os.stat_result | None:
+        """``relative``'s own status beneath the working directory, by descriptor."""
+        try:
+            return _safe_fs.lstat(self.working_dir, relative)
+        except PathDenied:
             raise CheckpointPathError(
                 f"{relative}: its directory now goes through a symbolic link; not restored."
-            )
+            ) from None
+        except OSError as exc:
+            raise CheckpointPathError(
+                f"{relative} cannot be checked ({exc.strerror or exc}); not restored."
+            ) from None
+
+    def _target(self, relative: str, *, restoring: bool = False) -> str:
+        """Check ``relative`` as it is now, refusing a symlink, a directory or a way
+        outside (and, when its contents are to be written back, a file where a directory
+        was). Checked beneath a descriptor of the working directory, no symlink followed;
+        the writes that follow go the same way, so a swap after this check is refused
+        then, never followed."""
         if restoring:
-            ancestor = lexical.parent
-            while not os.path.lexists(ancestor):
-                ancestor = ancestor.parent
-            if not ancestor.is_dir():
-                raise CheckpointPathError(
-                    f"{relative}: {ancestor.relative_to(self.working_dir)} is no longer a "
-                    "directory; not restored."
-                )
-        try:
-            info = os.lstat(lexical)
-        except (FileNotFoundError, NotADirectoryError):
-            return lexical
+            parents = relative.split("/")[:-1]
+            for depth in range(len(parents), 0, -1):
+                ancestor = "/".join(parents[:depth])
+                found = self._lstat(ancestor)
+                if found is None:
+                    continue
+                if stat.S_ISLNK(found.st_mode):
+                    raise CheckpointPathError(
+                        f"{relative}: its directory now goes through a symbolic link; not restored."
+                    )
+                if not stat.S_ISDIR(found.st_mode):
+                    raise CheckpointPathError(
+                        f"{relative}: {ancestor} is no longer a directory; not restored."
+                    )
+                break
+        info = self._lstat(relative)
+        if info is None:
+            return relative
         if stat.S_ISLNK(info.st_mode):
             raise CheckpointPathError(f"{relative} is now a symbolic link; not restored.")
         if not stat.S_ISREG(info.st_mode):
             raise CheckpointPathError(f"{relative} is no longer a regular file; not restored.")
-        return lexical
+        return relative
 
     def _read_current(self, relative: str) -> bytes | None:
-        target = self._target(relative)
+        self._target(relative)
         try:
-            fd = os.open(target, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0))
-        except FileNotFoundError:
+            fd, info = _safe_fs.open_regular(self.working_dir, relative)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except PathDenied:
+            raise CheckpointPathError(
+                f"{relative} goes through a symbolic link; it is not journaled."
+            ) from None
         except OSError as exc:
             raise CheckpointPathError(f"{relative} cannot be read ({exc.strerror})") from None
         with os.fdopen(fd, "rb") as fh:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise CheckpointPathError(f"{relative} is not a regular file.")
             if info.st_size > self.max_file_bytes:
                 raise CheckpointLimitError(
                     f"{relative} is {info.st_size:,} bytes, over the "
@@ -597,39 +627,30 @@ class FileJournal:
             raise CheckpointLimitError(f"{relative} grew past the checkpoint file limit.")
         return data
 
-    def _apply(self, relative: str, target: Path, data: bytes | None) -> None:
-        target = self._target(relative, restoring=data is not None)  # checked again
-        if data is None:
-            try:
-                os.unlink(target)
-            except (FileNotFoundError, NotADirectoryError):
-                pass
-            except OSError as exc:
-                raise CheckpointError(f"{relative} cannot be deleted ({exc.strerror}).") from None
-            return
-        self._make_parents(target)
+    def _apply(self, relative: str, data: bytes | None) -> None:
+        """Restore (or delete) one file, beneath a descriptor of the working directory
+        with no symlink followed at any component."""
+        self._target(relative, restoring=data is not None)  # checked again
+        root = self.working_dir
         try:
-            atomic_write(target, data, mode=None)
-        except WriteRefused as exc:
-            raise CheckpointPathError(f"{relative} {exc}; not restored.") from None
+            if data is None:
+                _safe_fs.unlink(root, relative)
+                return
+            _safe_fs.make_dirs(root, relative.rpartition("/")[0], mode=0o777)
+            _safe_fs.replace_file(root, relative, data, mode=None)
+        except PathDenied:
+            raise CheckpointPathError(
+                f"{relative}: its path became a symbolic link; not restored."
+            ) from None
+        except (IsADirectoryError, NotADirectoryError):
+            raise CheckpointPathError(
+                f"{relative}: its path is no longer a directory and a file as it was; not restored."
+            ) from None
         except OSError as exc:
-            raise CheckpointError(f"{relative} cannot be restored ({exc.strerror}).") from None
-
-    def _make_parents(self, target: Path) -> None:
-        missing = []
-        parent = target.parent
-        while not os.path.lexists(parent):
-            missing.append(parent)
-            parent = parent.parent
-        for directory in reversed(missing):
-            try:
-                os.mkdir(directory)
-            except OSError as exc:
-                raise CheckpointError(f"{directory} cannot be created ({exc.strerror}).") from None
-            if Path(os.path.realpath(directory)) != directory:  # pragma: no cover - a race
-                raise CheckpointPathError(f"{directory} became a symbolic link; not restored.")
-        if Path(os.path.realpath(target.parent)) != target.parent:
-            raise CheckpointPathError(f"{target.parent} is a symbolic link; not restored.")
+            doing = "deleted" if data is None else "restored"
+            raise CheckpointError(
+                f"{relative} cannot be {doing} ({exc.strerror or exc})."
+            ) from None
 
 
 # ---------------------------------------------------------------------- helpers

@@ -87,8 +87,15 @@ def session_sections() -> list[SessionSection]:
     return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
 
 
-def write_session(agent: Any, path: str | os.PathLike[str], metadata: dict[str, Any]) -> Path:
-    """Save ``agent``'s sections and ``metadata`` to ``path`` (atomically)."""
+def write_session(
+    agent: Any,
+    path: str | os.PathLike[str],
+    metadata: dict[str, Any],
+    *,
+    key: bytes | str | None = None,
+) -> Path:
+    """Save ``agent``'s sections and ``metadata`` to ``path`` (atomically, authenticated
+    with ``key``; None: the server's record key)."""
     sections: dict[str, Any] = {}
     for section in session_sections():
         data = section.save(agent)
@@ -99,21 +106,25 @@ def write_session(agent: Any, path: str | os.PathLike[str], metadata: dict[str, 
         **metadata,
     }
     target = Path(path)
-    write_document(target, SESSION_KIND, {"metadata": stamped, "sections": sections})
+    write_document(target, SESSION_KIND, {"metadata": stamped, "sections": sections}, key=key)
     return target
 
 
-def read_session(agent: Any, path: str | os.PathLike[str]) -> Commit:
+def read_session(
+    agent: Any, path: str | os.PathLike[str], *, key: bytes | str | None = None
+) -> Commit:
     """Read and check the session at ``path`` for ``agent``; returns the commit.
 
     Raises:
         PersistenceError: the file is missing or unreadable.
         PersistenceCorruptError: it is not a session this version wrote (damaged,
-            truncated, tampered with, unknown sections, malformed data).
+            truncated, tampered with, unknown sections, malformed data); a
+            :class:`~deputy_shiny.errors.PersistenceNotAuthenticError` when its HMAC
+            does not verify under ``key`` (None: the server's record key).
         SessionError: it conflicts with the agent (its run_context IDs).
     """
     source = Path(path)
-    payload = read_document(source, SESSION_KIND, versions=(SESSION_VERSION,))
+    payload = read_document(source, SESSION_KIND, versions=(SESSION_VERSION,), key=key)
     sections = payload.get("sections")
     if not isinstance(sections, dict) or not isinstance(payload.get("metadata"), dict):
         raise PersistenceCorruptError(f"{source}: is not a saved session (no sections).")

@@ -1,17 +1,24 @@
 """What the file tools share: annotations, size limits, path display and safe opening.
 
+Every tool checks a path with :func:`~deputy_shiny._paths.confine`, then opens what it
+returned through :mod:`deputy_shiny._safe_fs`: beneath a descriptor of the allowed root,
+no symlink followed at any component, so a directory swapped for a link after the check
+is refused (rule ``symlink``), never followed.
+
 Private to :mod:`deputy_shiny.tools.files` and its parts (``files_read``,
 ``files_write``, ``files_search``).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 from typing import IO, Literal
 
-from .._paths import PathDenied, confine
+from .. import _safe_fs
+from .._paths import PathDenied, confine, real_roots
 from ..errors import ToolInvocationError
 from ._context import ToolContext
 from ._tool import tool_annotations
@@ -35,8 +42,6 @@ MAX_SCAN_ENTRIES = 200_000
 """Walks stop after this many directory entries (and say so)."""
 
 _SNIFF_BYTES = 8192
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_BINARY = getattr(os, "O_BINARY", 0)
 
 DOCS_TOOLS_INSTALL = "pip install 'deputy_shiny[docs-tools]'"
 
@@ -82,38 +87,75 @@ def _os_problem(exc: OSError, doing: str, shown: str) -> ToolInvocationError:
     return ToolInvocationError(f"Could not {doing} {shown}: {reason}.")
 
 
-def _require_file(target: Path, shown: str) -> os.stat_result:
+def _located(target: Path, ctx: ToolContext, what: Literal["read", "write"]) -> tuple[Path, str]:
+    """The allowed root holding ``target`` (as :func:`confine` returned it) and the
+    path below it, for :mod:`deputy_shiny._safe_fs` to open beneath the root."""
+    roots = real_roots(ctx.read_roots if what == "read" else ctx.write_roots)
+    found = _safe_fs.beneath(target, roots)
+    if found is None:  # confine returned a path inside a root: only a moved root gets here
+        raise ToolInvocationError(
+            f"{_show(target, ctx)} is no longer inside the directories this agent may {what}."
+        )
+    return found
+
+
+def _open_problem(exc: OSError | PathDenied, doing: str, shown: str) -> ToolInvocationError:
+    """The model-facing error for a failed open beneath a root."""
+    if isinstance(exc, PathDenied):
+        return ToolInvocationError(f"Could not {doing} {shown}: {exc}")
+    if isinstance(exc, FileNotFoundError):
+        return ToolInvocationError(
+            f"File not found: {shown}. Check the path with list_files or glob_files."
+        )
+    if isinstance(exc, IsADirectoryError):
+        return ToolInvocationError(f"{shown} is a directory, not a file; use list_files on it.")
+    if isinstance(exc, NotADirectoryError):
+        return ToolInvocationError(f"Could not {doing} {shown}: a part of its path is a file.")
+    if exc.errno == errno.EINVAL and exc.strerror == "Not a regular file":
+        return ToolInvocationError(f"{shown} is not a regular file.")
+    return _os_problem(exc, doing, shown)
+
+
+def _open_file(
+    target: Path, shown: str, ctx: ToolContext, what: Literal["read", "write"] = "read"
+) -> tuple[IO[bytes], os.stat_result]:
+    """Open the confined file ``target`` for reading, beneath its root, never through a
+    symbolic link at any component, with the ``fstat`` of what was opened."""
+    root, rel = _located(target, ctx, what)
     try:
-        st = target.stat()
+        fd, info = _safe_fs.open_regular(root, rel)
+    except (OSError, PathDenied) as exc:
+        raise _open_problem(exc, "open", shown) from None
+    return os.fdopen(fd, "rb"), info
+
+
+def _lstat(target: Path, ctx: ToolContext, what: Literal["read", "write"]) -> os.stat_result | None:
+    """``target``'s own status beneath its root (None: missing)."""
+    root, rel = _located(target, ctx, what)
+    try:
+        return _safe_fs.lstat(root, rel)
+    except (OSError, PathDenied) as exc:
+        raise _open_problem(exc, "access", _show(target, ctx)) from None
+
+
+def _open_dir(target: Path, shown: str, ctx: ToolContext) -> int:
+    """A descriptor of the confined directory ``target`` (no symlink followed)."""
+    root, rel = _located(target, ctx, "read")
+    try:
+        return _safe_fs.open_dir(root, rel)
     except FileNotFoundError:
         raise ToolInvocationError(
-            f"File not found: {shown}. Check the path with list_files or glob_files."
+            f"Directory not found: {shown}. Check the path with list_files."
         ) from None
-    except OSError as exc:
-        raise _os_problem(exc, "access", shown) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ToolInvocationError(f"{shown} is a directory, not a file; use list_files on it.")
-    if not stat.S_ISREG(st.st_mode):
-        raise ToolInvocationError(f"{shown} is not a regular file.")
-    return st
-
-
-def _require_dir(target: Path, shown: str) -> None:
-    if not target.exists():
-        raise ToolInvocationError(f"Directory not found: {shown}. Check the path with list_files.")
-    if not target.is_dir():
-        raise ToolInvocationError(
-            f"{shown} is a file, not a directory; read it with read_file instead."
-        )
-
-
-def _open_binary(target: str | Path, shown: str) -> IO[bytes]:
-    """Open a confined (already resolved) path for reading, never through a swapped-in link."""
-    try:
-        fd = os.open(target, os.O_RDONLY | _NOFOLLOW | _BINARY)
-    except OSError as exc:
-        raise _os_problem(exc, "open", shown) from None
-    return os.fdopen(fd, "rb")
+    except NotADirectoryError:
+        info = _lstat(target, ctx, "read")
+        if info is not None and stat.S_ISREG(info.st_mode):
+            raise ToolInvocationError(
+                f"{shown} is a file, not a directory; read it with read_file instead."
+            ) from None
+        raise ToolInvocationError(f"{shown} is not a directory.") from None
+    except (OSError, PathDenied) as exc:
+        raise _open_problem(exc, "open", shown) from None
 
 
 def _check_positive(name: str, value: int, *, minimum: int = 1) -> None:

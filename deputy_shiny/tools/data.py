@@ -28,12 +28,14 @@ import codecs
 import csv
 import io
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from .._paths import PathDenied, confine
+from .. import _safe_fs
+from .._paths import PathDenied, confine, real_roots
 from .._text import plural
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
@@ -240,23 +242,33 @@ def read_csv(path: str, max_rows: int = 10) -> str:
     ctx = current_tool_context()
     try:
         resolved = confine(path, ctx.working_dir, ctx.read_roots, what="read")
+        where = _safe_fs.beneath(resolved, real_roots(ctx.read_roots))
+        if where is None:  # pragma: no cover - confine returned a path inside a root
+            raise ToolInvocationError(f"{path!r} is outside the directories this agent may read.")
+        # Opened beneath the root by descriptor, no symlink followed at any component:
+        # what is read is what confine checked, even if a directory is swapped meanwhile.
+        fd, info = _safe_fs.open_regular(*where)
     except PathDenied as exc:
         raise ToolInvocationError(str(exc)) from None
-    if not resolved.exists():
-        raise ToolInvocationError(f"File not found: {path!r}.")
-    if not resolved.is_file():
-        raise ToolInvocationError(f"{path!r} is not a file.")
-    size = resolved.stat().st_size
-    if size > MAX_CSV_BYTES:
-        raise ToolInvocationError(
-            f"{path!r} is {size / 1024 / 1024:.1f} MiB; read_csv reads files up to "
-            f"{MAX_CSV_BYTES // 1024 // 1024} MiB. Summarise it with code instead "
-            "(for example run_python), reading it in chunks."
-        )
-    try:
-        data = resolved.read_bytes()
+    except FileNotFoundError:
+        raise ToolInvocationError(f"File not found: {path!r}.") from None
     except OSError as exc:
+        if isinstance(exc, IsADirectoryError) or exc.strerror == "Not a regular file":
+            raise ToolInvocationError(f"{path!r} is not a file.") from None
         raise ToolInvocationError(f"Could not read {path!r}: {exc.strerror or exc}.") from None
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > MAX_CSV_BYTES:
+            raise ToolInvocationError(
+                f"{path!r} is {info.st_size / 1024 / 1024:.1f} MiB; read_csv reads files up to "
+                f"{MAX_CSV_BYTES // 1024 // 1024} MiB. Summarise it with code instead "
+                "(for example run_python), reading it in chunks."
+            )
+        try:
+            data = fh.read(MAX_CSV_BYTES + 1)
+        except OSError as exc:
+            raise ToolInvocationError(f"Could not read {path!r}: {exc.strerror or exc}.") from None
+    if len(data) > MAX_CSV_BYTES:
+        raise ToolInvocationError(f"{path!r} grew past {MAX_CSV_BYTES // 1024 // 1024} MiB.")
     text, encoding = _decode(data)
     if not text.strip():
         raise ToolInvocationError(f"{path!r} is empty: there is no header row and no data.")

@@ -25,8 +25,7 @@ from ._files_common import (
     MAX_READ_BYTES,
     _check_positive,
     _confined,
-    _open_binary,
-    _require_file,
+    _open_file,
     _show,
     _size,
 )
@@ -107,18 +106,19 @@ def _read_file(path: str, offset: int = 0, limit: int | None = None) -> str:
     _check_positive("offset", offset, minimum=0)
     if limit is not None:
         _check_positive("limit", limit)
-    size = _require_file(target, shown).st_size
-    if size > MAX_READ_BYTES and offset == 0 and limit is None:
-        raise ToolInvocationError(
-            f"{shown} is {_size(size)}, more than the {_size(MAX_READ_BYTES)} read_file reads "
-            "in one go. Read it in parts with offset and limit (e.g. offset=0, limit=500), or "
-            "search it with grep_files."
-        )
+    fh, info = _open_file(target, shown, ctx)
+    size = info.st_size
     count = limit if limit is not None else DEFAULT_LINE_LIMIT
     numbered: list[str] = []
     chars = 0
     consumed = 0
-    with _open_binary(target, shown) as fh:
+    with fh:
+        if size > MAX_READ_BYTES and offset == 0 and limit is None:
+            raise ToolInvocationError(
+                f"{shown} is {_size(size)}, more than the {_size(MAX_READ_BYTES)} read_file "
+                "reads in one go. Read it in parts with offset and limit (e.g. offset=0, "
+                "limit=500), or search it with grep_files."
+            )
         if b"\0" in fh.read(_SNIFF_BYTES):
             raise ToolInvocationError(
                 f"{shown} is a binary file, {size} bytes; read_file reads text only. For PDF, "
@@ -195,13 +195,18 @@ def _markitdown() -> Any:
         ) from None
 
 
-def _convert_to_markdown(target: Path) -> str:
+def _convert_to_markdown(fh: IO[bytes], target: Path) -> str:
+    """Convert the opened document ``fh`` (opened beneath its root: markitdown never opens
+    the path by name, so a link swapped in after the check cannot be followed)."""
     global _converter
     module = _markitdown()
     with _converter_lock:
         if _converter is None or _converter[0] is not module:
             _converter = (module, module.MarkItDown(enable_plugins=False))
-        result = _converter[1].convert_local(str(target))
+        info = module.StreamInfo(
+            extension=target.suffix.lower(), filename=target.name, local_path=None
+        )
+        result = _converter[1].convert_stream(fh, stream_info=info)
     text = getattr(result, "markdown", None)
     if text is None:
         text = getattr(result, "text_content", "")
@@ -227,14 +232,15 @@ def _read_markdown(path: str, offset: int = 0, limit: int = DEFAULT_LINE_LIMIT) 
             f"read_markdown cannot convert {shown}: it reads {', '.join(MARKDOWN_SUFFIXES)} "
             "files. Use read_file for other text files."
         )
-    size = _require_file(target, shown).st_size
-    if size > MAX_MARKDOWN_BYTES:
-        raise ToolInvocationError(
-            f"{shown} is {_size(size)}, more than the {_size(MAX_MARKDOWN_BYTES)} read_markdown "
-            "converts."
-        )
+    fh, info = _open_file(target, shown, ctx)
     try:
-        markdown = _convert_to_markdown(target)
+        with fh:
+            if info.st_size > MAX_MARKDOWN_BYTES:
+                raise ToolInvocationError(
+                    f"{shown} is {_size(info.st_size)}, more than the "
+                    f"{_size(MAX_MARKDOWN_BYTES)} read_markdown converts."
+                )
+            markdown = _convert_to_markdown(fh, target)
     except ToolInvocationError:
         raise
     except Exception as exc:

@@ -1,6 +1,7 @@
 """The browsing file tools: ``list_files``, ``glob_files`` and ``grep_files``.
 
-Walks stay inside the read roots and never follow a symbolic link out of them. Part of
+Walks stay inside the read roots: they go by directory descriptors, never through a
+symbolic link (not even one swapped in mid-walk), and read files by descriptor. Part of
 :mod:`deputy_shiny.tools.files`.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import regex as _regex
 
+from .. import _safe_fs
 from .._paths import PathDenied, confine
 from .._text import plural
 from ..errors import ToolInvocationError
@@ -30,8 +32,10 @@ from ._files_common import (
     MAX_SCAN_ENTRIES,
     _check_positive,
     _confined,
-    _open_binary,
-    _require_dir,
+    _located,
+    _lstat,
+    _open_dir,
+    _open_problem,
     _show,
     _size,
 )
@@ -46,62 +50,79 @@ class _Entry:
     parts: tuple[str, ...]
     is_dir: bool
     is_link: bool
+    found: _safe_fs.WalkEntry
+
+    def open_regular(self) -> tuple[int, os.stat_result]:
+        """Open this file for reading by its directory's descriptor (never through a link)."""
+        if self.is_link:
+            raise PathDenied(f"{self.path!r} is a symbolic link.", rule="symlink", path=self.path)
+        return self.found.open_regular()
 
 
 class _Walker:
     """Depth-first walk in sorted order that never leaves the read roots.
 
-    A symbolic link is yielded only when it resolves inside the roots, and is never
-    descended into. ``descend(parts)`` decides which real directories to enter.
+    It walks by descriptors (:func:`deputy_shiny._safe_fs.walk`): each directory is
+    entered with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's descriptor, so a
+    directory swapped for a symlink mid-walk is skipped, never followed, and files are
+    opened by their directory's descriptor. A symbolic link is yielded (by name) only
+    when it resolves inside the roots, and is never descended into nor read through.
+    ``descend(parts)`` decides which real directories to enter. The walker owns
+    ``dir_fd`` (the walked directory) and closes it when the walk ends.
     """
 
     def __init__(
-        self, root: Path, ctx: ToolContext, descend: Callable[[tuple[str, ...]], bool]
+        self,
+        root: Path,
+        dir_fd: int,
+        ctx: ToolContext,
+        descend: Callable[[tuple[str, ...]], bool],
     ) -> None:
         self.root = root
+        self.dir_fd = dir_fd
         self.ctx = ctx
         self.descend = descend
         self.scanned = 0
         self.stopped = False
-
-    def _children(self, directory: str | Path, parts: tuple[str, ...]) -> Iterator[_Entry]:
-        try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries:
-            is_link = entry.is_symlink()
-            if is_link:
-                try:
-                    real = confine(entry.path, self.ctx.working_dir, self.ctx.read_roots)
-                except PathDenied:
-                    continue  # leads out of the roots: never listed, never followed
-                is_dir = real.is_dir()
-            else:
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    continue
-            yield _Entry(entry.path, (*parts, entry.name), is_dir, is_link)
+        self.deep = False
 
     def __iter__(self) -> Iterator[_Entry]:
-        stack = [self._children(self.root, ())]
-        while stack:
-            entry = next(stack[-1], None)
-            if entry is None:
-                stack.pop()
-                continue
-            self.scanned += 1
-            if self.scanned > MAX_SCAN_ENTRIES:
-                self.stopped = True
-                return
-            yield entry
-            if entry.is_dir and not entry.is_link and self.descend(entry.parts):
-                stack.append(self._children(entry.path, entry.parts))
+        try:
+            with _safe_fs.walk(self.dir_fd, self.descend) as walk:
+                for found in walk:
+                    self.scanned += 1
+                    if self.scanned > MAX_SCAN_ENTRIES:
+                        self.stopped = True
+                        return
+                    path = os.path.join(self.root, *found.parts)
+                    if not found.is_link:
+                        yield _Entry(path, found.parts, found.is_dir, False, found)
+                        continue
+                    try:
+                        real = confine(path, self.ctx.working_dir, self.ctx.read_roots)
+                    except PathDenied:
+                        continue  # leads out of the roots: never listed, never followed
+                    try:  # only to show a trailing '/': the link is never entered
+                        is_dir = real.is_dir()
+                    except OSError:
+                        continue
+                    yield _Entry(path, found.parts, is_dir, True, found)
+                self.deep = walk.deep
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fd, self.dir_fd = self.dir_fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 def _stopped_note(walker: _Walker) -> str:
+    if walker.deep and not walker.stopped:
+        return (
+            f"\n[Directories deeper than {_safe_fs.MAX_WALK_DEPTH} levels were not entered: "
+            "the results may be incomplete. Search a deeper path directly.]"
+        )
     if not walker.stopped:
         return ""
     return (
@@ -127,13 +148,13 @@ def _list_files(
     ctx = current_tool_context()
     target = _confined(path, ctx, "read")
     shown = _show(target, ctx, is_dir=True)
-    _require_dir(target, shown)
     _check_positive("max_entries", max_entries)
+    dir_fd = _open_dir(target, shown, ctx)
 
     def descend(parts: tuple[str, ...]) -> bool:
         return recursive and (include_hidden or not parts[-1].startswith("."))
 
-    walker = _Walker(target, ctx, descend)
+    walker = _Walker(target, dir_fd, ctx, descend)
     listed: list[str] = []
     more = hidden = 0
     for entry in walker:
@@ -304,16 +325,16 @@ def _glob_files(pattern: str, path: str = ".", max_results: int = 500) -> str:
     _check_glob(pattern)
     target = _confined(path, ctx, "read")
     shown_dir = _show(target, ctx, is_dir=True)
-    _require_dir(target, shown_dir)
     _check_positive("max_results", max_results)
     globs = [_GlobPattern(p) for p in _expand_braces(pattern)]
     if not any(g.segments for g in globs):
         raise ToolInvocationError(f"The pattern {pattern!r} names no files; try '*' or '**/*'.")
+    dir_fd = _open_dir(target, shown_dir, ctx)
 
     def descend(parts: tuple[str, ...]) -> bool:
         return any(g.may_contain_matches(parts) for g in globs)
 
-    walker = _Walker(target, ctx, descend)
+    walker = _Walker(target, dir_fd, ctx, descend)
     prefix = "" if shown_dir == "." else shown_dir
     found = sorted(
         (prefix + "/".join(entry.parts) + ("/" if entry.is_dir else ""), entry.path)
@@ -443,16 +464,22 @@ def _grep_files(
 
     target = _confined(path, ctx, "read")
     walker: _Walker | None = None
-    files: Iterator[tuple[str, str]]  # (path, as shown)
-    if target.is_file():
-        files = iter([(str(target), _show(target, ctx))])
+    files: Iterator[tuple[Callable[[], tuple[int, os.stat_result]], str]]  # (opener, as shown)
+    info = _lstat(target, ctx, "read")
+    searched_dir = info is not None and stat.S_ISDIR(info.st_mode)
+    if info is not None and not searched_dir:
+        root, rel = _located(target, ctx, "read")
+        files = iter([(functools.partial(_safe_fs.open_regular, root, rel), _show(target, ctx))])
     else:
         shown_dir = _show(target, ctx, is_dir=True)
-        _require_dir(target, shown_dir)
         prefix = "" if shown_dir == "." else shown_dir
-        walker = _Walker(target, ctx, lambda parts: not parts[-1].startswith("."))
+        walker = _Walker(
+            target, _open_dir(target, shown_dir, ctx), ctx, lambda p: not p[-1].startswith(".")
+        )
         files = (
-            (e.path, prefix + "/".join(e.parts)) for e in walker if not e.is_dir and wanted(e.parts)
+            (e.open_regular, prefix + "/".join(e.parts))
+            for e in walker
+            if not e.is_dir and not e.is_link and wanted(e.parts)
         )
 
     # A whole-file search first skips the files without a match; it can miss a match only
@@ -464,44 +491,56 @@ def _grep_files(
     results: list[str] = []
     more = searched = 0
     too_big: list[str] = []
-    for file, shown in files:
-        try:
-            st = os.stat(file)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if st.st_size > MAX_READ_BYTES:
-            too_big.append(shown)
-            continue
-        try:
-            with _open_binary(file, shown) as fh:
-                data = fh.read()
-        except ToolInvocationError:
-            continue
-        if b"\0" in data[:_SNIFF_BYTES]:
-            if walker is None:
-                raise ToolInvocationError(
-                    f"{shown} is a binary file, {len(data)} bytes; grep_files searches text only."
-                )
-            continue
-        searched += 1
-        text = data.decode("utf-8", errors="replace")
-        if prefilter is not None and not search(prefilter, text):
-            continue
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        for number, line in enumerate(lines, start=1):
-            line = line.removesuffix("\r")
-            if not search(regex, line):
+    try:
+        for opener, shown in files:
+            # Opened by descriptor (the walk's, or beneath the root), then checked with fstat:
+            # what is read is what was listed, never a link swapped in meanwhile.
+            try:
+                fd, st = opener()
+            except (OSError, PathDenied) as exc:
+                if walker is None:
+                    raise _open_problem(exc, "open", shown) from None
                 continue
-            if len(results) >= max_results:
-                more += 1
+            with os.fdopen(fd, "rb") as fh:
+                if st.st_size > MAX_READ_BYTES:
+                    too_big.append(shown)
+                    continue
+                data = fh.read(MAX_READ_BYTES + 1)
+            if len(data) > MAX_READ_BYTES:
+                too_big.append(shown)
                 continue
-            if len(line) > MAX_GREP_LINE_CHARS:
-                line = line[:MAX_GREP_LINE_CHARS] + "…"
-            results.append(f"{shown}:{number}: {line}")
+            if b"\0" in data[:_SNIFF_BYTES]:
+                if walker is None:
+                    raise ToolInvocationError(
+                        f"{shown} is a binary file, {len(data)} bytes; grep_files searches "
+                        "text only."
+                    )
+                continue
+            searched += 1
+            text = data.decode("utf-8", errors="replace")
+            if prefilter is not None and not search(prefilter, text):
+                continue
+            lines = text.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            for number, line in enumerate(lines, start=1):
+                line = line.removesuffix("\r")
+                if not search(regex, line):
+                    continue
+                if len(results) >= max_results:
+                    more += 1
+                    continue
+                if len(line) > MAX_GREP_LINE_CHARS:
+                    line = line[:MAX_GREP_LINE_CHARS] + "…"
+                results.append(f"{shown}:{number}: {line}")
+    finally:
+        # Release the walk's directory descriptors now, even when the pattern's time
+        # budget ends the search early.
+        close = getattr(files, "close", None)
+        if close is not None:
+            close()
+        if walker is not None:
+            walker.close()
     notes: list[str] = []
     if more:
         notes.append(
@@ -516,7 +555,7 @@ def _grep_files(
         )
     stopped = _stopped_note(walker) if walker is not None else ""
     if not results:
-        where = _show(target, ctx, is_dir=target.is_dir())
+        where = _show(target, ctx, is_dir=searched_dir)
         where = "the working directory" if where == "." else where
         head = (
             f"No matches for {pattern!r} in {where} "

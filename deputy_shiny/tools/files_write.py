@@ -1,49 +1,50 @@
 """The writing file tools: ``write_file``, ``edit_file`` and ``multi_edit``.
 
-Writes are atomic (a temporary file beside the target, then ``os.replace``); edits
-replace exact text. Part of :mod:`deputy_shiny.tools.files`.
+Writes are atomic (a temporary file beside the target, then a rename, both by
+descriptor of the target's directory, opened beneath the write root with no symlink
+followed); edits replace exact text. Part of :mod:`deputy_shiny.tools.files`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import secrets
 import stat
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import _safe_fs
+from .._paths import PathDenied
 from .._text import plural
 from ..errors import DeputyError, ToolInvocationError
 from ._context import ToolContext, current_tool_context
 from ._files_common import (
-    _BINARY,
-    _NOFOLLOW,
     _SNIFF_BYTES,
     _WRITE_ANNOTATIONS,
     MAX_READ_BYTES,
     _confined,
-    _open_binary,
-    _os_problem,
-    _require_file,
+    _located,
+    _lstat,
+    _open_file,
+    _open_problem,
     _show,
     _size,
 )
 from ._tool import Tool, builtin_source, tool
 
 
-def _read_text_for_edit(target: Path, shown: str) -> str:
-    st = _require_file(target, shown)
-    if st.st_size > MAX_READ_BYTES:
-        raise ToolInvocationError(
-            f"{shown} is {_size(st.st_size)}, more than the {_size(MAX_READ_BYTES)} the edit "
-            "tools handle."
-        )
-    with _open_binary(target, shown) as fh:
-        data = fh.read()
+def _read_text_for_edit(target: Path, shown: str, ctx: ToolContext) -> str:
+    fh, info = _open_file(target, shown, ctx, "write")
+    with fh:
+        if info.st_size > MAX_READ_BYTES:
+            raise ToolInvocationError(
+                f"{shown} is {_size(info.st_size)}, more than the {_size(MAX_READ_BYTES)} "
+                "the edit tools handle."
+            )
+        data = fh.read(MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise ToolInvocationError(f"{shown} grew past {_size(MAX_READ_BYTES)} while being read.")
     if b"\0" in data[:_SNIFF_BYTES]:
         raise ToolInvocationError(
             f"{shown} is a binary file, {len(data)} bytes; only text can be edited."
@@ -57,36 +58,18 @@ def _read_text_for_edit(target: Path, shown: str) -> str:
         ) from None
 
 
-def _atomic_write(target: Path, data: bytes, shown: str) -> None:
-    """Write ``data`` to a temporary file beside ``target``, then ``os.replace`` it into place.
+def _atomic_write(target: Path, data: bytes, shown: str, ctx: ToolContext) -> None:
+    """Write ``data`` to a temporary file beside ``target``, then rename it into place,
+    both by descriptor of ``target``'s directory (opened beneath the write root, no
+    symlink followed), so the file lands where it was checked.
 
     An existing file keeps its permission bits; a new one gets the process umask's.
     """
+    root, rel = _located(target, ctx, "write")
     try:
-        keep_mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        keep_mode = None
-    except OSError as exc:
-        raise _os_problem(exc, "write", shown) from None
-    temp = target.parent / f".{target.name[:80]}.{secrets.token_hex(6)}.tmp"
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o666)
-    except OSError as exc:
-        raise _os_problem(exc, "write", shown) from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if keep_mode is not None:
-            os.chmod(temp, keep_mode)
-        os.replace(temp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise _os_problem(exc, "write", shown) from None
-        raise
+        _safe_fs.replace_file(root, rel, data)
+    except (OSError, PathDenied) as exc:
+        raise _open_problem(exc, "write", shown) from None
 
 
 def _journal(target: Path, ctx: ToolContext) -> None:
@@ -106,31 +89,20 @@ def _journal(target: Path, ctx: ToolContext) -> None:
 
 
 def _make_parents(target: Path, ctx: ToolContext) -> list[Path]:
-    """Create the missing parent directories of ``target`` (each checked against the roots)."""
-    missing: list[Path] = []
-    parent = target.parent
-    while not parent.exists() and not parent.is_symlink():
-        missing.append(parent)
-        if parent.parent == parent:
-            break
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
+    """Create the missing parent directories of ``target``, beneath the write root that
+    holds it (by descriptor: nothing is ever created through a symbolic link)."""
+    root, rel = _located(target, ctx, "write")
+    parent = rel.rpartition("/")[0]
+    try:
+        made = _safe_fs.make_dirs(root, parent)
+    except NotADirectoryError as exc:
+        blocker = root / str(exc.filename) if exc.filename else target.parent
         raise ToolInvocationError(
-            f"Cannot create {_show(target, ctx)}: {_show(parent, ctx)} is a file, not a directory."
-        )
-    for directory in reversed(missing):
-        _confined(str(directory), ctx, "write")  # never create anything outside the roots
-        try:
-            os.mkdir(directory)
-        except FileExistsError:
-            if not directory.is_dir():
-                raise ToolInvocationError(
-                    f"Cannot create {_show(target, ctx)}: {_show(directory, ctx)} is not a "
-                    "directory."
-                ) from None
-        except OSError as exc:
-            raise _os_problem(exc, "create directory", _show(directory, ctx)) from None
-    return list(reversed(missing))
+            f"Cannot create {_show(target, ctx)}: {_show(blocker, ctx)} is a file, not a directory."
+        ) from None
+    except (OSError, PathDenied) as exc:
+        raise _open_problem(exc, "create the directories of", _show(target, ctx)) from None
+    return [root / d for d in made]
 
 
 # --------------------------------------------------------------------------- write_file
@@ -147,27 +119,24 @@ def _write_file(path: str, content: str, mode: Literal["write", "append"] = "wri
     ctx = current_tool_context()
     target = _confined(path, ctx, "write")
     shown = _show(target, ctx)
-    if target.is_dir():
+    info = _lstat(target, ctx, "write")
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise ToolInvocationError(f"{shown} is a directory; give a file path to write to.")
     data = content.encode("utf-8", errors="replace")
     _journal(target, ctx)
     created = _make_parents(target, ctx)
-    try:
-        previous: int | None = target.stat().st_size
-    except FileNotFoundError:
-        previous = None
+    info = _lstat(target, ctx, "write")
+    previous = info.st_size if info is not None else None
     if mode == "write":
-        _atomic_write(target, data, shown)
+        _atomic_write(target, data, shown, ctx)
         what = f"Wrote {_size(len(data))} to {shown}"
         how = "created the file" if previous is None else f"replaced {_size(previous)}"
     else:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _BINARY
+        root, rel = _located(target, ctx, "write")
         try:
-            fd = os.open(target, flags, 0o666)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        except OSError as exc:
-            raise _os_problem(exc, "append to", shown) from None
+            _safe_fs.append_file(root, rel, data)
+        except (OSError, PathDenied) as exc:
+            raise _open_problem(exc, "append to", shown) from None
         what = f"Appended {_size(len(data))} to {shown}"
         how = (
             "created the file" if previous is None else f"it now has {_size(previous + len(data))}"
@@ -314,13 +283,13 @@ def _edit_file(path: str, old_string: str, new_string: str, replace_all: bool = 
     ctx = current_tool_context()
     target = _confined(path, ctx, "write")
     shown = _show(target, ctx)
-    text = _read_text_for_edit(target, shown)
+    text = _read_text_for_edit(target, shown, ctx)
     try:
         new_text, lines = _apply_edit(text, old_string, new_string, replace_all)
     except _EditProblem as exc:
         raise ToolInvocationError(f"edit_file {shown}: {exc} The file was not changed.") from None
     _journal(target, ctx)
-    _atomic_write(target, new_text.encode("utf-8", errors="replace"), shown)
+    _atomic_write(target, new_text.encode("utf-8", errors="replace"), shown, ctx)
     where = "line" if len(lines) == 1 else "lines"
     return (
         f"Edited {shown}: replaced {plural(len(lines), 'occurrence')} "
@@ -361,7 +330,7 @@ def _multi_edit(path: str, edits: list[FileEdit]) -> str:
     shown = _show(target, ctx)
     if not edits:
         raise ToolInvocationError("edits is empty; give at least one {old_string, new_string}.")
-    text = _read_text_for_edit(target, shown)
+    text = _read_text_for_edit(target, shown, ctx)
     replaced = 0
     for index, edit in enumerate(edits, start=1):
         try:
@@ -373,7 +342,7 @@ def _multi_edit(path: str, edits: list[FileEdit]) -> str:
             ) from None
         replaced += len(lines)
     _journal(target, ctx)
-    _atomic_write(target, text.encode("utf-8", errors="replace"), shown)
+    _atomic_write(target, text.encode("utf-8", errors="replace"), shown, ctx)
     return (
         f"Edited {shown}: applied {plural(len(edits), 'edit')} ({plural(replaced, 'replacement')})."
     )
