@@ -397,6 +397,20 @@ def lstat(root: str | os.PathLike[str] | int, rel: str) -> os.stat_result | None
         return None
 
 
+def _inherit_owner(fd: int, dir_fd: int, like: os.stat_result | None = None) -> None:
+    """On a root server, give a file the server made the owner of ``like`` or its directory.
+
+    Model-run code runs as a workspace's unprivileged owner (see ``sandbox.py``), so a
+    file root writes there must belong to that owner for the code to change it.
+    Elsewhere (or in a root-owned directory) nothing changes.
+    """
+    if os.geteuid() != 0:
+        return
+    owner = like if like is not None else os.fstat(dir_fd)
+    if owner.st_uid != 0:
+        os.fchown(fd, owner.st_uid, owner.st_gid)
+
+
 def make_dirs(root: str | os.PathLike[str] | int, rel: str, *, mode: int = 0o777) -> list[str]:
     """Create the directory ``rel`` and its missing parents beneath ``root`` (``mkdir -p``).
 
@@ -422,6 +436,8 @@ def make_dirs(root: str | os.PathLike[str] | int, rel: str, *, mode: int = 0o777
                     except FileExistsError:
                         pass  # made meanwhile: open it as any other
                     nxt = _open_dir_component(current, name, shown)
+                    if created and created[-1] == shown:
+                        _inherit_owner(nxt, current)
                 except OSError as exc:
                     if exc.errno == errno.ELOOP or _is_link_at(current, name):
                         raise _link_denied(shown) from None
@@ -479,6 +495,7 @@ def replace_file(
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
+                _inherit_owner(fh.fileno(), dir_fd, info)
                 if keep is not None:
                     os.fchmod(fh.fileno(), keep)
                 os.fsync(fh.fileno())
@@ -501,8 +518,11 @@ def append_file(root: str | os.PathLike[str] | int, rel: str, data: bytes) -> No
         OSError: it is not a regular file, or the write failed.
     """
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NONBLOCK | _BINARY
-    fd, _ = _checked_regular(open_beneath(root, rel, flags, 0o666), rel)
+    fd, info = _checked_regular(open_beneath(root, rel, flags, 0o666), rel)
     with os.fdopen(fd, "wb") as fh:
+        if info.st_size == 0 and info.st_uid == 0 and os.geteuid() == 0:
+            with _parent(root, rel) as (dir_fd, _name):  # just made: its directory's owner
+                _inherit_owner(fh.fileno(), dir_fd)
         fh.write(data)
 
 

@@ -274,3 +274,30 @@ def test_the_memory_cgroup_counts_tmp_too() -> None:
         assert confined.memory_cgroup is None and not cgroup.exists()
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_files_the_tools_write_stay_the_codes_to_change() -> None:
+    """A root server's write_file makes files the sandboxed code (not root) can change."""
+    from deputy_shiny import tool_write_file
+
+    path = prepare_workspace(tempfile.mkdtemp(prefix="deputy-priv-", dir="/tmp"))
+    try:
+        calls = [
+            ScriptedToolCall("write_file", {"path": "notes/a.txt", "content": "one\n"}),
+            ScriptedToolCall("run_bash", {"command": "echo two >> notes/a.txt && cat notes/a.txt"}),
+        ]
+        model = ScriptedModel([ScriptedReply(tool_calls=[c]) for c in calls] + ["done"])
+        agent = Agent(
+            model,
+            tools=[tool_write_file(), tool_run_bash()],
+            working_dir=path,
+            permissions=Permissions(run_bash=True),
+        )
+        result = await agent.run_async("go")
+        ends = [e for e in result.events if e.type == "tool_end"]
+        assert [e.is_error for e in ends] == [False, False], [e.output for e in ends]
+        assert ends[1].output.startswith("one\ntwo\n")
+        for made in (path / "notes", path / "notes" / "a.txt"):
+            assert made.stat().st_uid == SANDBOX_USER[0]
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
