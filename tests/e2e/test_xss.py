@@ -1,6 +1,6 @@
 """Nothing a model writes becomes markup: script in every field a model, a tool, a hook,
 a subagent or an MCP server controls shows as text, live and when a saved conversation
-is rebuilt after a reload.
+is rebuilt after a reload; and a decision counts only from a real user gesture.
 
 The app (``apps/xss.py``) puts :data:`PAYLOAD` everywhere. Had any of it become elements,
 ``window.__xss`` would be set and a dialog would open; the checks also look for the
@@ -10,13 +10,14 @@ elements and attributes it would have made.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
 from playwright.sync_api import Dialog, Locator, Page, expect
 
-from deputy_shiny.playwright import AgentChat, SubagentPanel
+from deputy_shiny.playwright import AgentChat, ApprovalModal, QuestionModal, SubagentPanel
 from tests.e2e.apps.xss import PAYLOAD
 from tests.e2e.conftest import AppServer, open_chat
 
@@ -37,6 +38,18 @@ ACTIVE_MARKUP = """() => {
     if (el.tagName === 'IMG' && el.getAttribute('src') === 'x') found.push('IMG src=x');
   }
   return found;
+}"""
+
+# A click from page script, three ways: element.click(), a synthetic MouseEvent, and the
+# Shiny input the buttons use, with the request id read from the page.
+SYNTHETIC = """(action) => {
+  const root = document.querySelector('#shiny-modal [data-request-id]');
+  const button = root.querySelector(`[data-deputy-action="${action}"]`);
+  button.click();
+  button.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true}));
+  const answer = {request_id: root.dataset.requestId, action: action, values: {},
+                  message: '', answers: [['plain']]};
+  Shiny.setInputValue('deputy_modal_answer', answer, {priority: 'event'});
 }"""
 
 PAYLOAD_TEXT = PAYLOAD  # as text: every character shown, none turned into elements
@@ -141,6 +154,69 @@ def test_denials_errors_and_names_quoting_model_input_show_as_text_live_and_afte
     expect(chat.loc_user_messages).to_have_count(7)
     check_transcript(chat)
     assert watch.observe() == INERT
+
+
+def expect_undecided(page: Page, app: AppServer, modal: ApprovalModal, request_id: str) -> None:
+    time.sleep(1.0)  # time for a decision to reach the server and close the modal
+    expect(modal.loc).to_be_visible()
+    assert modal.request_id() == request_id
+    expect(modal.button("Approve")).to_be_enabled()
+    assert not [e for e in app.events() if e.startswith("wrote ")]
+
+
+def test_an_approval_shows_model_input_as_text_and_page_script_cannot_decide_it(
+    watch: Watch, app: AppServer
+) -> None:
+    page = watch.page
+    chat = open_chat(page, app)
+    chat.send("write")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    expect(modal.argument("content")).to_have_value(PAYLOAD)
+    request_id = modal.request_id()
+    assert watch.observe() == INERT
+
+    for action in ("approve", "always", "stop"):
+        page.evaluate(SYNTHETIC, action)
+        expect_undecided(page, app, modal, request_id)
+
+    # The approval is saved: after a reload it is back, and still undecided by script.
+    page.reload()
+    chat.expect_ready()
+    modal.expect_open("write_file", timeout=30_000)
+    restored = modal.request_id()
+    page.evaluate(SYNTHETIC, "approve")
+    expect_undecided(page, app, modal, restored)
+    assert watch.observe() == INERT
+
+    # A real click decides.
+    modal.approve()
+    modal.expect_closed()
+    chat.expect_latest_reply("END-TOOL", timeout=20_000)
+    app.wait_for_event(r'wrote \S+ "xss-note.txt"')
+    assert watch.observe() == INERT
+
+
+def test_a_question_shows_model_input_as_text_and_page_script_cannot_answer_it(
+    watch: Watch, app: AppServer
+) -> None:
+    page = watch.page
+    chat = open_chat(page, app)
+    chat.send("ask")
+    modal = QuestionModal(page)
+    modal.expect_open()
+    expect(modal.question(0).locator(".deputy-question-text")).to_have_text(PAYLOAD)
+    expect(modal.question(0).locator("legend")).to_have_text("<b>h</b>")
+    expect(modal.question(0)).to_contain_text(PAYLOAD[:40])
+    request_id = modal.request_id()
+    page.evaluate(SYNTHETIC, "submit")
+    time.sleep(1.0)
+    expect(modal.loc).to_be_visible()
+    assert modal.request_id() == request_id
+    assert watch.observe() == INERT
+    modal.cancel()
+    modal.expect_closed()
+    chat.expect_latest_reply("END-TOOL")
 
 
 def test_a_subagents_task_and_name_and_an_mcp_servers_error_show_as_text(
