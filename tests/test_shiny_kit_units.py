@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -197,9 +199,14 @@ class _FakeSession:
 
     def __init__(self) -> None:
         self.shown: list[str] = []
+        self.keys: dict[str, str] = {}
 
     def _process_ui(self, ui: object) -> str:
         return str(ui)
+
+    async def send_custom_message(self, kind: str, message: dict[str, str]) -> None:
+        assert kind == "deputy-prompt-key"
+        self.keys[message["request_id"]] = message["key"]
 
     def _send_message_sync(self, message: dict[str, dict[str, object]]) -> None:
         modal = message["modal"]
@@ -228,15 +235,15 @@ async def test_stop_answers_every_prompt_of_the_same_run_and_no_other() -> None:
         await asyncio.sleep(0)
     # Counted when shown: itself and the 5 calls behind it (the others came later).
     assert session.shown == ["<p>a1: 6 waiting</p>"]
-    assert prompts.answer({"request_id": "a1", "action": "stop"})
+    assert prompts.answer({"request_id": "a1", "action": "stop", "key": session.keys["a1"]})
     assert (await first)["action"] == "stop"
     assert (await second) == {"action": "stop", "request_id": "a2"}
     for _ in range(5):
         await asyncio.sleep(0)
     assert session.shown[-1] == "<p>b1: 1 waiting</p>"  # another run's prompt stays
     assert not other.done()
-    prompts.answer({"request_id": "b1", "action": "deny"})
-    assert (await other)["action"] == "deny"
+    prompts.answer({"request_id": "b1", "action": "deny", "key": session.keys["b1"]})
+    assert (await other) == {"request_id": "b1", "action": "deny"}  # the key stays here
 
 
 def test_the_subagent_panel_renders_untrusted_text_inert() -> None:
@@ -264,3 +271,60 @@ def test_the_subagent_panel_renders_untrusted_text_inert() -> None:
     assert len(task_text) < TASK_CHARS + 100  # cut for display (escaping adds a little)
     finished = {**view, "observed": {"status": "completed"}}
     assert "deputy-subagent-btn-interrupt" not in str(_row(finished, [], None, "team-action"))
+
+
+class _OrderedSession:
+    """What SessionPrompts uses of a Shiny session, recording the order of messages."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    def _process_ui(self, ui: object) -> str:
+        return str(ui)
+
+    def _send_message_sync(self, message: dict[str, Any]) -> None:
+        self.sent.append(("modal", message["modal"]["type"]))
+
+    async def send_custom_message(self, kind: str, message: dict[str, str]) -> None:
+        self.sent.append((kind, dict(message)))
+
+
+async def test_an_answer_counts_only_with_its_prompts_key_sent_before_the_modal() -> None:
+    from htmltools import tags
+
+    from deputy_shiny.shiny._prompts import KEY_MESSAGE, SessionPrompts
+
+    session = _OrderedSession()
+    prompts = SessionPrompts(session)  # type: ignore[arg-type]
+    waiting = asyncio.ensure_future(prompts.ask("r1", tags.p("approve?"), None))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    (kind, message), shown = session.sent[0], session.sent[1]
+    assert kind == KEY_MESSAGE and message["request_id"] == "r1"
+    assert shown == ("modal", "show")  # the key arrives first
+    key = message["key"]
+    assert len(key) >= 32 and key not in repr(prompts._current)  # kept out of logs too
+
+    forged = [
+        {"request_id": "r1", "action": "approve"},  # page script: no key
+        {"request_id": "r1", "action": "approve", "key": ""},
+        {"request_id": "r1", "action": "approve", "key": key[:-1]},
+        {"request_id": "r1", "action": "approve", "key": key + "x"},
+        {"request_id": "r1", "action": "approve", "key": "ключ"},  # non-ASCII: no crash
+        {"request_id": "r1", "action": "approve", "key": ["list"]},
+        {"request_id": "other", "action": "approve", "key": key},
+    ]
+    for answer in forged:
+        assert not prompts.answer(answer)
+    assert not waiting.done()
+    assert prompts.answer({"request_id": "r1", "action": "deny", "key": key, "message": "no"})
+    assert await waiting == {"request_id": "r1", "action": "deny", "message": "no"}
+    # A second prompt gets a key of its own; the first one's no longer counts.
+    second = asyncio.ensure_future(prompts.ask("r2", tags.p("again?"), None))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    keys = [m["key"] for k, m in session.sent if k == KEY_MESSAGE]
+    assert len(keys) == 2 and keys[0] != keys[1]
+    assert not prompts.answer({"request_id": "r2", "action": "approve", "key": key})
+    assert prompts.answer({"request_id": "r2", "action": "approve", "key": keys[1]})
+    assert (await second)["action"] == "approve"

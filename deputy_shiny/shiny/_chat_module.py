@@ -56,6 +56,7 @@ from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._answers import decision_from_answer
 from ._conversations import KitPersistence
+from ._escape import markdown_text
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._modals import approval_modal, confirm_modal, questions_modal
@@ -281,7 +282,10 @@ def agent_chat_server(
         return _foreign_session(running, usage_value, tool_events)
 
     async def tell_chat(message: str) -> None:
-        await chat.append_message(message)
+        """Say ``message`` (plain text, which may quote a server or a model) in the chat."""
+        # Escaped: shinychat renders a message as markdown, and its sanitizer still
+        # lets images and links through.
+        await chat.append_message(markdown_text(message))
 
     mcp = SessionMcp(mcp_config, on_failure=tell_chat)
     for name in autoconnect:
@@ -362,7 +366,7 @@ def agent_chat_server(
         if conversation is not None:
             note = await conversation.save(agent)
             if note:
-                await chat.append_message(note)
+                await tell_chat(note)
 
     handle = AgentChatHandle(
         agent,
@@ -505,7 +509,7 @@ def agent_chat_server(
     @chat.on_user_submit
     async def _submit(user_input: str) -> None:
         if agent.running or streams:
-            await chat.append_message("The agent is still working; stop it first or wait.")
+            await tell_chat("The agent is still working; stop it first or wait.")
             return
         await chat.append_message_stream(_stream(user_input))
 
@@ -521,9 +525,7 @@ def agent_chat_server(
 
     async def _close_for_newer() -> None:
         with contextlib.suppress(Exception):
-            await chat.append_message(
-                "This conversation was opened in another window; it continues there."
-            )
+            await tell_chat("This conversation was opened in another window; it continues there.")
         await session.close()
 
     async def _restore() -> None:
@@ -533,14 +535,14 @@ def agent_chat_server(
             await conversation.send_token()
             conversation.sweep_soon()
             if not await conversation.take_over(_close_for_newer):
-                await chat.append_message(
+                await tell_chat(
                     "This conversation is open in another window that did not let go. "
                     "Close it there, then reload this page."
                 )
                 return
             note = await conversation.load(agent)
             if note:
-                await chat.append_message(note)
+                await tell_chat(note)
             pending = await asyncio.to_thread(_current_pending)
             restored_waiting = pending is not None
             await _replay(pending)

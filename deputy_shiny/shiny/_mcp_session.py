@@ -56,7 +56,8 @@ class SessionMcp:
         config: The app's MCP config (path, dict or :class:`~deputy_shiny.mcp.McpConfig`),
             or None for none: then :meth:`connect` needs servers it cannot find.
         on_failure: Called (awaited) with a message when a connection fails, e.g. to
-            tell the chat.
+            tell the chat. The message is plain text quoting the server's error (escape
+            it for wherever it is shown).
 
     Example:
         >>> mcp = SessionMcp({"mcpServers": {"time": {"command": "mcp-server-time"}}})
@@ -158,7 +159,7 @@ class SessionMcp:
             message = str(exc) or type(exc).__name__
             await self._show(server, state="failed", error=message)
             if self._on_failure is not None and not self._closed:
-                await self._on_failure(f"MCP server `{server}` failed to connect: {message}")
+                await self._on_failure(f"MCP server {server} failed to connect: {message}")
             if isinstance(exc, McpError):
                 raise
             raise McpError(f"MCP server {server!r} failed to connect: {message}") from exc

@@ -3,7 +3,9 @@
 Everything shown comes from the model or a tool (names, descriptions, arguments,
 questions), so it is passed to htmltools as text, which escapes it; nothing here is
 raw HTML. The buttons carry ``data-deputy-action``; ``deputy_shiny.js`` collects the
-values and sends them back through the ``deputy_modal_answer`` input.
+values and sends them back through the ``deputy_modal_answer`` input, only on a real
+(trusted) click and with the prompt's key (see :mod:`._prompts`); nothing secret is in
+this markup.
 """
 
 from __future__ import annotations

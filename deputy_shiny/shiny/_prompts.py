@@ -8,12 +8,23 @@ lock for the whole process). The browser answers through one input,
 :meth:`SessionPrompts.answer`. An answer counts only if its ``request_id`` is the
 prompt this session is showing: ids are unguessable (``secrets.token_urlsafe``), and
 another session's id is simply unknown here.
+
+An answer also needs the prompt's *key*: a second secret, sent to the kit's script in a
+custom message (``deputy-prompt-key``) just before the modal shows, kept in the script's
+closure and never in the page, and sent back only by the handler of a real (trusted)
+click. The request id is in the page (``data-request-id``), so without the key a page
+script could decide a prompt with ``Shiny.setInputValue``. This is a second line of
+defence, not a boundary: script running in the page could still hook the socket or the
+kit's script before a prompt arrives. The first line is that nothing a model writes ever
+becomes markup (:mod:`._escape`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import secrets
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +41,8 @@ from ..errors import PromptClosed
 logger = logging.getLogger(__name__)
 
 ANSWER_INPUT = "deputy_modal_answer"
+KEY_MESSAGE = "deputy-prompt-key"
+"""The custom message that hands the kit's script a prompt's key (``deputy_shiny.js``)."""
 
 
 ModalFactory = Callable[[int], Tag]
@@ -43,6 +56,8 @@ class _Prompt:
     future: asyncio.Future[dict[str, Any]] = field(repr=False)
     group: str | None = None  # the run it belongs to: "Stop the run" answers them all
     also_waiting: int = 0  # calls behind it that are not queued yet (same response)
+    # The answer's proof that the kit's script sent it (see the module docstring).
+    key: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
 
 
 class SessionPrompts:
@@ -112,6 +127,13 @@ class SessionPrompts:
         if self._current is None and self._queue and not self._closed:
             self._current = current = self._queue.popleft()
             waiting = 1 + len(self._queue) + current.also_waiting
+            # The key first: it has arrived before anyone can click the modal.
+            try:
+                await self._session.send_custom_message(
+                    KEY_MESSAGE, {"request_id": current.request_id, "key": current.key}
+                )
+            except Exception:  # the connection is gone: the session is ending
+                logger.warning("could not send a prompt's key", exc_info=True)
             ui.modal_show(current.modal(waiting), session=self._session)
         count = len(self._queue) + (self._current is not None)
         # Setting a reactive value from the stream task: hold the lock only for the set.
@@ -120,14 +142,21 @@ class SessionPrompts:
             await reactive.flush()
 
     def answer(self, value: object) -> bool:
-        """Resolve the prompt on screen with the browser's answer; False if it isn't for it."""
+        """Resolve the prompt on screen with the browser's answer; False if it isn't for
+        it, or lacks the prompt's key (it did not come from a real click)."""
         if not isinstance(value, dict):
             return False
         current = self._current
         if current is None or value.get("request_id") != current.request_id:
             logger.warning("ignored an answer for a prompt that is not pending in this session")
             return False
+        key = value.get("key")
+        # Bytes: compare_digest refuses str with non-ASCII characters (a forged key may).
+        if not isinstance(key, str) or not hmac.compare_digest(key.encode(), current.key.encode()):
+            logger.warning("ignored an answer without its prompt's key (not a real click)")
+            return False
         answer = _plain(value)
+        answer.pop("key", None)
         if not current.future.done():
             current.future.set_result(answer)
         if answer.get("action") == "stop" and current.group is not None:

@@ -11,6 +11,10 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   output is sent as ``code``: it never renders as HTML or markdown. A denied call is an
   error card titled ``Denied: <reason>``;
 * a readable note when the run ends for any reason other than ``complete``.
+
+Every string in a block is inert where shinychat puts it (:mod:`._escape`): the title
+is HTML there, so it is escaped; the output is fenced code, so it cannot close its fence;
+the tool name and the arguments shinychat shows as text itself.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from shinychat.types import ChatMessage
 
 from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
+from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 
 _STOP_NOTES = {
@@ -41,17 +46,28 @@ _STOP_NOTES = {
 def tool_request_block(
     card_id: str, tool_name: str, arguments: dict[str, Any], *, title: str | None = None
 ) -> ChatMessage:
-    """A shinychat message holding a ``tool_request`` block (titled cards stand alone)."""
+    """A shinychat message holding a ``tool_request`` block (titled cards stand alone).
+
+    ``title`` is plain text (it is escaped here: shinychat renders titles as HTML).
+
+    Example:
+        >>> block = tool_request_block("c1", "read_file", {"path": "<b>"}, title="Denied: <b>")
+        >>> block.blocks[0]["title"], block.blocks[0]["arguments"]
+        ('Denied: &lt;b&gt;', '{"path": "<b>"}')
+    """
     block: dict[str, Any] = {
         "type": "tool_request",
         "version": 1,
         "request_id": card_id,
+        # shinychat escapes the tool name itself (a title takes its place, when given).
         "tool_name": tool_name,
+        # One line of JSON inside shinychat's fence: it can never start a line with the
+        # backticks that would close the fence.
         "arguments": json.dumps(arguments, ensure_ascii=False, default=str),
     }
     if title is not None:
         # shinychat takes a card's header from its request's title.
-        block["title"] = title
+        block["title"] = html_text(title)
         block["grouping"] = "none"
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
@@ -59,20 +75,28 @@ def tool_request_block(
 def tool_result_block(
     card_id: str, tool_name: str, output: str, *, is_error: bool, title: str | None = None
 ) -> ChatMessage:
-    """A shinychat message holding the ``tool_result`` block of a card (output as code)."""
+    """A shinychat message holding the ``tool_result`` block of a card (output as code).
+
+    ``title`` is plain text, escaped here like :func:`tool_request_block`'s.
+
+    Example:
+        >>> block = tool_result_block("c1", "read_file", "<i>", is_error=True, title="Denied: <i>")
+        >>> block.blocks[0]["title"], block.blocks[0]["value"], block.blocks[0]["value_type"]
+        ('Denied: &lt;i&gt;', '<i>', 'code')
+    """
     block: dict[str, Any] = {
         "type": "tool_result",
         "version": 1,
         "request_id": card_id,
         "tool_name": tool_name,
         "status": "error" if is_error else "success",
-        "value": output,
+        "value": code_text(output),
         "value_type": "code",
     }
     if title is not None:
         # A titled card (a denial) stands alone: in a group shinychat shows only the
         # group's "Used <tool>" title.
-        block["title"] = title
+        block["title"] = html_text(title)
         block["grouping"] = "none"
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
@@ -110,11 +134,10 @@ def note_chunk(text: str) -> str:
 
     Example:
         >>> note_chunk("Stopped: <b>")
-        '\\n\\n> Stopped: &lt;b>\\n'
+        '\\n\\n> Stopped\\\\: \\\\<b\\\\>\\n'
     """
-    escaped = text.replace("\\", "\\\\").replace("`", "\\`").replace("*", "\\*")
-    escaped = escaped.replace("_", "\\_").replace("<", "&lt;").replace("[", "\\[")
-    return f"\n\n> {escaped}\n"
+    quoted = markdown_text(text).replace("\n", "\n> ")
+    return f"\n\n> {quoted}\n"
 
 
 async def render_events(

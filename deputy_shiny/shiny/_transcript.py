@@ -4,7 +4,8 @@ When a saved conversation comes back (``KitPersistence``), the chat is rebuilt f
 agent's turns, not from a saved copy of the page: the turns are the one record of what
 happened, and they go through the same inert rendering as a live run (model text made
 safe by :class:`~deputy_shiny.shiny._image_guard.ImageGuard`, tool output as ``code``
-cards, a denial as a card titled with its reason). Notes a live run showed at its end
+cards, a denial as a card titled with its reason, escaped by the same block builders:
+the reason quotes model input). Notes a live run showed at its end
 ("Stopped.") are not part of the turns and do not come back.
 """
 

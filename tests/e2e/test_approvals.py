@@ -128,8 +128,14 @@ def test_an_approval_belongs_to_its_own_session(
     assert modal_a.request_id() == request_id
     assert not written(app, "isolated.txt")
 
-    # Control: the same channel, used by the session that owns the request, answers it.
-    page.evaluate(ANSWER, {"request_id": request_id, "action": "deny", "message": "answered by A"})
+    # Not even A's own page script can answer it: an answer needs the prompt's key,
+    # which only the kit's handler of a real click sends.
+    page.evaluate(ANSWER, {"request_id": request_id, "action": "approve"})
+    time.sleep(1.0)
+    expect(modal_a.loc).to_be_visible()
+    assert not written(app, "isolated.txt")
+    # Control: A's user answers it.
+    modal_a.deny("answered by A")
     modal_a.expect_closed()
     chat_a.expect_latest_reply("answered by A")
     assert not written(app, "isolated.txt")

@@ -1,9 +1,19 @@
 // deputy_shiny: collect answers from the approval and ask_user modals and send them to
 // the server through one input. The server only accepts an answer for the request id
-// it is showing in this session.
+// it is showing in this session, with that prompt's key.
+//
+// Decisions count only from a real user gesture: every handler here ignores events a
+// page script made (element.click(), dispatchEvent: event.isTrusted is false), and a
+// prompt's key lives only in this closure, never in the page, so a script calling
+// Shiny.setInputValue with the request id it reads from the page decides nothing. That
+// is a second line of defence: the first is that the server never lets model-written
+// text become markup. Nothing from the server is ever inserted as HTML here.
 (function () {
   "use strict";
   const INPUT = "deputy_modal_answer";
+  const KEY_MESSAGE = "deputy-prompt-key";
+  const keys = new Map(); // request id -> the prompt's key (never in the DOM)
+  const MAX_KEYS = 50;
 
   // Saved conversations (KitPersistence). The server keeps the browser's token in an
   // HttpOnly cookie this script never sees. What the script keeps is the *binding*: a
@@ -56,6 +66,13 @@
     window.Shiny.addCustomMessageHandler("deputy-reload", function (_message) {
       window.location.reload();
     });
+    window.Shiny.addCustomMessageHandler(KEY_MESSAGE, function (message) {
+      if (!message || typeof message.request_id !== "string" || typeof message.key !== "string") {
+        return;
+      }
+      keys.set(message.request_id, message.key);
+      while (keys.size > MAX_KEYS) keys.delete(keys.keys().next().value);
+    });
     return true;
   }
   if (!onMessages()) document.addEventListener("DOMContentLoaded", onMessages);
@@ -70,18 +87,21 @@
 
   // Only fields the person touched are sent: the browser normalizes what it shows
   // (CRLF to LF, a textarea's leading newline), so an untouched field sent back would
-  // quietly change the approved arguments.
+  // quietly change the approved arguments. Touched means by the person (a trusted
+  // event), recorded here rather than in the page, where a script could mark a field.
+  const edited = new WeakSet();
   function markEdited(event) {
+    if (!event.isTrusted) return;
     const el = event.target.closest && event.target.closest("[data-arg]");
-    if (el) el.dataset.edited = "true";
+    if (el) edited.add(el);
   }
   document.addEventListener("input", markEdited);
   document.addEventListener("change", markEdited);
 
   function approvalAnswer(root, action) {
     const values = {};
-    root.querySelectorAll("[data-arg][data-edited='true']").forEach((el) => {
-      values[el.dataset.arg] = typed(el);
+    root.querySelectorAll("[data-arg]").forEach((el) => {
+      if (edited.has(el)) values[el.dataset.arg] = typed(el);
     });
     const message = root.querySelector(".deputy-deny-message");
     return { action: action, values: values, message: message ? message.value : "" };
@@ -100,6 +120,7 @@
 
   // MCP panel buttons: connect / disconnect one configured server of this session.
   document.addEventListener("click", function (event) {
+    if (!event.isTrusted) return;
     const button = event.target.closest("[data-deputy-mcp]");
     if (!button || !window.Shiny) return;
     button.disabled = true;
@@ -110,6 +131,7 @@
   // Subagent panel buttons: open a delegation's transcript, or stop it. The server acts
   // only on a delegation of this session's agent that its user may see.
   document.addEventListener("click", function (event) {
+    if (!event.isTrusted) return;
     const button = event.target.closest("[data-deputy-subagent]");
     if (!button || !window.Shiny) return;
     if (button.dataset.deputySubagent === "interrupt") button.disabled = true;
@@ -119,22 +141,33 @@
 
   // Conversation panel: rewind the files to a checkpoint (the server asks to confirm).
   document.addEventListener("click", function (event) {
+    if (!event.isTrusted) return;
     const button = event.target.closest("[data-deputy-rewind]");
     if (!button || !window.Shiny) return;
     const value = { checkpoint_id: button.dataset.deputyRewind };
     window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
   });
 
+  // Approve, Deny, Always allow, Stop the run, Submit, Cancel, Confirm: a decision.
   document.addEventListener("click", function (event) {
+    if (!event.isTrusted) return; // element.click() or dispatchEvent from page script
     const button = event.target.closest("[data-deputy-action]");
     if (!button || !window.Shiny) return;
     const root = button.closest("[data-request-id]");
     if (!root) return;
+    const requestId = root.dataset.requestId;
+    const key = keys.get(requestId);
+    if (!key) {
+      console.warn("deputy_shiny: no key for this prompt; the answer was not sent");
+      return;
+    }
     const action = button.dataset.deputyAction;
     const answer = root.classList.contains("deputy-approval")
       ? approvalAnswer(root, action)
       : questionsAnswer(root, action);
-    answer.request_id = root.dataset.requestId;
+    answer.request_id = requestId;
+    answer.key = key;
+    keys.delete(requestId);
     root.querySelectorAll("[data-deputy-action]").forEach((b) => { b.disabled = true; });
     window.Shiny.setInputValue(INPUT, answer, { priority: "event" });
   });
