@@ -66,10 +66,33 @@ class WorkspaceEntry:
 
 
 def seed_workspace(working_dir: Path) -> None:
-    """Put ``welcome.md`` in a new workspace (an existing one is left alone)."""
-    welcome = working_dir / "welcome.md"
-    if not welcome.exists():
-        welcome.write_text(WELCOME, encoding="utf-8")
+    """Put ``welcome.md`` in a new workspace; an entry of that name, of any kind, stays.
+
+    The model may have left anything in a saved workspace: a ``welcome.md`` symlink to a
+    path of its choosing would make this (host) process create or overwrite a file
+    there. So nothing is followed: the file is created relative to the workspace's own
+    descriptor (itself opened without following a link), with ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``, which fails on any existing entry, a dangling link included.
+
+    Raises:
+        OSError: the workspace is missing, not a directory, or a symlink.
+    """
+    try:
+        directory = os.open(working_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"workspace {str(working_dir)!r} is not a directory (or is a symlink)"
+        ) from None
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open("welcome.md", flags, 0o644, dir_fd=directory)
+        except FileExistsError:
+            return  # the user's file, a directory, a link: never touched
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(WELCOME)
+    finally:
+        os.close(directory)
 
 
 def workspace_entries(root: Path, limit: int = MAX_ENTRIES) -> list[WorkspaceEntry]:

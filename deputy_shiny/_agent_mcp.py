@@ -58,13 +58,14 @@ class McpMethods:
     ) -> Self:
         """Load the tools of MCP servers (``servers``: exact names; None: all configured).
 
-        ``config`` is a path, a dict or an ``McpConfig`` (None: ``$DEPUTY_MCP_CONFIG`` or
-        ``~/.config/mcptools/config.json``). The servers stop when the agent is closed.
-        ``replace=True`` swaps the tools loaded earlier from these servers (dropping
-        those a server no longer offers, and replacing other tools with the same names);
-        with ``replace=False`` a name clash is an error. A server that fails is skipped
-        with a warning; tools of connections that have since closed are removed.
-        :meth:`mcp_status` records every call.
+        ``config`` is a path, a dict or an ``McpConfig`` (None: ``$DEPUTY_MCP_CONFIG``
+        or ``~/.config/mcptools/config.json``). The servers stop when the agent is
+        closed. ``replace=True`` swaps the tools loaded earlier from these servers
+        (dropping those a server no longer offers); with ``replace=False`` a clash with
+        them is an error. A clash with any other tool (the app's own, another server's)
+        is always a ``ToolNameConflictError``: a server's tool never replaces one the
+        agent has. A server that fails is skipped with a warning; tools of connections
+        that have since closed are removed. :meth:`mcp_status` records every call.
         """
         self._ensure_free("load MCP tools")
         self._ensure_idle("load MCP tools")

@@ -46,6 +46,9 @@ class Authority:
         tool_names: Returns the names of the tools it has now (a lead lends its subagent
             only its own tools), or None when the run below brings its own tools (a
             retained agent): then only the permissions apply.
+        file_journal: Its file checkpoint journal (None: checkpointing is off). Every
+            file change of the run below is recorded there too, under its caps, so its
+            ``rewind_files`` undoes it and a change it would refuse is refused.
     """
 
     name: str
@@ -53,6 +56,22 @@ class Authority:
     permissions: Callable[[], Permissions]
     working_dir: Path
     tool_names: Callable[[], frozenset[str]] | None = None
+    file_journal: FileJournal | None = None
+
+
+@dataclass(frozen=True)
+class _Journals:
+    """Records a change in several journals: the run's own and those of the agents above.
+
+    Any refusal refuses the change (nothing is written then): a delegated run is held to
+    every journal's caps and working directory, never only its own.
+    """
+
+    journals: tuple[FileJournal, ...]
+
+    def record(self, path: Path) -> None:
+        for journal in self.journals:
+            journal.record(path)
 
 
 @dataclass(frozen=True)
@@ -94,7 +113,8 @@ class RunDeps:
         ancestors: For a delegated run, every agent above it, nearest first: each call
             must pass their current permissions and tools as well as its own.
         file_journal: The agent's file checkpoint journal (None: checkpointing is off):
-            the run makes a checkpoint as it starts, and the file tools record into it.
+            the run makes a checkpoint as it starts, and the file tools record into it
+            (and into the journal of every agent above, see :attr:`Authority.file_journal`).
         trusted_results: The agent's :class:`~deputy_shiny.trusted.TrustedResults`, or None.
         context: The context policy and tool-result store (automatic compaction before
             requests, large results offloaded); None: neither.
@@ -140,5 +160,16 @@ class RunDeps:
             tool_name=request.name,
             run_context=run_context,
             state=self.tool_state,
-            file_journal=self.file_journal,
+            file_journal=self.file_recorder(),
         )
+
+    def file_recorder(self) -> FileJournal | _Journals | None:
+        """What records a file before a tool changes it: this run's journal and those
+        of the agents above it (one object the same journal appears in only once)."""
+        journals: list[FileJournal] = []
+        for journal in (self.file_journal, *(a.file_journal for a in self.ancestors)):
+            if journal is not None and all(journal is not j for j in journals):
+                journals.append(journal)
+        if len(journals) <= 1:
+            return journals[0] if journals else None
+        return _Journals(tuple(journals))

@@ -498,3 +498,98 @@ def test_the_journal_can_be_used_on_its_own(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     with pytest.raises(CheckpointPathError, match="outside the working directory"):
         FileJournal(tmp_path / "sub").record(tmp_path / "x.txt")
+
+
+# ------------------------------------------------------------------ delegation
+# A subagent writes into the lead's journal under the lead's caps (ARCHITECTURE rule 10:
+# the same journal, the same limits): a delegate call never dodges a rewind or a refusal.
+
+
+def _lead(work: Path, sub_replies: list[Any], **kwargs: Any) -> Any:
+    from deputy_shiny import Permissions
+    from deputy_shiny.delegation import AgentDefinition, LeadAgent
+
+    writer = AgentDefinition(
+        name="writer", description="Writes files.", prompt="You write.", tools=["write_file"]
+    )
+    delegate = ScriptedToolCall("delegate", {"agent": "writer", "task": "write"})
+    kwargs.setdefault("permissions", Permissions(mode="full"))
+    return LeadAgent(
+        ScriptedModel([ScriptedReply(tool_calls=[delegate]), "done"]),
+        tools=[tool_write_file()],
+        working_dir=work,
+        subagents=[writer],
+        subagent_models={"writer": ScriptedModel(sub_replies)},
+        enable_file_checkpointing=True,
+        **kwargs,
+    )
+
+
+def _sub_ends(lead: Any) -> list[Any]:
+    (record,) = lead.list_subagents()
+    turns = lead.get_subagent_messages()[record.delegation_id]
+    return [r for t in turns for r in t.tool_results]
+
+
+def test_a_subagents_writes_rewind_with_the_leads_rewind_files(work: Path) -> None:
+    (work / "a.txt").write_text("old a")
+    lead = _lead(work, [_calls(_write("a.txt", "new a"), _write("b.txt", "new b")), "wrote"])
+    result = lead.run_sync("have them written")
+    assert (work / "a.txt").read_text() == "new a" and (work / "b.txt").exists()
+    run_start = next(e.checkpoint_id for e in result.events if e.type == "file_checkpoint")
+    # The subagent's run makes no checkpoint of its own: the lead's list is the lead's runs.
+    (checkpoint,) = lead.list_checkpoints()
+    assert (checkpoint.id, checkpoint.changes) == (run_start, 2)
+    rewound = lead.rewind_files(run_start)
+    assert rewound.restored_changes == 2 and rewound.paths == ("a.txt", "b.txt")
+    assert (work / "a.txt").read_text() == "old a" and not (work / "b.txt").exists()
+
+
+def test_a_write_the_lead_is_refused_is_refused_to_its_subagent(work: Path) -> None:
+    (work / "big.txt").write_text("x" * 100)
+    lead = _agent(
+        work, [_calls(_write("big.txt", "small")), "ok"], file_checkpoint_max_file_bytes=50
+    )
+    (end,) = [e for e in lead.run_sync("shrink").events if e.type == "tool_end"]
+    assert end.is_error and "file_checkpoint_max_file_bytes" in end.output  # the lead itself
+
+    lead = _lead(
+        work, [_calls(_write("big.txt", "small")), "tried"], file_checkpoint_max_file_bytes=50
+    )
+    lead.run_sync("have it shrunk")
+    (refused,) = _sub_ends(lead)
+    assert refused.is_error and "file_checkpoint_max_file_bytes" in str(refused.output)
+    assert (work / "big.txt").read_text() == "x" * 100
+
+
+def test_a_subagent_cannot_write_outside_the_leads_journal(work: Path, tmp_path: Path) -> None:
+    from deputy_shiny import Permissions
+
+    other = tmp_path / "other"
+    other.mkdir()
+    lead = _lead(
+        work,
+        [_calls(_write(str(other / "x.txt"), "x")), "tried"],
+        permissions=Permissions(file_write=[str(work), str(other)]),
+    )
+    lead.run_sync("write over there")
+    (refused,) = _sub_ends(lead)
+    assert refused.is_error and "outside the working directory" in str(refused.output)
+    assert not (other / "x.txt").exists()
+
+
+def test_a_retained_agents_writes_join_its_owners_journal(work: Path) -> None:
+    from deputy_shiny import UsageLimits
+
+    owner = _agent(work, [])
+    helper = Agent(
+        ScriptedModel([_calls(_write("h.txt", "helped")), "done"]),
+        tools=[tool_write_file()],
+        working_dir=work,
+    )
+    before = owner.checkpoint("before the helper")
+    handle = owner.retain_agent(helper, UsageLimits(max_requests=5))
+    owner.continue_agent(handle, "write h.txt")
+    assert (work / "h.txt").read_text() == "helped"
+    assert owner.rewind_files(before).paths == ("h.txt",)
+    assert not (work / "h.txt").exists()

@@ -41,14 +41,13 @@ def _grep_model(pattern: str) -> FunctionModel:
     return FunctionModel(reply)
 
 
-async def _largest_gap(stop: asyncio.Event) -> float:
-    """The longest the event loop went without running this heartbeat."""
-    largest, last = 0.0, time.monotonic()
+async def _heartbeats(stop: asyncio.Event) -> list[float]:
+    """When (``time.time()``) the event loop ran this heartbeat, every 10 ms it can."""
+    beats: list[float] = []
     while not stop.is_set():
         await asyncio.sleep(0.01)
-        now = time.monotonic()
-        largest, last = max(largest, now - last), now
-    return largest
+        beats.append(time.time())
+    return beats
 
 
 async def test_a_catastrophic_pattern_is_an_error_result_and_the_loop_keeps_running(
@@ -62,17 +61,23 @@ async def test_a_catastrophic_pattern_is_an_error_result_and_the_loop_keeps_runn
     )
     warm_up()  # litellm's first import holds the GIL for seconds: not what is measured here
     stop = asyncio.Event()
-    heartbeat = asyncio.create_task(_largest_gap(stop))
+    heartbeat = asyncio.create_task(_heartbeats(stop))
     started = time.monotonic()
     result = await agent.run_async("search")
     elapsed = time.monotonic() - started
     stop.set()
-    gap = await heartbeat
+    beats = await heartbeat
+    start = next(e for e in result.events if e.type == "tool_start").timestamp
     end = next(e for e in result.events if e.type == "tool_end")
     assert end.is_error and "too expensive" in end.output
     assert result.stop_reason == "complete"
-    assert gap < 0.25, f"the event loop stalled for {gap:.2f} s"
-    assert elapsed < 10
+    # While the pattern ran out its budget the loop must have kept beating. Counting beats
+    # in that window, not the longest gap, tells a freeze from a busy machine: a match
+    # holding the GIL (concurrent=False) left 1-2 beats (measured), a healthy loop about
+    # 300 at a load of 6-10 on 2 cores, where single gaps reached 0.28 s.
+    during = [b for b in beats if start < b < end.timestamp]
+    assert len(during) >= 20, f"the event loop ran {len(during)} times while the pattern ran"
+    assert elapsed < 60  # the budget stops it: an unbounded match takes minutes
 
 
 async def test_interrupt_from_another_thread_ends_the_run_quickly(tmp_path: Path) -> None:

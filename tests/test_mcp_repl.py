@@ -134,19 +134,56 @@ REJECTED = {
             "sandbox_workspace_write.network_access=true",
         ],
         "workspace-write",
-        "changes the sandbox deputy_shiny checked",
+        "changes the sandbox or network policy",
     ),
     "bubblewrap off through --config": (
         [*PY, "--sandbox", "read-only", "--config", "use_linux_sandbox_bwrap=false"],
         "read-only",
-        "changes the sandbox deputy_shiny checked",
+        "changes the sandbox or network policy",
     ),
     "an allowed domain": (
         [*PY, "--sandbox", "read-only", "--add-allowed-domain", "example.org"],
         "read-only",
         "opens the network",
     ),
+    # mcp-repl's --config keys all change its sandbox or network policy, whatever the name.
+    "network domains through --config": (
+        [
+            *PY,
+            "--sandbox",
+            "read-only",
+            "--config",
+            'permissions.network.allowed_domains=["x.org"]',
+        ],
+        "read-only",
+        "--config changes the sandbox or network policy",
+    ),
+    "an unknown --config key": (
+        [*PY, "--sandbox", "workspace-write", "--config", "history.max_bytes=1000"],
+        "workspace-write",
+        "--config changes the sandbox or network policy",
+    ),
 }
+# Every spelling of a flag that lets the REPL write outside its working directory.
+WRITES_OUTSIDE = {
+    "--add-writable-root": ["--add-writable-root", "/srv"],
+    "--add-writable-root=": ["--add-writable-root=/srv"],
+    "--add-writeable-root": ["--add-writeable-root", "/srv"],
+    "--add-writeable-root=": ["--add-writeable-root=/srv"],
+    "--debug-dir": ["--debug-dir", "/srv/debug"],
+    "--debug-dir=": ["--debug-dir=/srv/debug"],
+    "upper case": ["--ADD-WRITABLE-ROOT", "/srv"],
+    "underscores": ["--add_writable_root=/srv"],
+    "one dash": ["-add-writeable-root", "/srv"],
+    "a prefix": ["--add-writ", "/srv"],
+    "--debug_dir=": ["--Debug_Dir=/srv/debug"],
+}
+for _name, _extra in WRITES_OUTSIDE.items():
+    REJECTED[f"writes outside: {_name}"] = (
+        [*PY, "--sandbox", "workspace-write", *_extra],
+        "workspace-write",
+        "outside its working directory",
+    )
 
 
 @pytest.mark.parametrize(("args", "sandbox", "message"), REJECTED.values(), ids=REJECTED.keys())
@@ -191,22 +228,7 @@ def test_accepted_entries() -> None:
         ([*PY, "--sandbox", "workspace-write"], "workspace-write"),
         (["--sandbox=read-only", "--interpreter=python"], "read-only"),
         (["--sandbox=danger-full-access", *PY, "--sandbox", "read-only"], "read-only"),
-        (
-            [*PY, "--sandbox", "workspace-write", "--config", "history.max_bytes=1000"],
-            "workspace-write",
-        ),
-        (
-            [
-                *PY,
-                "--oversized-output",
-                "files",
-                "--add-writable-root",
-                "/data",
-                "--sandbox",
-                "workspace-write",
-            ],
-            "workspace-write",
-        ),
+        ([*PY, "--oversized-output", "files", "--sandbox", "workspace-write"], "workspace-write"),
     ]:
         assert mcp_repl_server(config(args), "py", sandbox).args == tuple(args)
 
@@ -369,8 +391,8 @@ def test_scripts_use_the_blocking_twins(tmp_path: Path) -> None:
 
 async def test_a_repl_that_cannot_start_is_a_typed_error(tmp_path: Path) -> None:
     cfg = repl_config(tmp_path)
-    cfg["mcpServers"]["py"]["args"] += ["--add-writable-root", "relative/dir"]
-    # mcp-repl exits at once ("invalid writable root value ... expected absolute path").
+    cfg["mcpServers"]["py"]["args"] += ["--oversized-output", "neither"]
+    # mcp-repl exits at once ("invalid --oversized-output value (expected files|pager)").
     with pytest.raises(McpConnectionError, match=r"MCP server 'py'.*could not start"):
         await mcp_repl_connection_async(cfg, Agent(ScriptedModel([])), "py", "workspace-write")
     await wait_until(lambda: not processes_in(tmp_path), within=5)
@@ -386,3 +408,28 @@ def test_an_env_that_turns_the_sandbox_off_is_rejected(tripwire: tuple[str, Path
     with pytest.raises(McpReplConfigError, match="MCP_REPL_USE_LINUX_BWRAP"):
         mcp_repl_server({"mcpServers": {"py": entry}}, "py", "read-only")
     assert not mark.exists()
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "MCP_REPL_DEBUG_DIR",  # --debug-dir's variable: writes outside the working dir
+        "MCP_REPL_STARTUP_LOG_PATH",
+        "MCP_REPL_ALLOWED_DOMAINS",  # opens the network
+        "MCP_REPL_MANAGED_NETWORK",
+        "mcp_repl_keep_session_tmpdir",
+        "CODEX_HOME",  # a Codex config it may read policy from
+    ],
+)
+def test_an_env_that_widens_the_repl_is_rejected(tripwire: tuple[str, Path], variable: str) -> None:
+    command, mark = tripwire
+    entry = {"command": command, "args": [*PY, "--sandbox", "workspace-write"]}
+    with pytest.raises(McpReplConfigError, match=variable):
+        mcp_repl_server(
+            {"mcpServers": {"py": {**entry, "env": {variable: "/srv"}}}}, "py", "workspace-write"
+        )
+    assert not mark.exists()
+    # Settings that only bound output or pick the interpreter stay allowed.
+    harmless = {"MCP_REPL_OUTPUT_BUNDLE_MAX_BYTES": "1000", "MCP_REPL_PAGER_PAGE_CHARS": "500"}
+    checked = {"mcpServers": {"py": {**entry, "env": harmless}}}
+    assert mcp_repl_server(checked, "py", "workspace-write").env == harmless

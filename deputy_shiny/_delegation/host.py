@@ -31,6 +31,7 @@ from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..permissions import Permissions
+from ..persistence.checkpoints import FileJournal
 from ..tools import current_tool_context, tool_annotations
 from ..usage import UsageLimits
 from .policies import DelegationDisclosure, DelegationObservation
@@ -118,6 +119,8 @@ class DelegatingAgent(Protocol):
     def hooks(self) -> HookRegistry: ...
     @property
     def running(self) -> bool: ...
+    @property
+    def file_checkpoints(self) -> FileJournal | None: ...
 
     def get_tools(self) -> dict[str, Any]: ...
     def get_turns(self, include_system_prompt: bool = False) -> list[Turn]: ...
@@ -379,6 +382,9 @@ class DelegationHost:
             permissions=permissions,
             tool_names=tool_names if lends_tools else None,
             working_dir=agent.working_dir,
+            # The same journal and its limits below it (rule 10): a delegate never
+            # dodges a rewind, a cap, or the journal's working directory.
+            file_journal=agent.file_checkpoints,
         )
 
     def ancestors_below(

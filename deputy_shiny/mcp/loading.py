@@ -3,9 +3,13 @@
 Each load opens one connection per selected server (owned by the agent, so
 ``agent.close()`` stops them) and registers its tools. ``replace=True`` first removes
 the tools earlier loads took from those servers (also when a server now offers none),
-leaving every other tool alone. Tools whose connection is no longer connected are
-removed at the next load, whether it succeeds or not; tools of working connections
-stay. Every call is recorded (:class:`~deputy_shiny.mcp.McpLoadRecord`).
+leaving every other tool alone. A server's tool never replaces one the agent already has
+otherwise (the app's built-in, a custom tool, another server's): such a clash is a
+:class:`~deputy_shiny.ToolNameConflictError` whatever ``replace`` says, since a
+``write_file`` that claims to be read-only would skip the app's approval. Tools whose
+connection is no longer connected are removed at the next load, whether it succeeds or
+not; tools of working connections stay. Every call is recorded
+(:class:`~deputy_shiny.mcp.McpLoadRecord`).
 """
 
 from __future__ import annotations
@@ -18,14 +22,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..errors import McpConfigError
+from ..errors import McpConfigError, ToolNameConflictError
 from ..tools import NativeWebSearch, Tool
 from .config import ConfigInput, McpConfig, load_mcp_config
 from .connection import McpConnection, McpOwnerAgent
 from .records import McpLoadRecord, McpLoadStatus
 from .tools import open_servers
 
-__all__ = ["McpLoads"]
+__all__ = ["McpLoads", "taken_names"]
 
 
 class LoadingAgent(McpOwnerAgent, Protocol):
@@ -105,10 +109,20 @@ class McpLoads:
 
     def _register(self, agent: LoadingAgent, opened: list[McpConnection], replace: bool) -> None:
         new = [t for c in opened for t in c.tools()]
-        if replace:
-            servers = {c.server for c in opened}
-            _remove(agent, [t for e in self._loaded if e.server in servers for t in e.tools])
-        agent.register_tools(new, replace=replace)
+        servers = {c.server for c in opened}
+        own = [t for e in self._loaded if e.server in servers for t in e.tools] if replace else []
+        swapped = {id(t) for t in own}
+        others = {n: t for n, t in agent.get_tools().items() if id(t) not in swapped}
+        clashes = taken_names(new, others)
+        if clashes:
+            raise ToolNameConflictError(
+                f"The agent already has tools named {', '.join(clashes)}: a server's tool "
+                "never replaces one the agent has (the app's own, or another server's). "
+                "Leave that server out, or rename the agent's tool"
+                + ("." if replace else "; replace=True reloads a server's own tools.")
+            )
+        _remove(agent, own)
+        agent.register_tools(new)
         for connection in opened:
             self._loaded.append(_Loaded(connection.server, connection, connection.tools()))
 
@@ -152,6 +166,24 @@ class McpLoads:
                 error=error,
             )
         )
+
+
+def taken_names(tools: Iterable[Tool], registered: Iterable[str]) -> list[str]:
+    """The names of ``tools`` that a registered tool already has, in ``tools``' order.
+
+    Case is ignored: tool gating ignores it too, and a ``Write_File`` beside the app's
+    ``write_file`` would read as the same tool on a card or in an approval.
+
+    Example:
+        >>> from deputy_shiny import tool
+        >>> def write_file(path: str) -> str:
+        ...     "Pretend to write."
+        ...     return path
+        >>> taken_names([tool(write_file)], ["Write_File", "read_file"])
+        ['write_file']
+    """
+    have = {name.casefold() for name in registered}
+    return [t.name for t in tools if t.name.casefold() in have]
 
 
 def _remove(agent: LoadingAgent, tools: list[Tool]) -> None:

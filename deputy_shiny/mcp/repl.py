@@ -15,12 +15,14 @@ Only the named server of the configuration is used, and before any process start
 entry is checked (:func:`mcp_repl_server`): a local command whose arguments deputy_shiny
 understands, ``--interpreter python``, and a final ``--sandbox`` (``--sandbox X`` or
 ``--sandbox=X``) equal to the requested mode, ``read-only`` or ``workspace-write``.
-A missing mode, ``danger-full-access``, ``inherit-codex``, a mismatch, a
-``--config sandbox_mode=...`` override, any other ``--config`` key about the sandbox
-(``sandbox_workspace_write.network_access``, ``use_linux_sandbox_bwrap``),
-``--add-allowed-domain``, or an ``MCP_REPL_*`` variable about the sandbox or bubblewrap
-in ``env`` raise :class:`~deputy_shiny.errors.McpReplConfigError`: each would change the
-policy deputy_shiny checked. mcp-repl then owns the confinement,
+A missing mode, ``danger-full-access``, ``inherit-codex``, a mismatch, any ``--config``
+(mcp-repl's keys all override its sandbox or network policy: ``sandbox_mode``,
+``sandbox_workspace_write.*``, ``permissions.network.*``...), ``--add-allowed-domain``,
+a flag that lets it write outside its working directory (``--add-writable-root``,
+``--add-writeable-root``, ``--debug-dir``, in any spelling or ``--flag=value`` form), or
+an ``MCP_REPL_*`` / ``CODEX_*`` variable in ``env`` other than those that only bound
+output or pick the interpreter raise :class:`~deputy_shiny.errors.McpReplConfigError`:
+each would change the policy deputy_shiny checked. mcp-repl then owns the confinement,
 including failing at startup on hosts where it cannot sandbox.
 
 Session control is mcp-repl's own: input starting with ``\\u0003`` interrupts the
@@ -81,19 +83,31 @@ MCP_REPL_TOOL = "repl"
 
 _CONTROL_INPUT: dict[str, str] = {"interrupt": "\u0003", "reset": "\u0004"}
 _SANDBOXES: tuple[str, ...] = get_args(ReplSandbox)
-# mcp-repl 0.3.0's server flags that take a value; anything else is refused, so an
-# unknown flag (``--worker-spec``: a custom worker) cannot slip past the check.
+# mcp-repl 0.3.0's server flags that take a value and deputy_shiny lets through (some
+# only to refuse them with a reason); anything else is refused, so an unknown flag
+# (``--worker-spec``: a custom worker) cannot slip past the check.
 _VALUE_FLAGS = frozenset(
+    {"--sandbox", "--interpreter", "--config", "-c", "--add-allowed-domain", "--oversized-output"}
+)
+# Flags that make mcp-repl (or the code it runs) write outside its working directory,
+# normalized (no leading dashes, lower case, "-" for "_"): refused by name, whatever
+# the spelling, so the error says why. "add-writ..." covers both spellings and prefixes.
+_WRITES_OUTSIDE = {
+    "add-writ": "adds a directory sandboxed code may write",
+    "debug-dir": "makes mcp-repl write debug artifacts to a directory of its own",
+}
+# MCP_REPL_* variables that only bound output or pick the interpreter; every other
+# MCP_REPL_* or CODEX_* variable may change where it writes or what it may reach
+# (MCP_REPL_DEBUG_DIR, MCP_REPL_STARTUP_LOG_PATH, MCP_REPL_ALLOWED_DOMAINS, CODEX_HOME...).
+_HARMLESS_ENV = frozenset(
     {
-        "--sandbox",
-        "--interpreter",
-        "--config",
-        "-c",
-        "--add-writable-root",
-        "--add-writeable-root",
-        "--add-allowed-domain",
-        "--debug-dir",
-        "--oversized-output",
+        "MCP_REPL_INTERPRETER",
+        "MCP_REPL_PYTHON_EXECUTABLE",
+        "MCP_REPL_OUTPUT_BUNDLE_MAX_BYTES",
+        "MCP_REPL_OUTPUT_BUNDLE_MAX_COUNT",
+        "MCP_REPL_OUTPUT_BUNDLE_MAX_TOTAL_BYTES",
+        "MCP_REPL_PAGER_PAGE_CHARS",
+        "MCP_REPL_PAGER_PAGE_BYTES",
     }
 )
 _LAUNCHER = Path(__file__).resolve().with_name("_repl_launch.py")
@@ -151,10 +165,11 @@ def _final_sandbox(entry: McpServerConfig) -> str:
         if flag == "-c":
             raise McpReplConfigError(f"{where}: mcp-repl has no -c option; use --config.")
         key = value.partition("=")[0].strip().lower()
-        if flag == "--config" and ("sandbox" in key or "bwrap" in key):
+        if flag == "--config":
+            # Every key mcp-repl 0.3.0 supports is a sandbox or network override.
             raise McpReplConfigError(
-                f"{where}: --config {key!r} changes the sandbox deputy_shiny checked; "
-                "remove it (the mode goes in --sandbox only)."
+                f"{where}: --config changes the sandbox or network policy deputy_shiny "
+                f"checked ({key!r}); remove it (the mode goes in --sandbox only)."
             )
         if flag == "--add-allowed-domain":
             raise McpReplConfigError(
@@ -167,6 +182,12 @@ def _final_sandbox(entry: McpServerConfig) -> str:
             raise McpReplConfigError(
                 f"{where}: its env sets {name}, which changes the sandbox deputy_shiny "
                 "checked; remove it."
+            )
+        if upper.startswith(("MCP_REPL", "CODEX_")) and upper not in _HARMLESS_ENV:
+            raise McpReplConfigError(
+                f"{where}: its env sets {name}, a setting of mcp-repl's that deputy_shiny "
+                "does not check (it may write outside its working directory or open the "
+                f"network); remove it. Allowed: {', '.join(sorted(_HARMLESS_ENV))}."
             )
     interpreters = [value for flag, value in options if flag == "--interpreter"]
     if not interpreters or interpreters[-1] != "python":
@@ -200,6 +221,13 @@ def _options(where: str, args: tuple[str, ...]) -> list[tuple[str, str]]:
     while index < len(args):
         arg = args[index]
         flag, eq, value = arg.partition("=")
+        name = flag.lstrip("-").lower().replace("_", "-")
+        for prefix, why in _WRITES_OUTSIDE.items():
+            if name.startswith(prefix) and flag.startswith("-"):
+                raise McpReplConfigError(
+                    f"{where}: {flag} {why}, outside its working directory; the checked "
+                    "modes allow writes only there (and in temp). Remove it."
+                )
         if eq and flag.startswith("--") and flag in _VALUE_FLAGS:
             pairs.append((flag, value))
             index += 1

@@ -2,7 +2,8 @@
 connect / disconnect buttons.
 
 Each row shows a server's state (not connected, connecting, connected, failed,
-closed), how many of its tools the session's agent has, and the last error. The
+closed), how many of its tools the session's agent has, the tools refused because the
+agent already had a tool by that name, and the last error. The
 buttons act on this session's connections only (``handle.mcp``); a click starts the
 connection in a task, so no reactive effect ever waits for a server.
 
@@ -60,6 +61,14 @@ def _row(view: McpServerView, input_id: str) -> Tag:
         class_=f"badge {_STATE_CLASS.get(view.state, 'text-bg-secondary')} deputy-mcp-state",
     )
     details = [tags.span(f"{view.tools} tools", class_="deputy-mcp-tools text-muted small")]
+    if view.refused:
+        # Text children: htmltools escapes them (tool names come from the server).
+        details.append(
+            tags.div(
+                f"Refused (the agent already has these names): {', '.join(view.refused)}",
+                class_="deputy-mcp-refused text-warning-emphasis small",
+            )
+        )
     if view.error:
         details.append(tags.div(view.error, class_="deputy-mcp-error text-danger small"))
     return tags.div(

@@ -2,7 +2,10 @@
 
 Every connection made here belongs to this session's agent: its tools join that agent
 only, its server process is this session's own (two sessions connecting the same
-configured server start two processes), and it closes when the session ends. Servers
+configured server start two processes), and it closes when the session ends. A
+server's tool named like one the agent already has (the app's own, or another
+server's) is refused, never swapped in: the rest of that server's tools load, the
+panel lists the refused names and the chat is told. Servers
 start on the MCP loop (a thread of its own), so connecting never holds up the page
 or another session; the panel and the chat learn how it went through
 :attr:`SessionMcp.version`, a reactive counter set only for the moment of the change.
@@ -24,6 +27,7 @@ from shiny import reactive
 from ..errors import McpError
 from ..mcp import McpConnection, load_mcp_config
 from ..mcp.config import ConfigInput, McpConfig
+from ..mcp.loading import taken_names
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -47,6 +51,10 @@ class McpServerView(BaseModel):
     state: McpServerState = "not connected"
     tools: int = Field(default=0, description="How many of its tools the agent has.")
     error: str | None = Field(default=None, description="The last error, if any.")
+    refused: tuple[str, ...] = Field(
+        default=(),
+        description="Its tools refused because the agent already has a tool by that name.",
+    )
 
 
 class SessionMcp:
@@ -55,9 +63,9 @@ class SessionMcp:
     Args:
         config: The app's MCP config (path, dict or :class:`~deputy_shiny.mcp.McpConfig`),
             or None for none: then :meth:`connect` needs servers it cannot find.
-        on_failure: Called (awaited) with a message when a connection fails, e.g. to
-            tell the chat. The message is plain text quoting the server's error (escape
-            it for wherever it is shown).
+        on_failure: Called (awaited) with a message when a connection fails or some of
+            its tools are refused, e.g. to tell the chat. The message is plain text
+            quoting the server's error (escape it for wherever it is shown).
 
     Example:
         >>> mcp = SessionMcp({"mcpServers": {"time": {"command": "mcp-server-time"}}})
@@ -117,7 +125,9 @@ class SessionMcp:
 
         ``tools=None`` allows every tool the server offers when it connects; a list
         allows exactly those. A server already connected is disconnected first, so its
-        old tools never linger beside the new ones.
+        old tools never linger beside the new ones. A tool named like one the agent
+        already has (case ignored) is refused; the others join, and the view's
+        ``refused`` and ``on_failure`` say which were left out.
 
         Raises:
             McpError: the session has ended, or the server is unknown or failed to start
@@ -131,7 +141,8 @@ class SessionMcp:
         if self._config is None:
             raise McpError("the app has no MCP config (agent_chat_server(mcp_config=...))")
         await self.disconnect(server)
-        await self._show(server, state="connecting", tools=0, error=None)
+        await self._show(server, state="connecting", tools=0, error=None, refused=())
+        connection: McpConnection | None = None
         try:
             config = self._config.server(server)
             if tools is None:
@@ -151,11 +162,16 @@ class SessionMcp:
                     timeout=timeout,
                     loop="current",
                 )
-            if self._closed:  # the session ended while the server started
-                await connection.aclose()
+            if self._closed:  # the session ended while the server started (closed below)
                 raise McpError("this browser session ended while the server started")
-            agent.register_tools(connection.tools(), replace=True)
+            # Never replace=True: a server's "read-only" write_file would take the
+            # app's place, skip its approval and get the file's content.
+            refused = taken_names(connection.tools(), agent.get_tools())
+            accepted = [t for t in connection.tools() if t.name not in refused]
+            agent.register_tools(accepted)
         except Exception as exc:
+            if connection is not None:  # it connected, but its tools did not join
+                await connection.aclose()
             message = str(exc) or type(exc).__name__
             await self._show(server, state="failed", error=message)
             if self._on_failure is not None and not self._closed:
@@ -164,7 +180,16 @@ class SessionMcp:
                 raise
             raise McpError(f"MCP server {server!r} failed to connect: {message}") from exc
         self._connections[server] = connection
-        await self._show(server, state="connected", tools=len(connection.tools()), error=None)
+        await self._show(
+            server, state="connected", tools=len(accepted), error=None, refused=tuple(refused)
+        )
+        if refused and self._on_failure is not None:
+            names = ", ".join(f"`{name}`" for name in refused)
+            rest = "Its other tools loaded." if accepted else "None of its tools loaded."
+            await self._on_failure(
+                f"MCP server `{server}`: refused {names}, because the agent already has a "
+                f"tool by that name (a server's tool never replaces one). {rest}"
+            )
         return connection
 
     async def disconnect(self, server: str) -> None:
@@ -174,7 +199,7 @@ class SessionMcp:
             return
         self._remove_tools(connection)
         await connection.aclose()
-        await self._show(server, state="closed", tools=0)
+        await self._show(server, state="closed", tools=0, refused=())
 
     async def aclose(self) -> None:
         """Close every connection (the session ended); later connects fail."""

@@ -153,3 +153,24 @@ def test_servers_named_in_the_kit_connect_as_the_session_starts(
     expect(row(page, "time").locator(".deputy-mcp-state")).to_have_text("connected", timeout=15_000)
     chat.send("time")
     chat.expect_latest_reply(re.compile(r"Tool said: .*UTC"), timeout=15_000)
+
+
+def test_a_server_tool_named_like_the_apps_own_is_refused_and_the_apps_stays(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app("mcp_app.py", DEPUTY_E2E_APP_TOOL="convert_time")
+    chat = open_chat(page, app)
+    time_row = row(page, "time")
+    connect(page, "time")
+    expect(time_row.locator(".deputy-mcp-state")).to_have_text("connected", timeout=15_000)
+    expect(time_row.locator(".deputy-mcp-tools")).to_have_text("1 tools")
+    expect(time_row.locator(".deputy-mcp-refused")).to_contain_text("convert_time")
+    chat.expect_latest_reply(re.compile(r"MCP server time: refused convert_time"))
+
+    chat.send("convert")  # the app's own tool answers, not the server's
+    chat.expect_latest_reply("Tool said: the app's own convert_time", timeout=15_000)
+    row(page, "time").get_by_role("button", name="Disconnect").click()
+    expect(time_row.locator(".deputy-mcp-state")).to_have_text("closed", timeout=15_000)
+    expect(time_row.locator(".deputy-mcp-refused")).to_have_count(0)
+    chat.send("convert")  # still there after the server's tools went
+    chat.expect_latest_reply("Tool said: the app's own convert_time", timeout=15_000)

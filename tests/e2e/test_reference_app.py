@@ -14,6 +14,10 @@ from deputy_shiny.playwright import ApprovalModal, SubagentPanel
 from tests.e2e.conftest import ROOT, AppServer, open_chat
 
 E2E_APPS = (str(ROOT / "app.py"),)
+# The first request on a fresh server waits for litellm's import (the app warms it up in
+# a thread as it starts): 4.5-13.5 s measured at a load of 7 on 2 cores, so 15 s was not
+# enough. A server that never answers still fails, after a minute.
+FRESH_SERVER_MS = 60_000
 
 
 def test_the_demo_model_answers_in_the_browser(
@@ -29,7 +33,7 @@ def test_the_demo_model_answers_in_the_browser(
     chat.set_user_input("Hello")
     chat.send_user_input()
     replies = chat.loc_messages.locator("> .shiny-chat-message")
-    expect(replies.last).to_contain_text("not an LLM", timeout=20_000)
+    expect(replies.last).to_contain_text("not an LLM", timeout=FRESH_SERVER_MS)
 
 
 def test_research_shows_the_team_at_work_in_the_sidebar(
@@ -41,7 +45,7 @@ def test_research_shows_the_team_at_work_in_the_sidebar(
     team.expect_note("No delegations yet")
     chat.send("research tides")
     researcher, writer = team.row("researcher"), team.row("writer")
-    team.expect_status(researcher, "completed", timeout=20_000)
+    team.expect_status(researcher, "completed", timeout=FRESH_SERVER_MS)
     team.expect_event(researcher, "calls read_file")
     team.expect_status(writer, "completed", timeout=20_000)
     chat.expect_latest_reply("my team's answer about tides", timeout=20_000)
@@ -62,7 +66,7 @@ def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
     chat_b = open_chat(page_b, app, "chat")
     chat_b.send("write a note")
     modal_b = ApprovalModal(page_b)
-    modal_b.expect_open("write_file")
+    modal_b.expect_open("write_file", timeout=FRESH_SERVER_MS)  # a fresh server: its own env
     modal_b.approve()
     chat_b.expect_latest_reply("The write happened", timeout=20_000)
     # Session A's bash, approved, looks for B's note and the server's secrets.

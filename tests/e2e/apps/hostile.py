@@ -1,7 +1,8 @@
 """A hostile model: ``grep`` makes it search with a catastrophic pattern.
 
 Every session's workspace holds ``bait.txt`` (lines of ``a``s that make the pattern
-backtrack without end). ``grep`` calls ``grep_files`` with that pattern; the model then
+backtrack without end). ``grep`` calls ``grep_files`` with that pattern, which runs out
+the budget set here (``ATTACK_BUDGET``, 8 s instead of the tool's 2 s); the model then
 reports what the tool said. Anything else is echoed at once (``You said: <text>``), so a
 test can time another session's round trip while one session greps.
 
@@ -19,12 +20,16 @@ from shiny import App, Inputs, Outputs, Session, ui
 from deputy_shiny import Agent, HookMatcher, Permissions, warm_up
 from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import tool_grep_files
+from deputy_shiny.tools import files_search, tool_grep_files
 from tests.e2e.apps._shared import last_tool_text, last_user_text, mark, workspace_root
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
 CATASTROPHIC = r"(a|aa|aaa)+\1z"
+# A freeze (a match holding the GIL) lasts its whole budget: with 8 s it dwarfs a round
+# trip on a busy machine (up to ~1.2 s), where the tool's 2 s would not.
+ATTACK_BUDGET = 8.0
+files_search._BoundedSearch.__init__.__defaults__ = (ATTACK_BUDGET,)
 
 
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:

@@ -3,8 +3,11 @@
 Configured servers: ``time`` (PyPI ``mcp-server-time``, a real stdio server) and
 ``broken`` (a command that exits at once). ``DEPUTY_E2E_AUTOCONNECT=time`` connects
 ``time`` as each session starts (``agent_chat_server(mcp_servers=...)``).
+``DEPUTY_E2E_APP_TOOL=convert_time`` gives the agent the app's own tool of that name
+(it answers ``the app's own convert_time``), which the server's must never replace.
 
-The model: ``time`` calls ``get_current_time(timezone="UTC")`` and then says ``Tool
+The model: ``time`` calls ``get_current_time(timezone="UTC")``, ``convert`` calls
+``convert_time`` with the arguments the server's tool needs, and then it says ``Tool
 said: <result>``; anything else is echoed. Marker after each run:
 ``tools <session> <this session's time connection id or -> <connection ids of the
 agent's MCP tools, comma-separated or ->``.
@@ -19,7 +22,7 @@ from typing import Any
 
 from shiny import App, Inputs, Outputs, Session, ui
 
-from deputy_shiny import Agent, HookMatcher, warm_up
+from deputy_shiny import Agent, HookMatcher, tool, tool_annotations, warm_up
 from deputy_shiny.shiny import (
     AgentChatContext,
     agent_chat_server,
@@ -43,6 +46,20 @@ CONFIG = {
     }
 }
 AUTOCONNECT = tuple(s for s in os.environ.get("DEPUTY_E2E_AUTOCONNECT", "").split(",") if s)
+APP_TOOL = os.environ.get("DEPUTY_E2E_APP_TOOL")
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "UTC"}
+
+
+def app_tools() -> list[Any]:
+    if not APP_TOOL:
+        return []
+
+    def own(source_timezone: str = "", time: str = "", target_timezone: str = "") -> str:
+        """The app's own tool."""
+        return f"the app's own {APP_TOOL}"
+
+    closed = tool_annotations(read_only_hint=True, open_world_hint=False)
+    return [tool(own, name=APP_TOOL, description="The app's own tool.", annotations=closed)]
 
 
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
@@ -53,6 +70,8 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if text == "time":
         call = ScriptedToolCall("get_current_time", {"timezone": "UTC"})
         return ScriptedReply(tool_calls=[call])
+    if text == "convert":
+        return ScriptedReply(tool_calls=[ScriptedToolCall("convert_time", CONVERT)])
     return f"You said: {text}"
 
 
@@ -81,6 +100,7 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
     def make_agent(ctx: AgentChatContext) -> Agent:
         return Agent(
             FunctionModel(reply),
+            tools=app_tools(),
             working_dir=ctx.working_dir,
             approval_handler=ctx.approval_handler,
             hooks=[HookMatcher("Stop", on_stop)],
