@@ -90,6 +90,10 @@ def seed_workspace(working_dir: Path) -> None:
         except FileExistsError:
             return  # the user's file, a directory, a link: never touched
         with os.fdopen(fd, "w", encoding="utf-8") as out:
+            owner = os.fstat(directory)
+            if os.geteuid() == 0 and owner.st_uid != 0:
+                # Model-run code runs as the workspace's owner, never root: the file is theirs.
+                os.fchown(out.fileno(), owner.st_uid, owner.st_gid)
             out.write(WELCOME)
     finally:
         os.close(directory)
