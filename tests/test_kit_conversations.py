@@ -288,7 +288,7 @@ def test_a_browser_token_is_issued_in_an_httponly_cookie_bound_to_the_browser(
 def test_a_cookie_sent_twice_is_refused_not_resolved(tmp_path: Path) -> None:
     """A page of another port or subdomain can add a cookie of the same name (another
     path or domain) beside the real one; Starlette would keep the last. Refused."""
-    from deputy_shiny.shiny._session_conversation import NotSaved
+    from deputy_shiny.shiny._session_conversation import _NotSaved
 
     binding = new_binding()
     first = FakeSession(cookie=cookies(binding))
@@ -303,12 +303,12 @@ def test_a_cookie_sent_twice_is_refused_not_resolved(tmp_path: Path) -> None:
         cookies(binding, None, f"{TOKEN_COOKIE}={attacker_token}; {TOKEN_COOKIE}=x"),
     ]
     for header in planted:
-        with pytest.raises(NotSaved, match="twice"):
+        with pytest.raises(_NotSaved, match="twice"):
             conversation(tmp_path, FakeSession(cookie=header))
     # Without the binding the kit's script sets, nothing is saved either.
-    with pytest.raises(NotSaved, match="local storage"):
+    with pytest.raises(_NotSaved, match="local storage"):
         conversation(tmp_path, FakeSession(cookie=cookies(None, token)))
-    with pytest.raises(NotSaved, match="local storage"):
+    with pytest.raises(_NotSaved, match="local storage"):
         conversation(tmp_path, FakeSession(cookie=cookies("short", token)))
 
 
@@ -318,7 +318,7 @@ def test_session_user_counts_only_where_the_deployment_vouches_for_it(
     """py-shiny reads session.user from a header any client can send: outside Connect
     it names nobody unless the app says a proxy sets it."""
     from deputy_shiny.shiny import trusted_session_user
-    from deputy_shiny.shiny._session_conversation import NotSaved
+    from deputy_shiny.shiny._session_conversation import _NotSaved
 
     for name in ("RSTUDIO_PRODUCT", "CONNECT_SERVER"):
         monkeypatch.delenv(name, raising=False)
@@ -347,7 +347,7 @@ def test_session_user_counts_only_where_the_deployment_vouches_for_it(
     assert on_connect.kind == "user"
     assert on_connect.folder.directory == proxied.folder.directory
     assert trusted_session_user(FakeSession(user="alice")) == "alice"
-    with pytest.raises(NotSaved, match="signed-in users only"):
+    with pytest.raises(_NotSaved, match="signed-in users only"):
         conversation(tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None)
     opted_in = conversation(
         tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None, anonymous=True
@@ -355,7 +355,7 @@ def test_session_user_counts_only_where_the_deployment_vouches_for_it(
     assert opted_in.kind == "token"
     monkeypatch.delenv("RSTUDIO_PRODUCT")
     monkeypatch.setenv("CONNECT_SERVER", "https://connect.example/")
-    with pytest.raises(NotSaved, match="signed-in users only"):
+    with pytest.raises(_NotSaved, match="signed-in users only"):
         conversation(tmp_path, FakeSession(cookie=cookies(mine)), trust_user_header=None)
 
 

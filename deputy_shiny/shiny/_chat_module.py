@@ -63,7 +63,7 @@ from ._modals import approval_modal, confirm_modal, questions_modal
 from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import note_chunk, render_events
-from ._session_conversation import RELOAD_MESSAGE, NotSaved, SessionConversation
+from ._session_conversation import RELOAD_MESSAGE, SessionConversation, _NotSaved
 from ._transcript import transcript_messages
 
 logger = logging.getLogger(__name__)
@@ -296,7 +296,7 @@ def agent_chat_server(
     if persistence is not None:
         try:
             conversation = SessionConversation(persistence, session, str(session.ns) or "chat")
-        except NotSaved as exc:
+        except _NotSaved as exc:
             not_saved = str(exc)  # the session runs unsaved, and the chat says why
     if conversation is not None:
         working_dir = conversation.folder.workspace

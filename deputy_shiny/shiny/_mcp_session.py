@@ -184,10 +184,10 @@ class SessionMcp:
             server, state="connected", tools=len(accepted), error=None, refused=tuple(refused)
         )
         if refused and self._on_failure is not None:
-            names = ", ".join(f"`{name}`" for name in refused)
+            names = ", ".join(refused)  # plain text: the caller escapes it for the chat
             rest = "Its other tools loaded." if accepted else "None of its tools loaded."
             await self._on_failure(
-                f"MCP server `{server}`: refused {names}, because the agent already has a "
+                f"MCP server {server}: refused {names}, because the agent already has a "
                 f"tool by that name (a server's tool never replaces one). {rest}"
             )
         return connection

@@ -8,7 +8,7 @@ browser's signed token, :mod:`._identity`), opens that user's folder
 session of the same user (a reload, a second tab) takes the conversation over, and the
 older one is told and closed. Restoring, saving and starting anew are done for the chat
 module by :meth:`restore`, :meth:`save` and :meth:`start_new`. A session whose user
-cannot be told safely gets no saved conversation (:class:`NotSaved` says why).
+cannot be told safely gets no saved conversation (:class:`_NotSaved` says why).
 
 A new anonymous browser gets its token from the server in an HttpOnly cookie: the
 session registers a dynamic route that answers with ``Set-Cookie``, and tells the kit's
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NotSaved", "SessionConversation", "UserKey", "resolve_user"]
+__all__ = ["SessionConversation", "UserKey", "resolve_user"]
 
 TAKEOVER_SECONDS = 20.0
 """How long a new session waits for the older session of the same user to let go."""
@@ -85,7 +85,7 @@ _keys: dict[Path, bytes] = {}  # root -> its token key (read from disk once)
 _warned_connect: set[Path] = set()
 
 
-class NotSaved(Exception):
+class _NotSaved(Exception):
     """This session's conversation is not saved; the message says why (for the chat)."""
 
 
@@ -128,7 +128,7 @@ def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
     """Who the session's user is, by the rules of :mod:`._identity`.
 
     Raises:
-        NotSaved: nobody the kit can tell safely (the message is for the chat).
+        _NotSaved: nobody the kit can tell safely (the message is for the chat).
     """
     if persistence.key is not None:
         custom = check_key(persistence.key(session))
@@ -138,7 +138,7 @@ def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
     if user is not None:
         return UserKey("user", user)
     if not anonymous_allowed(persistence):
-        raise NotSaved(
+        raise _NotSaved(
             "Conversations are saved here for signed-in users only; this one ends with the page."
         )
     root = session.root_scope()
@@ -148,16 +148,16 @@ def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
     # Only a real (App) session has an HTTP connection; its websocket carries the cookies.
     http_conn = getattr(root, "http_conn", None)
     if http_conn is None:
-        raise NotSaved("This session has no browser connection, so nothing is saved.")
+        raise _NotSaved("This session has no browser connection, so nothing is saved.")
     claim = read_claim(http_conn.headers.get("cookie"))
     if claim.status == "duplicate":
         logger.warning("a browser sent a conversation cookie twice (planted?); not saved")
-        raise NotSaved(
+        raise _NotSaved(
             "This browser sent its conversation cookie twice (another page may have set "
             "one), so this conversation is not saved. Clearing this site's cookies fixes it."
         )
     if claim.status == "no_binding":
-        raise NotSaved(
+        raise _NotSaved(
             "This browser keeps no local storage for this page, so this conversation is not saved."
         )
     assert claim.binding is not None
@@ -222,7 +222,7 @@ class SessionConversation:
 
     def __init__(self, persistence: KitPersistence, session: Session, chat_id: str) -> None:
         """Raises:
-        NotSaved: the user cannot be told safely, or their folder cannot be made.
+        _NotSaved: the user cannot be told safely, or their folder cannot be made.
         """
         self.persistence = persistence
         self._session = session
@@ -232,7 +232,7 @@ class SessionConversation:
             self.folder: ConversationFolder = open_folder(persistence, user.kind, user.key, chat_id)
         except PersistenceError as exc:
             logger.warning("a conversation folder could not be opened: %s", exc)
-            raise NotSaved("This conversation cannot be saved on this server.") from None
+            raise _NotSaved("This conversation cannot be saved on this server.") from None
         _open.setdefault(self.folder.directory, weakref.WeakSet()).add(self)
         self.ready = asyncio.Event()  # set once restored (or found unusable)
         self.usable = False  # True while this session holds the folder
