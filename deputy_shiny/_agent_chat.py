@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import _sync
 from ._run_options import TaskInput, ToolMode
 from ._streams import StreamContent, content_chunks, text_chunks
 from ._structured import Validator
+from ._util import sync as _sync
 from .errors import ConfigurationError
 from .events import AgentEvent, AgentResult
 from .messages import (

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from . import _sync
 from ._compaction import Compactor, ContextRuntime
-from ._metadata import is_id_key, validate_run_context
 from ._offload import ToolResultStore
 from ._provider import Response, estimate_prompt_tokens, known_cost
+from ._util import sync as _sync
+from ._util.metadata import is_id_key, validate_run_context
 from .context import (
     DEFAULT_MICROCOMPACT_MARKER,
     CompactionRecord,

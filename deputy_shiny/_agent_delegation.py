@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from . import _sync
 from ._delegation.graph import DelegationGraph, GraphAgent, RouteSpec, retain_graph
 from ._delegation.host import DelegationHost, DelegationSubscription, ResultPage
 from ._delegation.records import DelegationManifest, SubagentRecord
 from ._delegation.retained import RetainableAgent, Retention
 from ._tool_registry import ToolRegistry
+from ._util import sync as _sync
 from .conversation import Conversation
 from .errors import ConfigurationError, DelegationGraphError
 from .events import AgentResult, AgentUsage

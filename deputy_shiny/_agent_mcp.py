@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self, cast
 
-from . import _sync
+from ._util import sync as _sync
 from .mcp.config import ConfigInput as McpConfigInput
 from .mcp.loading import LoadingAgent, McpLoads
 from .mcp.records import McpLoadRecord

@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._interrupt import Guard, Interrupted
 from ._offload import ToolResultStore
 from ._provider import (
     ProviderFailed,
@@ -37,6 +36,7 @@ from ._provider import (
     load_litellm,
     stream_response,
 )
+from ._util.interrupt import Guard, Interrupted
 from .context import CompactionRecord, ContextPolicy
 from .conversation import Conversation
 from .errors import CompactionError

@@ -31,7 +31,6 @@ from typing import Any
 
 from ._budget import SharedBudget
 from ._engine_tools import ToolCalls
-from ._interrupt import Interrupted, Interrupter
 from ._provider import (
     ProviderFailed,
     Response,
@@ -52,6 +51,7 @@ from ._structured import (
     structured_prompt,
 )
 from ._tool_gate import ToolGate
+from ._util.interrupt import Interrupted, Interrupter
 from .conversation import Conversation
 from .errors import (
     AgentBusyError,

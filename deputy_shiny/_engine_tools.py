@@ -16,7 +16,6 @@ from pydantic_core import to_jsonable_python
 
 from ._budget import current_budget
 from ._durable import NOT_EXECUTED, Resumption, Suspension
-from ._interrupt import Interrupter
 from ._run_state import (
     LOOP_REPEATS,
     NOT_RUN,
@@ -26,6 +25,7 @@ from ._run_state import (
     error_result,
 )
 from ._tool_gate import Verdict
+from ._util.interrupt import Interrupter
 from .approvals import ApprovalRequest
 from .errors import (
     ToolArgumentsError,
@@ -51,7 +51,7 @@ from .tools import Tool, format_tool_output, tool_context
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from ._interrupt import Interrupter
+    from ._util.interrupt import Interrupter
 
 
 class ToolCalls:

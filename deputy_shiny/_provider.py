@@ -35,10 +35,10 @@ from http import HTTPStatus
 from typing import Any, Final, TypeVar
 
 from . import _litellm
-from ._chain import causes
 from ._chat_model import ChatModel, missing_credentials
-from ._interrupt import Guard, Interrupted
-from ._redact import redact
+from ._util.chain import causes
+from ._util.interrupt import Guard, Interrupted
+from ._util.redact import redact
 from .errors import (
     DeputyError,
     MissingCredentialsError,

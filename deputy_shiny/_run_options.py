@@ -26,8 +26,8 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 
 from ._durable import Resumption
-from ._metadata import merge_run_context
 from ._structured import Validator
+from ._util.metadata import merge_run_context
 from .errors import ConfigurationError, InvalidLimitError
 from .messages import ContentImage, ContentText, Turn, UserContent, user_turn
 from .usage import UsageLimits

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._durable import json_only_problem
-from ._interrupt import Guard, Interrupted
 from ._run_deps import RunDeps
+from ._util.interrupt import Guard, Interrupted
 from .approvals import ApprovalDecision, ApprovalRequest
 from .conversation import Conversation
 from .errors import ToolArgumentsError

@@ -32,7 +32,6 @@ from collections.abc import (
 from pathlib import Path
 from typing import Any, Literal
 
-from . import _sync
 from ._agent_approvals import ApprovalMethods
 from ._agent_chat import ChatMethods
 from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_check
@@ -45,12 +44,13 @@ from ._delegation.host import DelegationHost
 from ._delegation.policies import DelegationDisclosure, DelegationObservation
 from ._delegation.retained import Retention
 from ._engine import Engine
-from ._metadata import validate_run_context
 from ._offload import ToolResultStore, tool_read_tool_result
 from ._run_deps import Authority, RunDeps, RunReport
 from ._run_options import TaskInput, ToolMode, build_run_options
 from ._structured import Validator
 from ._tool_registry import ToolRegistry
+from ._util import sync as _sync
+from ._util.metadata import validate_run_context
 from .approvals import ApprovalHandler
 from .context import ContextPolicy
 from .conversation import Conversation

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ._config import FrozenConfig
+from ._util.config import FrozenConfig
 from .errors import ConfigurationError, ContextPolicyError, ToolResultReferenceError
 from .models import ChatModel, resolve_model
 

@@ -488,7 +488,7 @@ class ProviderFailed(Exception):
 class Interrupted(Exception):
     """Raised inside the engine when the run was interrupted; carries the stop reason.
 
-    Raised by :class:`~deputy_shiny._interrupt.Interrupter` at the await a run is
+    Raised by :class:`~deputy_shiny._util.interrupt.Interrupter` at the await a run is
     parked on; the engine turns it into the run's stop reason.
     """
 
@@ -516,7 +516,7 @@ class AddressRefused(Exception):
 
 
 class StrictYamlError(ValueError):
-    """:func:`~deputy_shiny._yaml.strict_yaml_load` refused or could not parse a text.
+    """:func:`~deputy_shiny._util.yaml.strict_yaml_load` refused or could not parse a text.
 
     Internal: callers wrap it in their own error (e.g. :class:`AgentDefinitionError`),
     naming the file.

@@ -60,10 +60,10 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from ._callables import is_async_callable
-from ._config import FrozenConfig
-from ._text import truncate
-from ._timeouts import timeout
+from ._util.callables import is_async_callable
+from ._util.config import FrozenConfig
+from ._util.text import truncate
+from ._util.timeouts import timeout
 from .errors import ConfigurationError, InvalidHookError
 from .identity import CallIdentity
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._dangerous_bash import dangerous_bash_reason
-from ._metadata import is_credential_key
-from ._redact import REDACTED, redact_values
-from ._text import truncate
+from ._util.metadata import is_credential_key
+from ._util.redact import REDACTED, redact_values
+from ._util.text import truncate
 from .errors import InvalidHookError
 from .hooks import HookContext, HookMatcher, HookResultPreToolUse
 

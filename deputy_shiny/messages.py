@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ._json import loads_bounded
+from ._util.json import loads_bounded
 from .errors import ConfigurationError
 from .usage import TurnUsage
 

@@ -44,9 +44,9 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import ConfigDict, Field, field_validator
 
-from . import _sync
-from ._config import FrozenConfig
 from ._paths import PathDenied, confine
+from ._util import sync as _sync
+from ._util.config import FrozenConfig
 from .errors import ConfigurationError, PermissionsError, ToolArgumentsError
 from .identity import CallIdentity
 from .tools import Tool, tool_metadata

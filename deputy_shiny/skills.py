@@ -47,8 +47,8 @@ from pydantic import (
     field_validator,
 )
 
-from ._config import FrozenConfig
-from ._yaml import yaml_error_text, yaml_kind
+from ._util.config import FrozenConfig
+from ._util.yaml import yaml_error_text, yaml_kind
 from .errors import ConfigurationError, InvalidToolError, SkillError, SkillLoadError
 from .tools._tool import Tool, tool
 

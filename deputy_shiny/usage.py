@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._config import FrozenConfig
+from ._util.config import FrozenConfig
 from .errors import ConfigurationError, InvalidLimitError
 
 __all__ = [

@@ -153,6 +153,22 @@ def check_no_test_models(root: Path, allowed: Iterable[str] = ()) -> list[str]:
     )
 
 
+UTIL = f"{PACKAGE}._util"
+UTIL_MAY_IMPORT = (f"{PACKAGE}.errors", UTIL)
+
+
+def check_util_leaves(root: Path) -> list[str]:
+    """Rule 6: ``_util/`` (the small leaves) imports nothing of the package but
+    ``errors`` and itself; a new module under ``_util/`` inherits the rule."""
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, [UTIL])
+        for imp in imps
+        if _within(imp.target, [PACKAGE]) and not _within(imp.target, UTIL_MAY_IMPORT)
+    )
+
+
 def import_cycles(root: Path) -> list[frozenset[str]]:
     """Rule 4: the import cycles among the package's modules (strongly connected
     components of more than one module), lazy and TYPE_CHECKING imports included.

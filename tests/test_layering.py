@@ -15,6 +15,7 @@ from ._layering import (
     check_no_test_models,
     check_policy_independence,
     check_ui_direction,
+    check_util_leaves,
     heavy_imports,
     import_cycles,
 )
@@ -38,6 +39,11 @@ def test_policy_modules_import_no_engine_or_models() -> None:
 
 def test_production_code_imports_no_test_models() -> None:
     assert check_no_test_models(ROOT) == []
+
+
+def test_util_imports_only_errors() -> None:
+    assert check_util_leaves(ROOT) == []
+    assert (ROOT / "deputy_shiny" / "_util" / "timeouts.py").exists()  # the rule has a subject
 
 
 def test_no_import_cycles_lazy_and_type_checking_imports_included() -> None:
@@ -86,7 +92,16 @@ def tree(tmp_path: Path) -> Path:
     )
 
 
+def test_rule_6_catches_a_util_module_importing_the_package(tree: Path) -> None:
+    write(tree, {"deputy_shiny/_util/__init__.py": "", "deputy_shiny/errors.py": ""})
+    write(tree, {"deputy_shiny/_util/ok.py": "from ..errors import X\nfrom . import ok\n"})
+    assert check_util_leaves(tree) == []
+    write(tree, {"deputy_shiny/_util/late.py": "def f():\n    from ..agent import Agent\n"})
+    assert check_util_leaves(tree) == ["deputy_shiny._util.late:2 imports deputy_shiny.agent"]
+
+
 def test_a_clean_tree_passes(tree: Path) -> None:
+    assert check_util_leaves(tree) == []
     assert check_ui_direction(tree) == []
     assert check_policy_independence(tree) == []
     assert check_no_test_models(tree) == []

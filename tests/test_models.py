@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deputy_shiny import Agent, ChatModel, InvalidModelError, ProviderError, UnknownModelError
-from deputy_shiny._redact import redact
+from deputy_shiny._util.redact import redact
 from deputy_shiny.models import missing_credentials, resolve_model
 from deputy_shiny.testing import ProviderFailure, ScriptedModel
 

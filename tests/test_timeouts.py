@@ -1,4 +1,4 @@
-"""deputy_shiny._timeouts: a timeout that does not keep its caller's context alive."""
+"""deputy_shiny._util.timeouts: a timeout that does not keep its caller's context alive."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 
-from deputy_shiny._timeouts import timeout
+from deputy_shiny._util.timeouts import timeout
 
 
 class _Owner:

@@ -59,10 +59,10 @@ from pydantic import (
     field_validator,
 )
 
-from .._atomic import WriteRefused, atomic_write
 from .._chat_model import check_model_string
-from .._config import FrozenConfig
-from .._yaml import strict_yaml_load, yaml_kind
+from .._util.atomic import WriteRefused, atomic_write
+from .._util.config import FrozenConfig
+from .._util.yaml import strict_yaml_load, yaml_kind
 from ..errors import AgentDefinitionError, ConfigurationError, InvalidModelError, StrictYamlError
 from ..permissions import MODES, PermissionMode
 from ..skills import SKILL_NAME_PATTERN, Skill

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .._sync import ensure_no_running_loop
+from .._util.sync import ensure_no_running_loop
 from ..errors import McpConnectionError
 
 T = TypeVar("T")

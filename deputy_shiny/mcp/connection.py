@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-from .._sync import ensure_no_running_loop
+from .._util.sync import ensure_no_running_loop
 from ..errors import ConfigurationError, McpError, ToolInvocationError
 from ..tools import Tool, ToolAnnotations, ToolSource, ToolState
 from ._convert import RejectedTool, ToolBinding, content_text, convert_tool, resource_text

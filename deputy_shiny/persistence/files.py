@@ -43,8 +43,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._atomic import WriteRefused, atomic_write
-from .._json import loads_bounded
+from .._util.atomic import WriteRefused, atomic_write
+from .._util.json import loads_bounded
 from ..errors import PersistenceCorruptError, PersistenceError, PersistenceNotAuthenticError
 from .keys import record_key
 

@@ -35,7 +35,7 @@ from htmltools import Tag
 from shiny import reactive, ui
 from shiny.session import Session
 
-from .._timeouts import timeout
+from .._util.timeouts import timeout
 from ..errors import PromptClosed
 
 logger = logging.getLogger(__name__)

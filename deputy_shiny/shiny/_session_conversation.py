@@ -35,7 +35,7 @@ from shiny.session import Session
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from .._timeouts import timeout
+from .._util.timeouts import timeout
 from ..errors import DeputyError, PersistenceError
 from ._conversations import (
     ConversationFolder,

@@ -48,7 +48,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, PydanticJsonSchemaWarning
 from pydantic_core import PydanticUndefined
 
-from .._json import loads_bounded
+from .._util.json import loads_bounded
 from ..errors import InvalidToolError, ToolArgumentsError
 from ._descriptions import (
     clean_description,

@@ -25,8 +25,8 @@ from typing import Any, Literal, TypedDict, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._callables import dunder_call, is_async_callable
 from .._tool_threads import run_in_tool_thread
+from .._util.callables import dunder_call, is_async_callable
 from ..errors import InvalidToolError
 from ._function_schema import (
     ArgumentsSchema,

@@ -65,7 +65,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._timeouts import timeout
+from .._util.timeouts import timeout
 from ..errors import InvalidToolError, ToolInvocationError
 from ..sandbox import ConfinedCommand, Sandbox
 from ._context import ToolState, current_tool_context

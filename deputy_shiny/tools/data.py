@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import _safe_fs
 from .._paths import PathDenied, confine, real_roots
-from .._text import plural
+from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
 from ._tool import Tool, builtin_source, tool, tool_annotations

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from .._text import plural
+from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
 from ._files_common import (

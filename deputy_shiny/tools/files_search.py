@@ -21,7 +21,7 @@ import regex as _regex
 
 from .. import _safe_fs
 from .._paths import PathDenied, confine
-from .._text import plural
+from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import ToolContext, current_tool_context
 from ._files_common import (

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import _safe_fs
 from .._paths import PathDenied
-from .._text import plural
+from .._util.text import plural
 from ..errors import DeputyError, ToolInvocationError
 from ._context import ToolContext, current_tool_context
 from ._files_common import (

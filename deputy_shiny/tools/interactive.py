@@ -49,7 +49,7 @@ from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._callables import is_async_callable
+from .._util.callables import is_async_callable
 from ..errors import AskUserDeclined, ToolInvocationError
 from ..identity import CallIdentity
 from ._context import current_tool_context

@@ -30,10 +30,10 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._callables import is_async_callable
-from .._chain import causes
-from .._timeouts import timeout as _timeout
 from .._tool_threads import run_in_tool_thread
+from .._util.callables import is_async_callable
+from .._util.chain import causes
+from .._util.timeouts import timeout as _timeout
 from ..errors import InvalidToolError, ToolInvocationError
 from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 

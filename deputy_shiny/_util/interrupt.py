@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from .errors import Interrupted
+from ..errors import Interrupted
 
 T = TypeVar("T")
 

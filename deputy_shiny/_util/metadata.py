@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
-from .errors import RunContextError
+from ..errors import RunContextError
 
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._metadata import is_credential_key
+from .metadata import is_credential_key
 
 __all__ = ["REDACTED", "redact", "redact_values"]
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .errors import SyncInAsyncError
+from ..errors import SyncInAsyncError
 
 T = TypeVar("T")
 _local = threading.local()

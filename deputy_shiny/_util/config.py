@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 
 class FrozenConfig(BaseModel):

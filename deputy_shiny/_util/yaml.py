@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import StrictYamlError
+from ..errors import StrictYamlError
 
 if TYPE_CHECKING:
     import yaml

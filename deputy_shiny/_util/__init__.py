@@ -1,0 +1,9 @@
+"""Small leaves the rest of the package shares; each imports only ``errors``.
+
+``atomic`` (atomic file writes), ``callables`` (async-callable checks), ``chain`` (one
+exception-chain walk), ``config`` (the frozen configuration base), ``json`` (JSON value
+checks), ``redact`` (the one credential scrubber), ``text`` (text helpers), ``yaml``
+(strict YAML for untrusted files), ``sync`` (sync wrappers), ``timeouts`` (timers that
+do not keep a session alive), ``metadata`` (run_context validation), ``interrupt``
+(interrupting a parked await). Nothing is re-exported here: import the module.
+"""
