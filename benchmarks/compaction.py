@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from deputy_shiny import Agent, ContextPolicy
-from deputy_shiny._compaction import SUMMARY_INSTRUCTIONS
+from deputy_shiny._engine.compaction import SUMMARY_INSTRUCTIONS
 from deputy_shiny._litellm import get_litellm
 from deputy_shiny.testing import FunctionModel
 

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._engine import Engine
-from ._run_deps import Authority, RunDeps, RunReport
-from ._run_options import RunOptions, build_run_options
+from ._engine.deps import Authority, RunDeps, RunReport
+from ._engine.loop import Engine
+from ._engine.options import RunOptions, build_run_options
 from ._tool_registry import ToolRegistry
 from ._util import sync as _sync
 from .approvals import ApprovalDecision

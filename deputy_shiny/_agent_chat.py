@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ._run_options import TaskInput, ToolMode
+from ._engine.options import TaskInput, ToolMode
+from ._engine.structured import Validator
 from ._streams import StreamContent, content_chunks, text_chunks
-from ._structured import Validator
 from ._util import sync as _sync
 from .errors import ConfigurationError
 from .events import AgentEvent, AgentResult
@@ -24,7 +24,7 @@ from .messages import (
 from .usage import UsageLimits
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine.loop import Engine
 
 __all__ = ["ChatMethods"]
 

@@ -3,8 +3,8 @@
 A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it): the context policy
 (``set_context_policy``), compaction (``compact``, ``last_compaction``,
 ``microcompact``), offloaded tool results (``resolve_tool_result``) and saved sessions
-(``save_session``, ``load_session``). The work is done in :mod:`deputy_shiny._compaction`,
-:mod:`deputy_shiny._offload` and :mod:`deputy_shiny.persistence.sessions`; this module
+(``save_session``, ``load_session``). The work is done in :mod:`deputy_shiny._engine.compaction`,
+:mod:`deputy_shiny._engine.offload` and :mod:`deputy_shiny.persistence.sessions`; this module
 also registers the sessions' built-in sections (``conversation``, ``run_context``,
 ``tool_results``).
 """
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ._compaction import Compactor, ContextRuntime
-from ._offload import ToolResultStore
+from ._engine.compaction import Compactor, ContextRuntime
+from ._engine.offload import ToolResultStore
 from ._provider import Response, estimate_prompt_tokens, known_cost
 from ._util import sync as _sync
 from ._util.metadata import is_id_key, validate_run_context

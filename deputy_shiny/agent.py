@@ -1,7 +1,7 @@
 """Agent: a model, tools and limits, run as one governed loop.
 
 The Agent is a thin façade: every run method (``run``, ``run_async``, ``run_sync``,
-``chat*``, ``stream*``) adapts the one engine in :mod:`deputy_shiny._engine`, so limits,
+``chat*``, ``stream*``) adapts the one engine in :mod:`deputy_shiny._engine.loop`, so limits,
 tool handling and events behave the same whichever you call.
 
 Example:
@@ -38,16 +38,16 @@ from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_ch
 from ._agent_context import ContextMethods
 from ._agent_delegation import DelegationMethods
 from ._agent_mcp import McpMethods
-from ._budget import SharedBudget
 from ._delegation.graph import DelegationGraph
 from ._delegation.host import DelegationHost
 from ._delegation.policies import DelegationDisclosure, DelegationObservation
 from ._delegation.retained import Retention
-from ._engine import Engine
-from ._offload import ToolResultStore, tool_read_tool_result
-from ._run_deps import Authority, RunDeps, RunReport
-from ._run_options import TaskInput, ToolMode, build_run_options
-from ._structured import Validator
+from ._engine.budget import SharedBudget
+from ._engine.deps import Authority, RunDeps, RunReport
+from ._engine.loop import Engine
+from ._engine.offload import ToolResultStore, tool_read_tool_result
+from ._engine.options import TaskInput, ToolMode, build_run_options
+from ._engine.structured import Validator
 from ._tool_registry import ToolRegistry
 from ._util import sync as _sync
 from ._util.metadata import validate_run_context

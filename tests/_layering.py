@@ -169,6 +169,22 @@ def check_util_leaves(root: Path) -> list[str]:
     )
 
 
+ENGINE = f"{PACKAGE}._engine"
+ENGINE_MUST_NOT_IMPORT = (f"{PACKAGE}.agent", KIT)
+
+
+def check_engine_independence(root: Path) -> list[str]:
+    """Rule 7: ``_engine/`` (the run loop) imports neither ``agent`` nor the kit: it reads
+    RunDeps, never an Agent; a new module under ``_engine/`` inherits the rule."""
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, [ENGINE])
+        for imp in imps
+        if _within(imp.target, ENGINE_MUST_NOT_IMPORT)
+    )
+
+
 def import_cycles(root: Path) -> list[frozenset[str]]:
     """Rule 4: the import cycles among the package's modules (strongly connected
     components of more than one module), lazy and TYPE_CHECKING imports included.

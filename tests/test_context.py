@@ -21,7 +21,7 @@ from deputy_shiny import (
     Turn,
     UsageLimits,
 )
-from deputy_shiny._compaction import SUMMARY_INSTRUCTIONS
+from deputy_shiny._engine.compaction import SUMMARY_INSTRUCTIONS
 from deputy_shiny._litellm import get_litellm
 from deputy_shiny.context import SUMMARY_HEADING
 from deputy_shiny.messages import ContentText

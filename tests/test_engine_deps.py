@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deputy_shiny._engine import Engine, RunOptions
-from deputy_shiny._run_deps import RunDeps, RunReport
+from deputy_shiny._engine.deps import RunDeps, RunReport
+from deputy_shiny._engine.loop import Engine, RunOptions
 from deputy_shiny.conversation import Conversation
 from deputy_shiny.hooks import HookRegistry
 from deputy_shiny.limits import UsageLimits

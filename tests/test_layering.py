@@ -12,6 +12,7 @@ import pytest
 
 from ._layering import (
     check_cycles,
+    check_engine_independence,
     check_no_test_models,
     check_policy_independence,
     check_ui_direction,
@@ -39,6 +40,20 @@ def test_policy_modules_import_no_engine_or_models() -> None:
 
 def test_production_code_imports_no_test_models() -> None:
     assert check_no_test_models(ROOT) == []
+
+
+def test_the_engine_imports_neither_the_agent_nor_the_kit() -> None:
+    assert check_engine_independence(ROOT) == []
+    assert (ROOT / "deputy_shiny" / "_engine" / "loop.py").exists()  # the rule has a subject
+
+
+def test_rule_7_catches_the_engine_importing_the_agent(tree: Path) -> None:
+    write(tree, {"deputy_shiny/_engine/__init__.py": "", "deputy_shiny/_engine/ok.py": ""})
+    assert check_engine_independence(tree) == []
+    write(tree, {"deputy_shiny/_engine/late.py": "def f():\n    from ..agent import Agent\n"})
+    assert check_engine_independence(tree) == [
+        "deputy_shiny._engine.late:2 imports deputy_shiny.agent"
+    ]
 
 
 def test_util_imports_only_errors() -> None:

@@ -8,13 +8,13 @@ same way ``continue_agent`` does (the one engine, through ``DelegationHost.drive
 Every route call is a delegation of the root: it shows in ``root.list_subagents()``
 with ``parent_delegation_id`` naming the delegation whose run called it.
 
-Budgets. One :class:`~deputy_shiny._budget.SharedBudget` holds the graph's
+Budgets. One :class:`~deputy_shiny._engine.budget.SharedBudget` holds the graph's
 ``usage_limits``; each member's handle budget draws on it, and each task draws on its
 handle's budget and on the run that called the route (so on the caller's chain up to
 the graph budget, and on the root's own run when the root called it). Limits add up
 across the graph; a route's own ``usage_limits`` are clamped to what is left.
 
-Authority. A task's run has as :class:`~deputy_shiny._run_deps.Authority` the agent
+Authority. A task's run has as :class:`~deputy_shiny._engine.deps.Authority` the agent
 that called the route and every agent above it in the chain, up to the root:
 permissions only (each member brings its own tools), read at each call.
 
@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._budget import SharedBudget
+from .._engine.budget import SharedBudget
 from ..errors import DelegationGraphError, InvalidLimitError, InvalidToolError, ToolInvocationError
 from ..events import AgentUsage
 from ..tools import Tool, tool

@@ -3,7 +3,7 @@
 Every delegation an agent makes (a LeadAgent's ``delegate`` call, a continue of a
 retained agent, a route of its delegation graph) is a :class:`DelegationItem` here. They
 all run the same way (:meth:`DelegationHost.drive`): on the one engine, through
-``agent._delegated_run``, with the agents above as :class:`~deputy_shiny._run_deps.Authority`
+``agent._delegated_run``, with the agents above as :class:`~deputy_shiny._engine.deps.Authority`
 and a budget drawn from the runs above. The reads (``list_subagents``, ``inspect_subagents``
 ...) are the Agent methods of the same names; those made on someone's behalf go through
 the agent's :class:`DelegationDisclosure`.
@@ -24,8 +24,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from .._budget import SharedBudget
-from .._run_deps import Authority
+from .._engine.budget import SharedBudget
+from .._engine.deps import Authority
 from ..errors import DelegationDisclosureError, DelegationError
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookContext, HookRegistry

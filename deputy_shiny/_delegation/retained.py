@@ -4,7 +4,7 @@
 task)`` runs ``task`` on ``other`` through the one engine (``_delegated_run``), its
 conversation kept between tasks, and records it as a delegation of ``owner``.
 
-Budgets. The handle holds one :class:`~deputy_shiny._budget.SharedBudget` with the
+Budgets. The handle holds one :class:`~deputy_shiny._engine.budget.SharedBudget` with the
 ``usage_limits`` given to ``retain_agent``: the total of all its tasks until release.
 Each task gets a budget node that draws on the handle's budget *and* on the budget of
 the run executing the call, if any (``current_budget``: the owner's run when its tool
@@ -31,7 +31,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Protocol
 
-from .._budget import SharedBudget, current_budget
+from .._engine.budget import SharedBudget, current_budget
 from ..errors import (
     DelegationError,
     DelegationGraphError,

@@ -18,7 +18,6 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._budget import SharedBudget, current_budget
 from .._delegation.host import (
     DELEGATION_TOOL_ANNOTATIONS,
     MAX_TASK_BYTES,
@@ -29,6 +28,7 @@ from .._delegation.host import (
     parent_delegation,
 )
 from .._delegation.records import InputError
+from .._engine.budget import SharedBudget, current_budget
 from ..errors import ConfigurationError, DelegationError
 from ..permissions import narrow_mode
 from ..tools import Tool, tool

@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._durable import Suspension
+from .._engine.durable import Suspension
 from ..approvals import ApprovalDecision, ApprovalRequest
 from ..errors import (
     ApprovalDecidedError,
@@ -443,7 +443,7 @@ def _write(path: Path, record: ApprovalContinuation) -> None:
 class Claim:
     """A record this process decided and is resuming: it holds the lock until
     :meth:`finish`, and records each step before the work it names (the engine's
-    :class:`~deputy_shiny._durable.Resumption`)."""
+    :class:`~deputy_shiny._engine.durable.Resumption`)."""
 
     def __init__(self, path: Path, fd: int, record: ApprovalContinuation) -> None:
         self.path = path

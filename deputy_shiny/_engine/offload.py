@@ -17,17 +17,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .context import TOOL_RESULT_SCHEME, parse_tool_result_reference
-from .errors import (
+from ..context import TOOL_RESULT_SCHEME, parse_tool_result_reference
+from ..errors import (
     PersistenceCorruptError,
     PersistenceError,
     ToolInvocationError,
     ToolResultReferenceError,
 )
-from .messages import ContentToolResult
-from .persistence.files import read_document, write_document
-from .tools import Tool, tool, tool_annotations
-from .tools._tool import builtin_source
+from ..messages import ContentToolResult
+from ..persistence.files import read_document, write_document
+from ..tools import Tool, tool, tool_annotations
+from ..tools._tool import builtin_source
 
 __all__ = ["PREVIEW_CHARS", "ToolResultStore", "tool_read_tool_result"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .approvals import ApprovalDecision, ApprovalRequest
-from .messages import ContentToolRequest, ContentToolResult, Turn
-from .usage import AgentUsage, UsageLimits
+from ..approvals import ApprovalDecision, ApprovalRequest
+from ..messages import ContentToolRequest, ContentToolResult, Turn
+from ..usage import AgentUsage, UsageLimits
 
 __all__ = ["NOT_EXECUTED", "DurableStore", "Resumption", "Suspension", "json_only_problem"]
 

@@ -8,26 +8,26 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._budget import SharedBudget
-from ._provider import (
+from .._provider import (
     Response,
 )
-from ._run_deps import RunDeps
-from ._run_options import RunOptions
-from ._tool_gate import ToolGate, Verdict
-from .conversation import Conversation
-from .events import (
+from ..conversation import Conversation
+from ..events import (
     AgentEvent,
     AgentUsage,
 )
-from .hooks import HookRun
-from .messages import (
+from ..hooks import HookRun
+from ..messages import (
     ContentToolRequest,
     ContentToolResult,
     Turn,
 )
-from .models import ChatModel
-from .tools import Tool
+from ..models import ChatModel
+from ..tools import Tool
+from .budget import SharedBudget
+from .deps import RunDeps
+from .gate import ToolGate, Verdict
+from .options import RunOptions
 
 NOT_RUN = "Tool call not run: {why}."
 TEXT_FIELDS = frozenset(

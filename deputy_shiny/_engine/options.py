@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from ._durable import Resumption
-from ._structured import Validator
-from ._util.metadata import merge_run_context
-from .errors import ConfigurationError, InvalidLimitError
-from .messages import ContentImage, ContentText, Turn, UserContent, user_turn
-from .usage import UsageLimits
+from .._util.metadata import merge_run_context
+from ..errors import ConfigurationError, InvalidLimitError
+from ..messages import ContentImage, ContentText, Turn, UserContent, user_turn
+from ..usage import UsageLimits
+from .durable import Resumption
+from .structured import Validator
 
 __all__ = ["RunOptions", "TaskInput", "ToolMode", "build_run_options"]
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._budget import SharedBudget
-from ._compaction import ContextRuntime
-from ._durable import DurableStore
-from .events import AgentUsage
-from .hooks import HookRegistry
-from .messages import ContentToolRequest, ContentToolResult
-from .models import ChatModel
-from .permissions import Permissions
-from .persistence.checkpoints import FileJournal
-from .tools import Tool, ToolContext, ToolState
-from .trusted import TrustedResults
+from ..events import AgentUsage
+from ..hooks import HookRegistry
+from ..messages import ContentToolRequest, ContentToolResult
+from ..models import ChatModel
+from ..permissions import Permissions
+from ..persistence.checkpoints import FileJournal
+from ..tools import Tool, ToolContext, ToolState
+from ..trusted import TrustedResults
+from .budget import SharedBudget
+from .compaction import ContextRuntime
+from .durable import DurableStore
 
 __all__ = ["Authority", "RunDeps", "RunReport"]
 

@@ -2,7 +2,7 @@
 
 Every public run method of :class:`~deputy_shiny.agent.Agent` is an adapter over
 :meth:`Engine.run`, an async generator of events. The engine reads what a run may use
-from a :class:`~deputy_shiny._run_deps.RunDeps` and writes turns to a
+from a :class:`~deputy_shiny._engine.deps.RunDeps` and writes turns to a
 :class:`~deputy_shiny.conversation.Conversation`; it never reads the Agent. One run:
 
 1. ``start``; the user's turn joins the conversation.
@@ -29,31 +29,16 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
 from typing import Any
 
-from ._budget import SharedBudget
-from ._engine_tools import ToolCalls
-from ._provider import (
+from .._provider import (
     ProviderFailed,
     Response,
     estimate_prompt_tokens,
     known_cost,
     stream_response,
 )
-from ._run_deps import RunDeps, RunReport
-from ._run_options import RunOptions
-from ._run_state import (
-    TEXT_FIELDS,
-    RunState,
-)
-from ._structured import (
-    check_structured,
-    correction_prompt,
-    json_format,
-    structured_prompt,
-)
-from ._tool_gate import ToolGate
-from ._util.interrupt import Interrupted, Interrupter
-from .conversation import Conversation
-from .errors import (
+from .._util.interrupt import Interrupted, Interrupter
+from ..conversation import Conversation
+from ..errors import (
     AgentBusyError,
     AgentRunError,
     DeputyError,
@@ -61,7 +46,7 @@ from .errors import (
     StructuredOutputError,
     UsageLimitExceeded,
 )
-from .events import (
+from ..events import (
     LIMIT_STOP_REASONS,
     AgentEvent,
     AgentResult,
@@ -80,13 +65,28 @@ from .events import (
     TextEvent,
     UsageEvent,
 )
-from .messages import (
+from ..messages import (
     ContentText,
     Turn,
     TurnUsage,
 )
-from .models import ChatModel
-from .usage import limit_reached
+from ..models import ChatModel
+from ..usage import limit_reached
+from .budget import SharedBudget
+from .deps import RunDeps, RunReport
+from .gate import ToolGate
+from .options import RunOptions
+from .state import (
+    TEXT_FIELDS,
+    RunState,
+)
+from .structured import (
+    check_structured,
+    correction_prompt,
+    json_format,
+    structured_prompt,
+)
+from .tool_calls import ToolCalls
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Compaction: counting the context, choosing what stays, and writing the summary.
 
 Used by the engine (automatic compaction before a request, through
-:class:`ContextRuntime` in :class:`~deputy_shiny._run_deps.RunDeps`) and by
+:class:`ContextRuntime` in :class:`~deputy_shiny._engine.deps.RunDeps`) and by
 ``agent.compact()``. One :class:`Compactor` does one compaction:
 
 1. count the context (litellm's token counter, per turn, remembered per turn);
@@ -28,22 +28,22 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._offload import ToolResultStore
-from ._provider import (
+from .._provider import (
     ProviderFailed,
     Response,
     estimate_prompt_tokens,
     load_litellm,
     stream_response,
 )
-from ._util.interrupt import Guard, Interrupted
-from .context import CompactionRecord, ContextPolicy
-from .conversation import Conversation
-from .errors import CompactionError
-from .events import CompactionErrorEvent, CompactionEvent, CompactionStartEvent
-from .hooks import HookContext, HookRegistry, HookResultPreCompact, HookRun
-from .messages import ContentToolResult, Turn, to_openai_messages
-from .models import ChatModel
+from .._util.interrupt import Guard, Interrupted
+from ..context import CompactionRecord, ContextPolicy
+from ..conversation import Conversation
+from ..errors import CompactionError
+from ..events import CompactionErrorEvent, CompactionEvent, CompactionStartEvent
+from ..hooks import HookContext, HookRegistry, HookResultPreCompact, HookRun
+from ..messages import ContentToolResult, Turn, to_openai_messages
+from ..models import ChatModel
+from .offload import ToolResultStore
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def _text_tokens(text: str) -> int:
 
 
 def _count_messages(messages: Sequence[dict[str, Any]]) -> int:
-    from . import _litellm
+    from .. import _litellm
 
     try:
         counted = _litellm.get_litellm().token_counter(
@@ -111,7 +111,7 @@ def _turn_tokens(turn: Turn) -> int:
 
 @functools.lru_cache(maxsize=32)
 def _schema_tokens(schemas_json: str) -> int:
-    from . import _litellm
+    from .. import _litellm
 
     try:
         return int(_litellm.get_litellm().token_counter(model="", text=schemas_json))

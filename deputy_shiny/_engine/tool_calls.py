@@ -1,6 +1,6 @@
 """The engine's tool calls: decide each call at the gate, run the allowed ones (in
 order, or concurrently), pause for a durable approval and resume after one, and answer
-every request in the conversation (a mixin of :class:`~deputy_shiny._engine.Engine`)."""
+every request in the conversation (a mixin of :class:`~deputy_shiny._engine.loop.Engine`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,32 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from ._budget import current_budget
-from ._durable import NOT_EXECUTED, Resumption, Suspension
-from ._run_state import (
+from .._util.interrupt import Interrupter
+from ..approvals import ApprovalRequest
+from ..errors import (
+    ToolArgumentsError,
+    ToolInvocationError,
+    ToolRejectedError,
+)
+from ..events import (
+    AgentEvent,
+    ApprovalEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TrustedResultEvent,
+)
+from ..messages import (
+    Content,
+    ContentText,
+    ContentToolRequest,
+    ContentToolResult,
+    Turn,
+)
+from ..tools import Tool, format_tool_output, tool_context
+from .budget import current_budget
+from .durable import NOT_EXECUTED, Resumption, Suspension
+from .gate import Verdict
+from .state import (
     LOOP_REPEATS,
     NOT_RUN,
     Outcome,
@@ -24,34 +47,11 @@ from ._run_state import (
     RunState,
     error_result,
 )
-from ._tool_gate import Verdict
-from ._util.interrupt import Interrupter
-from .approvals import ApprovalRequest
-from .errors import (
-    ToolArgumentsError,
-    ToolInvocationError,
-    ToolRejectedError,
-)
-from .events import (
-    AgentEvent,
-    ApprovalEvent,
-    ToolEndEvent,
-    ToolStartEvent,
-    TrustedResultEvent,
-)
-from .messages import (
-    Content,
-    ContentText,
-    ContentToolRequest,
-    ContentToolResult,
-    Turn,
-)
-from .tools import Tool, format_tool_output, tool_context
 
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from ._util.interrupt import Interrupter
+    from .._util.interrupt import Interrupter
 
 
 class ToolCalls:

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .errors import StructuredOutputError
-from .messages import Turn
+from ..errors import StructuredOutputError
+from ..messages import Turn
 
 __all__ = [
     "Validator",

@@ -26,8 +26,8 @@ import contextvars
 import threading
 from collections.abc import Iterator
 
-from .events import AgentUsage
-from .usage import UsageLimits, limit_reached
+from ..events import AgentUsage
+from ..usage import UsageLimits, limit_reached
 
 __all__ = ["SharedBudget", "current_budget"]
 

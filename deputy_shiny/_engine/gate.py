@@ -18,16 +18,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ._durable import json_only_problem
-from ._run_deps import RunDeps
-from ._util.interrupt import Guard, Interrupted
-from .approvals import ApprovalDecision, ApprovalRequest
-from .conversation import Conversation
-from .errors import ToolArgumentsError
-from .events import ApprovalEvent, HookEvent, PermissionEvent
-from .hooks import HookContext, HookResultPostToolUse, HookResultPreToolUse, HookRun
-from .messages import ContentToolRequest, ContentToolResult
-from .permissions import (
+from .._util.interrupt import Guard, Interrupted
+from ..approvals import ApprovalDecision, ApprovalRequest
+from ..conversation import Conversation
+from ..errors import ToolArgumentsError
+from ..events import ApprovalEvent, HookEvent, PermissionEvent
+from ..hooks import HookContext, HookResultPostToolUse, HookResultPreToolUse, HookRun
+from ..messages import ContentToolRequest, ContentToolResult
+from ..permissions import (
     PermissionContext,
     PermissionDecision,
     PermissionResultAllow,
@@ -35,7 +33,9 @@ from .permissions import (
     is_soft_denial,
     permission_context,
 )
-from .tools import Tool, tool_metadata
+from ..tools import Tool, tool_metadata
+from .deps import RunDeps
+from .durable import json_only_problem
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,7 +71,7 @@ class Verdict:
 class ToolGate:
     """Decides the tool calls of one run. Private: the engine makes one per run.
 
-    It reads the run's :class:`~deputy_shiny._run_deps.RunDeps` and the conversation's
+    It reads the run's :class:`~deputy_shiny._engine.deps.RunDeps` and the conversation's
     "always allow" approvals, never the Agent.
     """
 

@@ -1,0 +1,20 @@
+"""The one governed run loop, private; ``Agent`` (and delegation) are façades over it.
+
+A run reads an explicit :class:`~deputy_shiny._engine.deps.RunDeps` (what it may use)
+and changes a :class:`~deputy_shiny.conversation.Conversation` (what it has done); it
+never reads an Agent's private state. The map, in the order a run meets it:
+
+* ``options``: one run's checked arguments (task, limits, structured output type);
+* ``deps``: RunDeps, everything one run may use (frozen), and RunReport;
+* ``budget``: SharedBudget, the limits a run shares with its delegations;
+* ``loop``: the Engine: requests, streaming, fallbacks, limits, stop reasons;
+* ``state``: what one run carries between steps, and error results;
+* ``tool_calls``: a response's tool calls: the gate, execution, results;
+* ``gate``: permission steps 7-9 per call (permission hooks, PreToolUse, approvals);
+* ``durable``: what the engine knows of durable approvals (pause and resume);
+* ``structured``: structured output prompts and the check of each reply;
+* ``compaction``: token counts, the kept turns, summaries (ContextRuntime);
+* ``offload``: large tool results kept aside, and ``read_tool_result``.
+
+This ``__init__`` imports nothing, so importing one part loads only what it needs.
+"""
