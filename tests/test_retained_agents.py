@@ -161,10 +161,11 @@ async def test_busy_cancel_and_release_while_running() -> None:
     assert len(model.requests) == 1
 
 
-def test_the_handle_budget_holds_across_tasks() -> None:
-    owner = Agent(ScriptedModel([]))
+def test_the_handle_budget_holds_across_tasks(tmp_path: Path) -> None:
+    # Its own workspace: with the default (the cwd) it left a.txt and b.txt in the repo.
+    owner = Agent(ScriptedModel([]), working_dir=tmp_path)
     model = ScriptedModel([write("a.txt"), "one", write("b.txt"), "two", "three"])
-    other = Agent(model, tools=[tool_write_file()])
+    other = Agent(model, tools=[tool_write_file()], working_dir=tmp_path)
     handle = owner.retain_agent(other, UsageLimits(max_requests=3))
     assert owner.continue_agent(handle, "first").stop_reason == "complete"  # 2 requests
     second = owner.continue_agent(handle, "second")
