@@ -235,8 +235,10 @@ class Sandbox(BaseModel):
 
         Raises :class:`~deputy_shiny.errors.SandboxUnavailableError` when the sandbox
         cannot be had (bubblewrap missing or broken, a process cap that cannot be
-        enforced). The caller starts ``argv`` with ``env`` and ``cwd`` in a new session
-        and calls :meth:`ConfinedCommand.release` once the process is gone.
+        enforced, a root-owned workspace on a root server). The caller starts ``argv``
+        with ``env``, ``cwd`` and ``pass_fds`` (the seccomp filter) in a new session,
+        calls :meth:`ConfinedCommand.started` once it is running and
+        :meth:`ConfinedCommand.release` once it is gone.
         """
         cwd = Path(working_dir).resolve()
         pass_fds: tuple[int, ...] = ()
