@@ -56,7 +56,7 @@ from .tools import NativeWebSearch, Tool, effective_annotations
 __all__ = ["TrustedResults", "check_trusted_tools", "result_trusted_results"]
 
 _TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_DELEGATING_MODULES = ("deputy_shiny.delegation", "deputy_shiny._delegation")
+_DELEGATING_MODULES = ("deputy_shiny.delegation", "deputy_shiny.agent._delegation")
 _HINT = " See deputy_shiny.trusted.TrustedResults for the no-bypass rule."
 
 

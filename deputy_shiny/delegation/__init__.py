@@ -17,8 +17,8 @@ Example:
     'inherit'
 """
 
-from .._delegation.graph import RouteSpec
-from .._delegation.host import MAX_TASK_BYTES
+from ..agent._delegation.graph import RouteSpec
+from ..agent._delegation.host import MAX_TASK_BYTES
 from ._manager import DELEGATE_TOOL
 from .definitions import (
     AGENT_DEFINITION_VERSION,

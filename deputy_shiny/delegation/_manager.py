@@ -18,7 +18,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._delegation.host import (
+from .._engine.budget import SharedBudget, current_budget
+from ..agent._delegation.host import (
     DELEGATION_TOOL_ANNOTATIONS,
     MAX_TASK_BYTES,
     DelegationHost,
@@ -27,8 +28,7 @@ from .._delegation.host import (
     now,
     parent_delegation,
 )
-from .._delegation.records import InputError
-from .._engine.budget import SharedBudget, current_budget
+from ..agent._delegation.records import InputError
 from ..errors import ConfigurationError, DelegationError
 from ..permissions import narrow_mode
 from ..tools import Tool, tool
@@ -60,7 +60,7 @@ class _RunSlots:
 
 class Delegations:
     """A lead's subagent definitions and its ``delegate`` tool (the records of what it
-    delegated live in the lead's :class:`~deputy_shiny._delegation.host.DelegationHost`).
+    delegated live in the lead's :class:`~deputy_shiny.agent._delegation.host.DelegationHost`).
 
     Example:
         >>> Delegations.__name__

@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._delegation.host import (
+from ..agent import Agent, ModelLike
+from ..agent._delegation.host import (
     RESULT_PAGE_CHARS,
     DelegationSubscription,
     ResultPage,
     delegation_history,
 )
-from ..agent import Agent, ModelLike
 from ._manager import Delegations
 from .definitions import AgentDefinition
 

@@ -1,5 +1,5 @@
 """Who may see an agent's delegations, and how much of their activity is kept
-(defined in ``deputy_shiny._delegation``; this is their public path).
+(defined in ``deputy_shiny.agent._delegation``; this is their public path).
 
 Example:
     >>> from deputy_shiny.delegation.policies import DelegationDisclosure
@@ -7,6 +7,6 @@ Example:
     False
 """
 
-from .._delegation.policies import DelegationDisclosure, DelegationObservation
+from ..agent._delegation.policies import DelegationDisclosure, DelegationObservation
 
 __all__ = ["DelegationDisclosure", "DelegationObservation"]

@@ -1,4 +1,4 @@
-"""What an agent records of its delegations (defined in ``deputy_shiny._delegation``,
+"""What an agent records of its delegations (defined in ``deputy_shiny.agent._delegation``,
 where every Agent's delegation state lives; this is their public path).
 
 Example:
@@ -7,7 +7,7 @@ Example:
     'SubagentRecord'
 """
 
-from .._delegation.records import (
+from ..agent._delegation.records import (
     DelegationEventRecord,
     DelegationManifest,
     DelegationStatus,

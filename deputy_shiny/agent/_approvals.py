@@ -16,22 +16,21 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._engine.deps import Authority, RunDeps, RunReport
-from ._engine.loop import Engine
-from ._engine.options import RunOptions, build_run_options
-from ._tool_registry import ToolRegistry
-from ._util import sync as _sync
-from .approvals import ApprovalDecision
-from .conversation import Conversation
-from .errors import (
+from .._engine.deps import Authority, RunDeps, RunReport
+from .._engine.loop import Engine
+from .._engine.options import RunOptions, build_run_options
+from .._util import sync as _sync
+from ..approvals import ApprovalDecision
+from ..conversation import Conversation
+from ..errors import (
     ApprovalMismatchError,
     ApprovalResumeError,
     InvalidLimitError,
     PersistenceError,
 )
-from .events import AgentEvent, AgentResult, AgentUsage
-from .permissions import Permissions
-from .persistence.approvals import (
+from ..events import AgentEvent, AgentResult, AgentUsage
+from ..permissions import Permissions
+from ..persistence.approvals import (
     ApprovalContinuation,
     ApprovalStore,
     Claim,
@@ -39,7 +38,8 @@ from .persistence.approvals import (
     continues_conversation,
     find_pending,
 )
-from .usage import UsageLimits
+from ..usage import UsageLimits
+from ._tool_registry import ToolRegistry
 
 __all__ = ["ApprovalMethods"]
 

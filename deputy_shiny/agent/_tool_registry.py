@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import InvalidToolError, ToolNameConflictError
-from .permissions import Permissions, PermissionsError, native_web_refusal
-from .tools import NativeWebSearch, Tool
+from ..errors import InvalidToolError, ToolNameConflictError
+from ..permissions import Permissions, PermissionsError, native_web_refusal
+from ..tools import NativeWebSearch, Tool
 
 __all__ = ["ToolRegistry"]
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..errors import CheckpointCorruptError, CheckpointError, ConfigurationError
+from ..persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
+from ..persistence.sessions import SessionSection, register_session_section
+from ..trusted import TrustedResults, check_trusted_tools
 from ._tool_registry import ToolSetCheck
-from .errors import CheckpointCorruptError, CheckpointError, ConfigurationError
-from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
-from .persistence.sessions import SessionSection, register_session_section
-from .trusted import TrustedResults, check_trusted_tools
 
 __all__ = ["CheckpointMethods", "make_file_journal", "trusted_check"]
 

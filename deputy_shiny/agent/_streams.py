@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from .events import AgentEvent
-from .messages import ContentText, ContentToolRequest, ContentToolResult
+from ..events import AgentEvent
+from ..messages import ContentText, ContentToolRequest, ContentToolResult
 
 __all__ = ["StreamContent", "content_chunks", "text_chunks"]
 

@@ -18,19 +18,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ._engine.compaction import Compactor, ContextRuntime
-from ._engine.offload import ToolResultStore
-from ._provider import Response, estimate_prompt_tokens, known_cost
-from ._util import sync as _sync
-from ._util.metadata import is_id_key, validate_run_context
-from .context import (
+from .._engine.compaction import Compactor, ContextRuntime
+from .._engine.offload import ToolResultStore
+from .._provider import Response, estimate_prompt_tokens, known_cost
+from .._util import sync as _sync
+from .._util.metadata import is_id_key, validate_run_context
+from ..context import (
     DEFAULT_MICROCOMPACT_MARKER,
     CompactionRecord,
     ContextPolicy,
     parse_tool_result_reference,
 )
-from .conversation import Conversation
-from .errors import (
+from ..conversation import Conversation
+from ..errors import (
     ConfigurationError,
     ContextPolicyError,
     PersistenceCorruptError,
@@ -38,11 +38,11 @@ from .errors import (
     SessionError,
     ToolResultReferenceError,
 )
-from .events import AgentUsage
-from .hooks import HookContext, HookRegistry
-from .messages import Turn
-from .models import ChatModel
-from .persistence.sessions import (
+from ..events import AgentUsage
+from ..hooks import HookContext, HookRegistry
+from ..messages import Turn
+from ..models import ChatModel
+from ..persistence.sessions import (
     Commit,
     SessionSection,
     read_session,
@@ -305,7 +305,7 @@ class ContextMethods:
             '4'
         """
         self._ensure_idle("save the session")
-        from . import __version__
+        from .. import __version__
 
         metadata = {
             "deputy_shiny_version": __version__,

@@ -10,21 +10,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ._engine.options import TaskInput, ToolMode
-from ._engine.structured import Validator
-from ._streams import StreamContent, content_chunks, text_chunks
-from ._util import sync as _sync
-from .errors import ConfigurationError
-from .events import AgentEvent, AgentResult
-from .messages import (
+from .._engine.options import TaskInput, ToolMode
+from .._engine.structured import Validator
+from .._util import sync as _sync
+from ..errors import ConfigurationError
+from ..events import AgentEvent, AgentResult
+from ..messages import (
     Turn,
     UserContent,
     user_turn,
 )
-from .usage import UsageLimits
+from ..usage import UsageLimits
+from ._streams import StreamContent, content_chunks, text_chunks
 
 if TYPE_CHECKING:
-    from ._engine.loop import Engine
+    from .._engine.loop import Engine
 
 __all__ = ["ChatMethods"]
 

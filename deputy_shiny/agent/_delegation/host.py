@@ -24,16 +24,16 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from .._engine.budget import SharedBudget
-from .._engine.deps import Authority
-from ..errors import DelegationDisclosureError, DelegationError
-from ..events import AgentEvent, AgentResult, AgentUsage
-from ..hooks import HookContext, HookRegistry
-from ..messages import Turn
-from ..permissions import Permissions
-from ..persistence.checkpoints import FileJournal
-from ..tools import current_tool_context, tool_annotations
-from ..usage import UsageLimits
+from ..._engine.budget import SharedBudget
+from ..._engine.deps import Authority
+from ...errors import DelegationDisclosureError, DelegationError
+from ...events import AgentEvent, AgentResult, AgentUsage
+from ...hooks import HookContext, HookRegistry
+from ...messages import Turn
+from ...permissions import Permissions
+from ...persistence.checkpoints import FileJournal
+from ...tools import current_tool_context, tool_annotations
+from ...usage import UsageLimits
 from .policies import DelegationDisclosure, DelegationObservation
 from .records import (
     DelegationEventRecord,

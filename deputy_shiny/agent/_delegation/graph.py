@@ -40,11 +40,11 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._engine.budget import SharedBudget
-from ..errors import DelegationGraphError, InvalidLimitError, InvalidToolError, ToolInvocationError
-from ..events import AgentUsage
-from ..tools import Tool, tool
-from ..usage import UsageLimits
+from ..._engine.budget import SharedBudget
+from ...errors import DelegationGraphError, InvalidLimitError, InvalidToolError, ToolInvocationError
+from ...events import AgentUsage
+from ...tools import Tool, tool
+from ...usage import UsageLimits
 from .host import DELEGATION_TOOL_ANNOTATIONS, MAX_TASK_BYTES, DelegationItem
 from .records import InputError
 from .retained import RetainableAgent, Retention, _Entry

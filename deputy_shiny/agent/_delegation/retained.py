@@ -31,8 +31,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, Protocol
 
-from .._engine.budget import SharedBudget, current_budget
-from ..errors import (
+from ..._engine.budget import SharedBudget, current_budget
+from ...errors import (
     DelegationError,
     DelegationGraphError,
     DelegationTaskError,
@@ -44,8 +44,8 @@ from ..errors import (
     RetainedHandleError,
     RetainError,
 )
-from ..events import AgentResult, AgentUsage
-from ..usage import UsageLimits
+from ...events import AgentResult, AgentUsage
+from ...usage import UsageLimits
 from .host import (
     MAX_TASK_BYTES,
     DelegatingAgent,

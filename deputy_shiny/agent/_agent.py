@@ -32,29 +32,18 @@ from collections.abc import (
 from pathlib import Path
 from typing import Any, Literal
 
-from ._agent_approvals import ApprovalMethods
-from ._agent_chat import ChatMethods
-from ._agent_checkpoints import CheckpointMethods, make_file_journal, trusted_check
-from ._agent_context import ContextMethods
-from ._agent_delegation import DelegationMethods
-from ._agent_mcp import McpMethods
-from ._delegation.graph import DelegationGraph
-from ._delegation.host import DelegationHost
-from ._delegation.policies import DelegationDisclosure, DelegationObservation
-from ._delegation.retained import Retention
-from ._engine.budget import SharedBudget
-from ._engine.deps import Authority, RunDeps, RunReport
-from ._engine.loop import Engine
-from ._engine.offload import ToolResultStore, tool_read_tool_result
-from ._engine.options import TaskInput, ToolMode, build_run_options
-from ._engine.structured import Validator
-from ._tool_registry import ToolRegistry
-from ._util import sync as _sync
-from ._util.metadata import validate_run_context
-from .approvals import ApprovalHandler
-from .context import ContextPolicy
-from .conversation import Conversation
-from .errors import (
+from .._engine.budget import SharedBudget
+from .._engine.deps import Authority, RunDeps, RunReport
+from .._engine.loop import Engine
+from .._engine.offload import ToolResultStore, tool_read_tool_result
+from .._engine.options import TaskInput, ToolMode, build_run_options
+from .._engine.structured import Validator
+from .._util import sync as _sync
+from .._util.metadata import validate_run_context
+from ..approvals import ApprovalHandler
+from ..context import ContextPolicy
+from ..conversation import Conversation
+from ..errors import (
     AgentBusyError,
     AgentRetainedError,
     ConfigurationError,
@@ -62,11 +51,11 @@ from .errors import (
     InvalidLimitError,
     ToolNameConflictError,
 )
-from .events import AgentEvent, AgentResult, AgentUsage
-from .hooks import HookMatcher, HookRegistry
-from .limits import UsageLimits
-from .mcp.loading import McpLoads
-from .messages import (
+from ..events import AgentEvent, AgentResult, AgentUsage
+from ..hooks import HookMatcher, HookRegistry
+from ..limits import UsageLimits
+from ..mcp.loading import McpLoads
+from ..messages import (
     ContentText,
     ContentToolRequest,
     ContentToolResult,
@@ -75,16 +64,27 @@ from .messages import (
     drop_thinking,
     user_turn,
 )
-from .models import ChatModel, ModelLike, resolve_model
-from .permissions import (
+from ..models import ChatModel, ModelLike, resolve_model
+from ..permissions import (
     Permissions,
     narrow_mode,
     permissions_standard,
 )
-from .skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
-from .tools import NativeWebSearch, Tool, ToolState
-from .trusted import TrustedResults
-from .usage import ConversationCost
+from ..skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
+from ..tools import NativeWebSearch, Tool, ToolState
+from ..trusted import TrustedResults
+from ..usage import ConversationCost
+from ._approvals import ApprovalMethods
+from ._chat import ChatMethods
+from ._checkpoints import CheckpointMethods, make_file_journal, trusted_check
+from ._context import ContextMethods
+from ._delegation.graph import DelegationGraph
+from ._delegation.host import DelegationHost
+from ._delegation.methods import DelegationMethods
+from ._delegation.policies import DelegationDisclosure, DelegationObservation
+from ._delegation.retained import Retention
+from ._mcp import McpMethods
+from ._tool_registry import ToolRegistry
 
 
 class Agent(

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self, cast
 
-from ._util import sync as _sync
-from .mcp.config import ConfigInput as McpConfigInput
-from .mcp.loading import LoadingAgent, McpLoads
-from .mcp.records import McpLoadRecord
+from .._util import sync as _sync
+from ..mcp.config import ConfigInput as McpConfigInput
+from ..mcp.loading import LoadingAgent, McpLoads
+from ..mcp.records import McpLoadRecord
 
 __all__ = ["McpMethods"]
 

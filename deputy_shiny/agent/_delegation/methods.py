@@ -1,9 +1,8 @@
 """The delegation methods every Agent has: reads of its delegations, retained agents and
 delegation graphs.
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it), kept apart so that
-agent.py stays one concept: configuration and runs. The work is done in
-:mod:`deputy_shiny._delegation`; these are its public entry points.
+A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it). The work is done in
+:mod:`deputy_shiny.agent._delegation`; these are its public entry points.
 """
 
 from __future__ import annotations
@@ -12,21 +11,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ._delegation.graph import DelegationGraph, GraphAgent, RouteSpec, retain_graph
-from ._delegation.host import DelegationHost, DelegationSubscription, ResultPage
-from ._delegation.records import DelegationManifest, SubagentRecord
-from ._delegation.retained import RetainableAgent, Retention
-from ._tool_registry import ToolRegistry
-from ._util import sync as _sync
-from .conversation import Conversation
-from .errors import ConfigurationError, DelegationGraphError
-from .events import AgentResult, AgentUsage
-from .hooks import HookRegistry
-from .messages import Turn
-from .models import ChatModel
-from .permissions import Permissions
-from .tools import Tool
-from .usage import UsageLimits
+from ..._util import sync as _sync
+from ...conversation import Conversation
+from ...errors import ConfigurationError, DelegationGraphError
+from ...events import AgentResult, AgentUsage
+from ...hooks import HookRegistry
+from ...messages import Turn
+from ...models import ChatModel
+from ...permissions import Permissions
+from ...tools import Tool
+from ...usage import UsageLimits
+from .._tool_registry import ToolRegistry
+from .graph import DelegationGraph, GraphAgent, RouteSpec, retain_graph
+from .host import DelegationHost, DelegationSubscription, ResultPage
+from .records import DelegationManifest, SubagentRecord
+from .retained import RetainableAgent, Retention
 
 __all__ = ["DelegationMethods"]
 

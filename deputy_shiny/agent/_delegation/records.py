@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..usage import AgentUsage
+from ...usage import AgentUsage
 
 __all__ = [
     "DelegationEventRecord",

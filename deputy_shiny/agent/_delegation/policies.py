@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from .._util.config import FrozenConfig
+from ..._util.config import FrozenConfig
 
 __all__ = ["DelegationDisclosure", "DelegationObservation"]
 
