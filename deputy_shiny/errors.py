@@ -1,12 +1,53 @@
 """The one exception hierarchy of deputy_shiny.
 
-Every error the library raises on purpose is a :class:`DeputyError`, so an app
+Every error the library raises on purpose is a ``DeputyError`` (root), so an app
 can catch them all in one place. Each class says when it is raised and its
 message says what to do next.
 
+The family roots (marked *root*) are importable from ``deputy_shiny`` too; every
+other class lives only here. The families:
+
+- ``ConfigurationError`` (root; also a ``ValueError``): a malformed value, raised
+  before any request: ``InvalidModelError``, ``InvalidLimitError``,
+  ``InvalidToolError`` (and its ``ToolNameConflictError``), ``PermissionsError``,
+  ``InvalidHookError``, ``SkillError`` (and its ``SkillLoadError``),
+  ``AgentDefinitionError``, ``RunContextError``, ``TrustedResultsError``,
+  ``ContextPolicyError``; ``McpConfigError`` is one too.
+- ``ProviderError`` (root): a model request failed at the provider:
+  ``MissingCredentialsError``, ``UnknownModelError``.
+- How a run ends in error (``run_async`` and friends): ``UsageLimitExceeded``,
+  ``StructuredOutputError`` and ``AgentRunError`` (roots, each carrying the partial
+  ``result``).
+- ``ToolInvocationError`` (root): a tool failed with a message for the model;
+  ``SandboxUnavailableError`` (root) when model-run code cannot be confined.
+  Beside it: ``ToolArgumentsError`` (a call's arguments fail the schema) and
+  ``PathDenied`` (a path outside what a file tool may touch).
+- ``ApprovalResumeError`` (root): a durable approval cannot be resumed:
+  ``ApprovalDecidedError``, ``ApprovalMismatchError``.
+- ``McpError`` (root): ``McpConfigError`` (``McpReplConfigError``,
+  ``McpUnknownServerError``), ``McpConnectionError`` (``McpTimeoutError``),
+  ``McpBusyError``.
+- ``DelegationError`` (root): ``DelegationDisclosureError``, ``DelegationGraphError``,
+  ``DelegationTaskError``, ``RetainError``, ``AgentRetainedError``,
+  ``RetainedHandleError`` (``RetainedAgentReleasedError``), ``RetainedAgentBusyError``,
+  ``RetainedAgentChangedError``, ``RetainedAgentExhaustedError``.
+- ``PersistenceError`` (root): ``PersistenceCorruptError``
+  (``PersistenceNotAuthenticError``), ``SessionError``.
+- ``CheckpointError`` (root): ``CheckpointLimitError``, ``CheckpointPathError``,
+  ``CheckpointCorruptError``.
+- ``CompactionError`` (root): compaction could not write a summary; beside it
+  ``ToolResultReferenceError`` (an offloaded result cannot be read back).
+- Misuse: ``AgentBusyError`` and ``SyncInAsyncError`` (both ``RuntimeError``);
+  ``ScriptedModelExhausted`` (a test model ran out of replies).
+- Raised by an app's own code: ``ToolRejectedError`` (from an ``on_tool_request``
+  callback) and ``AskUserDeclined`` (from an ask_user callback).
+
 Example:
-    >>> from deputy_shiny.errors import DeputyError, InvalidModelError
-    >>> issubclass(InvalidModelError, DeputyError)
+    >>> from deputy_shiny import ConfigurationError, DeputyError
+    >>> from deputy_shiny.errors import InvalidModelError
+    >>> issubclass(InvalidModelError, ConfigurationError)
+    True
+    >>> issubclass(ConfigurationError, DeputyError)
     True
 """
 
@@ -15,11 +56,15 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
+# The public exceptions; the internal signals at the end of the file are not listed.
 __all__ = [
-    "AddressRefused",
     "AgentBusyError",
     "AgentDefinitionError",
+    "AgentRetainedError",
     "AgentRunError",
+    "ApprovalDecidedError",
+    "ApprovalMismatchError",
+    "ApprovalResumeError",
     "AskUserDeclined",
     "CheckpointCorruptError",
     "CheckpointError",
@@ -31,8 +76,8 @@ __all__ = [
     "DelegationDisclosureError",
     "DelegationError",
     "DelegationGraphError",
+    "DelegationTaskError",
     "DeputyError",
-    "Interrupted",
     "InvalidHookError",
     "InvalidLimitError",
     "InvalidModelError",
@@ -50,9 +95,13 @@ __all__ = [
     "PersistenceCorruptError",
     "PersistenceError",
     "PersistenceNotAuthenticError",
-    "PromptClosed",
     "ProviderError",
-    "ProviderFailed",
+    "RetainError",
+    "RetainedAgentBusyError",
+    "RetainedAgentChangedError",
+    "RetainedAgentExhaustedError",
+    "RetainedAgentReleasedError",
+    "RetainedHandleError",
     "RunContextError",
     "SandboxUnavailableError",
     "ScriptedModelExhausted",

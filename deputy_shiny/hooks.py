@@ -73,7 +73,6 @@ __all__ = [
     "TOOL_HOOK_EVENTS",
     "HookCallRecord",
     "HookContext",
-    "HookEventName",
     "HookMatcher",
     "HookPoint",
     "HookRegistry",
@@ -122,9 +121,6 @@ code fires them yet; the upcoming feature that fires each one:
 ``events.HookEvent`` is the *event record* the engine emits after a hook ran; this is
 the name of the hook point.
 """
-
-HookEventName = HookPoint
-"""Deprecated alias of :data:`HookPoint` (its name before it was renamed)."""
 
 HOOK_EVENTS: tuple[str, ...] = get_args(HookPoint)
 """Every hook event name, in a stable order."""

@@ -9,22 +9,24 @@ import pytest
 
 from deputy_shiny import (
     Agent,
-    AgentBusyError,
     ConfigurationError,
     ContentText,
     ContentThinking,
     ContentToolRequest,
     ContentToolResult,
     DeputyError,
+    Turn,
+    UsageLimits,
+    tool,
+)
+from deputy_shiny.errors import (
+    AgentBusyError,
     InvalidLimitError,
     InvalidModelError,
     InvalidToolError,
     RunContextError,
     SyncInAsyncError,
     ToolNameConflictError,
-    Turn,
-    UsageLimits,
-    tool,
 )
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 

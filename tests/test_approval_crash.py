@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, ApprovalDecidedError, approval_read
+from deputy_shiny import Agent, approval_read
+from deputy_shiny.errors import ApprovalDecidedError
 from deputy_shiny.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent

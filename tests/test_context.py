@@ -14,16 +14,15 @@ from deputy_shiny import (
     ContentToolRequest,
     ContentToolResult,
     ContextPolicy,
-    ContextPolicyError,
     HookMatcher,
     HookResultPreCompact,
-    ToolResultReferenceError,
     Turn,
     UsageLimits,
 )
 from deputy_shiny._engine.compaction import SUMMARY_INSTRUCTIONS
 from deputy_shiny._litellm import get_litellm
 from deputy_shiny.context import SUMMARY_HEADING
+from deputy_shiny.errors import ContextPolicyError, ToolResultReferenceError
 from deputy_shiny.messages import ContentText
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 
@@ -319,7 +318,7 @@ def test_compact_with_a_summary_never_starts_between_a_call_and_its_result() -> 
 async def test_compact_is_refused_during_a_run() -> None:
     import asyncio
 
-    from deputy_shiny import AgentBusyError
+    from deputy_shiny.errors import AgentBusyError
 
     agent = Agent(ScriptedModel([ScriptedReply(text="slow reply here", delay=0.05)]))
     task = asyncio.ensure_future(agent.run_async("Hi"))

@@ -12,7 +12,6 @@ import pytest
 
 from deputy_shiny import (
     Agent,
-    AskUserDeclined,
     Permissions,
     hook_block_dangerous_bash,
     tool_run_bash,
@@ -21,6 +20,7 @@ from deputy_shiny import (
 )
 from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
+from deputy_shiny.errors import AskUserDeclined
 from deputy_shiny.models import demo as demo_module
 from deputy_shiny.models.demo import (
     CHUNK_SIZE,

@@ -17,16 +17,14 @@ from pydantic import BaseModel
 from deputy_shiny import (
     Agent,
     ApprovalContinuation,
-    ApprovalDecidedError,
     ApprovalDecision,
-    ApprovalMismatchError,
     ApprovalResumeError,
     ConfigurationError,
-    PersistenceCorruptError,
     approval_read,
     tool,
     tool_annotations,
 )
+from deputy_shiny.errors import ApprovalDecidedError, ApprovalMismatchError, PersistenceCorruptError
 from deputy_shiny.permissions import PermissionResultAllow, PermissionResultDeny, Permissions
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.usage import UsageLimits

@@ -12,14 +12,16 @@ from pydantic import BaseModel
 
 from deputy_shiny import (
     Agent,
-    AgentBusyError,
-    MissingCredentialsError,
     ProviderError,
     StructuredOutputError,
-    ToolRejectedError,
-    UnknownModelError,
     UsageLimitExceeded,
     UsageLimits,
+)
+from deputy_shiny.errors import (
+    AgentBusyError,
+    MissingCredentialsError,
+    ToolRejectedError,
+    UnknownModelError,
 )
 from deputy_shiny.events import TextEvent
 from deputy_shiny.testing import (

@@ -1,4 +1,4 @@
-"""Every exception class lives in deputy_shiny/errors.py, and every public one is exported."""
+"""Every exception class lives in deputy_shiny/errors.py; the top level keeps the family roots."""
 
 from __future__ import annotations
 
@@ -28,17 +28,78 @@ def _exception_classes() -> list[type[BaseException]]:
     ]
 
 
-def test_every_public_exception_is_exported_and_documented() -> None:
+# The exceptions the top level keeps: the root, and the family bases an app catches.
+# Every other exception is reachable only as deputy_shiny.errors.<Name>.
+TOP_LEVEL_ROOTS = {
+    "DeputyError",
+    "ConfigurationError",
+    "ProviderError",
+    "UsageLimitExceeded",
+    "StructuredOutputError",
+    "AgentRunError",
+    "ToolInvocationError",
+    "SandboxUnavailableError",
+    "ApprovalResumeError",
+    "McpError",
+    "DelegationError",
+    "PersistenceError",
+    "CheckpointError",
+    "CompactionError",
+}
+
+
+def test_every_public_exception_is_in_errors_and_documented() -> None:
     classes = _exception_classes()
     assert len(classes) >= 25
+    family_map = errors.__doc__ or ""
+    public = set()
     for cls in classes:
         assert cls.__doc__ and len(cls.__doc__.strip()) > 20, cls
         if cls.__name__ in INTERNAL:
+            assert cls.__name__ not in errors.__all__
             assert cls.__name__ not in deputy_shiny.__all__
             continue
-        assert getattr(deputy_shiny, cls.__name__) is cls
-        assert cls.__name__ in deputy_shiny.__all__
+        public.add(cls.__name__)
         assert issubclass(cls, errors.DeputyError)
+        assert cls.__name__ in errors.__all__
+        # The module docstring lists every family member under its root.
+        assert f"``{cls.__name__}``" in family_map, cls
+    assert set(errors.__all__) == public
+
+
+def test_only_the_family_roots_are_at_the_top_level() -> None:
+    top_level = {
+        name
+        for name in deputy_shiny.__all__
+        if inspect.isclass(getattr(deputy_shiny, name))
+        and issubclass(getattr(deputy_shiny, name), BaseException)
+    }
+    assert top_level == TOP_LEVEL_ROOTS
+    for name in TOP_LEVEL_ROOTS:
+        assert getattr(deputy_shiny, name) is getattr(errors, name)
+    for cls in _exception_classes():
+        if cls.__name__ not in TOP_LEVEL_ROOTS:
+            # Not re-exported, and no lazy __getattr__ hands it out either.
+            assert not hasattr(deputy_shiny, cls.__name__), cls
+
+
+def test_every_exception_below_a_root_is_caught_by_it() -> None:
+    """Each family member is a subclass of a top-level root, so catching roots suffices."""
+    roots = tuple(getattr(errors, name) for name in TOP_LEVEL_ROOTS - {"DeputyError"})
+    standalone = {
+        "AgentBusyError",
+        "SyncInAsyncError",
+        "PathDenied",
+        "ToolArgumentsError",
+        "ToolRejectedError",
+        "AskUserDeclined",
+        "ToolResultReferenceError",
+        "ScriptedModelExhausted",
+    }
+    for cls in _exception_classes():
+        if cls.__name__ in INTERNAL | standalone | {"DeputyError"}:
+            continue
+        assert issubclass(cls, roots), cls
 
 
 def test_no_public_exception_class_is_defined_outside_errors() -> None:

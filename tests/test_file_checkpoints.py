@@ -18,10 +18,7 @@ from pydantic import ValidationError
 
 from deputy_shiny import (
     Agent,
-    AgentBusyError,
-    CheckpointCorruptError,
     CheckpointError,
-    CheckpointPathError,
     ConfigurationError,
     FileCheckpoint,
     FileRewind,
@@ -29,6 +26,7 @@ from deputy_shiny import (
     tool_multi_edit,
     tool_write_file,
 )
+from deputy_shiny.errors import AgentBusyError, CheckpointCorruptError, CheckpointPathError
 from deputy_shiny.persistence import FileJournal, read_document, write_document
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from tests.helpers import local_tool

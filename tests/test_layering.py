@@ -23,15 +23,11 @@ from ._layering import (
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# deputy_shiny/playwright.py is the old public path of the kit's Playwright controllers,
-# kept as a re-export of deputy_shiny/shiny/playwright.py; it imports the kit on purpose.
-UI_COMPAT_SHIMS = {"deputy_shiny.playwright"}
-
 # --------------------------------------------------------------------------- the real tree
 
 
 def test_runtime_never_imports_the_kit_or_the_app() -> None:
-    assert check_ui_direction(ROOT, allowed=UI_COMPAT_SHIMS) == []
+    assert check_ui_direction(ROOT) == []
 
 
 def test_policy_modules_import_no_engine_or_models() -> None:
@@ -64,12 +60,6 @@ def test_util_imports_only_errors() -> None:
 def test_no_import_cycles_lazy_and_type_checking_imports_included() -> None:
     assert check_cycles(ROOT) == []
     assert import_cycles(ROOT) == []
-
-
-def test_the_allowances_are_still_needed() -> None:
-    """An allowance nobody needs any more must go, so the rules tighten as code improves."""
-    for module in UI_COMPAT_SHIMS:
-        assert any(v.startswith(f"{module}:") for v in check_ui_direction(ROOT)), module
 
 
 def test_import_deputy_shiny_loads_neither_shiny_nor_litellm() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deputy_shiny import InvalidLimitError, UsageLimits
+from deputy_shiny import UsageLimits
+from deputy_shiny.errors import InvalidLimitError
 
 
 def test_defaults_set_no_limits() -> None:

@@ -14,12 +14,9 @@ from deputy_shiny import (
     ApprovalDecision,
     ApprovalRequest,
     HookMatcher,
-    McpConfigError,
     McpConnection,
-    McpUnknownServerError,
     PermissionResultAllow,
     Permissions,
-    ToolNameConflictError,
     permissions_check_async,
     permissions_readonly,
     permissions_standard,
@@ -28,6 +25,7 @@ from deputy_shiny import (
     tool_write_file,
     tools_mcp_async,
 )
+from deputy_shiny.errors import McpConfigError, McpUnknownServerError, ToolNameConflictError
 from deputy_shiny.mcp import McpConfig
 from deputy_shiny.shiny._mcp_session import SessionMcp
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import McpConfigError, McpUnknownServerError, load_mcp_config
+from deputy_shiny import load_mcp_config
+from deputy_shiny.errors import McpConfigError, McpUnknownServerError
 from deputy_shiny.mcp import (
     DEFAULT_MCP_TIMEOUT,
     McpConfig,

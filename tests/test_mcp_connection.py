@@ -8,17 +8,13 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import (
-    Agent,
-    ConfigurationError,
+from deputy_shiny import Agent, ConfigurationError, McpConnection, McpError, tool_metadata
+from deputy_shiny.errors import (
     InvalidToolError,
     McpBusyError,
-    McpConnection,
     McpConnectionError,
-    McpError,
     McpTimeoutError,
     McpUnknownServerError,
-    tool_metadata,
 )
 from deputy_shiny.testing import ScriptedModel
 
@@ -127,7 +123,7 @@ async def test_capability_tools_are_limited_to_the_allowlists(notes: Any) -> Non
         assert meta["source"]["connection_id"] == conn.id
         with pytest.raises(McpError, match="not allowed"):
             await conn.read_resource("notes://secret")
-        from deputy_shiny import ToolArgumentsError
+        from deputy_shiny.errors import ToolArgumentsError
 
         with pytest.raises(ToolArgumentsError):
             read.parse_arguments({"uri": "notes://secret"})
@@ -353,7 +349,7 @@ def test_the_sync_api_for_scripts() -> None:
 
 
 async def test_the_blocking_constructor_refuses_a_running_loop(notes: Any) -> None:
-    from deputy_shiny import SyncInAsyncError
+    from deputy_shiny.errors import SyncInAsyncError
 
     with pytest.raises(SyncInAsyncError):
         McpConnection(in_process(notes=notes), "notes", agent(), tools=["add"])

@@ -13,7 +13,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-from deputy_shiny import Agent, McpConnection, McpConnectionError
+from deputy_shiny import Agent, McpConnection
+from deputy_shiny.errors import McpConnectionError
 from deputy_shiny.testing import ScriptedModel
 
 

@@ -15,15 +15,17 @@ import pytest
 from deputy_shiny import (
     Agent,
     ConfigurationError,
+    PermissionResultAllow,
+    Permissions,
+    tool_metadata,
+)
+from deputy_shiny.errors import (
     InvalidToolError,
     McpBusyError,
     McpConfigError,
     McpConnectionError,
     McpReplConfigError,
     McpUnknownServerError,
-    PermissionResultAllow,
-    Permissions,
-    tool_metadata,
 )
 from deputy_shiny.mcp import (
     McpReplConnection,

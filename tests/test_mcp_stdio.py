@@ -22,13 +22,12 @@ import pytest
 from deputy_shiny import (
     Agent,
     McpConnection,
-    McpConnectionError,
-    McpTimeoutError,
     ToolInvocationError,
     permissions_full,
     tool_metadata,
     tools_mcp_async,
 )
+from deputy_shiny.errors import McpConnectionError, McpTimeoutError
 from deputy_shiny.mcp import McpConfig, McpStdioServer, live_server_pids
 from deputy_shiny.mcp._process import is_alive
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall

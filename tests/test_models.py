@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from deputy_shiny import Agent, ChatModel, InvalidModelError, ProviderError, UnknownModelError
+from deputy_shiny import Agent, ChatModel, ProviderError
 from deputy_shiny._util.redact import redact
+from deputy_shiny.errors import InvalidModelError, UnknownModelError
 from deputy_shiny.models import missing_credentials, resolve_model
 from deputy_shiny.testing import ProviderFailure, ScriptedModel
 

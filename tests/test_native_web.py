@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deputy_shiny import Agent, ToolNameConflictError
+from deputy_shiny import Agent
+from deputy_shiny.errors import ToolNameConflictError
 from deputy_shiny.permissions import (
     PermissionResultAllow,
     Permissions,

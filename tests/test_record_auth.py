@@ -16,8 +16,13 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, ConfigurationError, PersistenceNotAuthenticError, approval_read
-from deputy_shiny.errors import CheckpointCorruptError, PersistenceCorruptError, PersistenceError
+from deputy_shiny import Agent, ConfigurationError, approval_read
+from deputy_shiny.errors import (
+    CheckpointCorruptError,
+    PersistenceCorruptError,
+    PersistenceError,
+    PersistenceNotAuthenticError,
+)
 from deputy_shiny.persistence import (
     FileJournal,
     canonical_json,

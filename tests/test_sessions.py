@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import (
-    Agent,
-    AgentBusyError,
-    ContextPolicy,
-    HookMatcher,
-    PersistenceCorruptError,
-    PersistenceError,
-    SessionError,
-    permissions_full,
-)
+from deputy_shiny import Agent, ContextPolicy, HookMatcher, PersistenceError, permissions_full
+from deputy_shiny.errors import AgentBusyError, PersistenceCorruptError, SessionError
 from deputy_shiny.persistence.files import record_mac
 from deputy_shiny.persistence.sessions import (
     SessionSection,

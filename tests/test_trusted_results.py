@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from deputy_shiny import (
     Agent,
     TrustedResults,
-    TrustedResultsError,
     result_trusted_results,
     skill_create,
     tool,
@@ -21,6 +20,7 @@ from deputy_shiny import (
     tool_run_python,
     tool_write_file,
 )
+from deputy_shiny.errors import TrustedResultsError
 from deputy_shiny.events import TrustedResultEvent
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import ToolSource

@@ -86,9 +86,9 @@ def json_only_problem(value: Any, where: str = "arguments") -> str | None:
     """Why ``value`` is not plain JSON data (None when it is).
 
     A call that waits for a durable approval is saved and later run from its JSON, so
-    the tool must take JSON-only arguments (deputy's ``convert = FALSE``): the values its
-    argument validation produces must be dicts with string keys, lists, strings, finite
-    numbers, booleans and None, nothing converted to other Python objects.
+    the tool must take JSON-only arguments: the values its argument validation produces
+    must be dicts with string keys, lists, strings, finite numbers, booleans and None,
+    nothing converted to other Python objects.
 
     Example:
         >>> json_only_problem({"path": "a.txt", "n": [1, 2.5, None]}) is None

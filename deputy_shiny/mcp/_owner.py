@@ -1,9 +1,10 @@
 """SessionOwner: one MCP session, opened, held and closed by one task on the MCP loop.
 
 The SDK's client runs its transport in anyio task groups, whose cancel scopes must be
-left by the task that entered them (ARCHITECTURE rule 2). So one owner task enters the
-transport and the client session, reports that it is ready, and then only waits for its
-stop event; leaving the ``async with`` closes the session and stops the server process.
+left by the task that entered them (closing from another task raises "exit cancel
+scope in a different task"). So one owner task enters the transport and the client
+session, reports that it is ready, and then only waits for its stop event; leaving the
+``async with`` closes the session and stops the server process.
 Requests run in the callers' own tasks on the MCP loop, one at a time, each under a
 timeout: an overlapping request fails at once (:class:`McpBusyError`), and a request
 that outlives its timeout or finds the server gone closes the connection for good.

@@ -5,7 +5,7 @@ Each load opens one connection per selected server (owned by the agent, so
 the tools earlier loads took from those servers (also when a server now offers none),
 leaving every other tool alone. A server's tool never replaces one the agent already has
 otherwise (the app's built-in, a custom tool, another server's): such a clash is a
-:class:`~deputy_shiny.ToolNameConflictError` whatever ``replace`` says, since a
+:class:`~deputy_shiny.errors.ToolNameConflictError` whatever ``replace`` says, since a
 ``write_file`` that claims to be read-only would skip the app's approval. Tools whose
 connection is no longer connected are removed at the next load, whether it succeeds or
 not; tools of working connections stay. Every call is recorded

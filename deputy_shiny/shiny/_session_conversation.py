@@ -15,8 +15,9 @@ session registers a dynamic route that answers with ``Set-Cookie``, and tells th
 script to fetch it (:meth:`SessionConversation.send_token`).
 
 The process-wide table of folders in use holds each live session's conversation only
-through a weak reference (ARCHITECTURE rule 9), and the entry is removed as the session
-ends; a session that ended without letting go no longer counts as holding its folder.
+through a weak reference (a session frees what it held: nothing process-wide may keep
+an ended session alive), and the entry is removed as the session ends; a session that
+ended without letting go no longer counts as holding its folder.
 """
 
 from __future__ import annotations

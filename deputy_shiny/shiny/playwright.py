@@ -8,7 +8,7 @@ app in a Playwright :class:`~playwright.sync_api.Page`, then drive the kit's par
 Every ``expect_*`` method waits, like Playwright's own ``expect``.
 
 This module needs the ``playwright`` package (the ``[test]`` extra). Importing
-``deputy_shiny`` never imports it. ``deputy_shiny.playwright`` re-exports it.
+``deputy_shiny`` never imports it.
 
 Every action (``send``, ``approve``, ``choose``...) and every ``expect_*`` method takes
 a keyword-only ``timeout`` in milliseconds, passed through to Playwright (None: its

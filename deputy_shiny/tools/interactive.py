@@ -14,7 +14,7 @@ user may always answer in free text instead ("Other"). Who asks is decided per c
 A callback receives ``(questions, context)`` -- a list of :class:`Question` and an
 :class:`AskUserContext` -- and returns one answer per question: a list of the chosen
 option labels, or a string of free text. It returns them either as a list in question
-order or, like deputy's named list, as a dict mapping each question's text
+order or as a dict mapping each question's text
 (``Question.question``) to its answer; a dict that misses a question or names one that
 was not asked is an error result. The model gets the answers in question order either
 way. A callback may be sync (run in a worker thread) or async (awaited), and may raise

@@ -46,7 +46,7 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from deputy_shiny.playwright import AgentChat
+from deputy_shiny.shiny.playwright import AgentChat
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E = Path(__file__).resolve().parent

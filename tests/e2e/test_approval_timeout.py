@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import ApprovalModal
+from deputy_shiny.shiny.playwright import ApprovalModal
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("approval_timeout.py",)

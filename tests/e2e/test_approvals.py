@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("approvals.py",)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
 from deputy_shiny.shiny._conversations import folder_name
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
 from tests.e2e.conftest import ROOT, AppServer
 
 E2E_APPS = (str(ROOT / "app.py"),)

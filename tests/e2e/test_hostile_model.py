@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page
 
-from deputy_shiny.playwright import AgentChat
+from deputy_shiny.shiny.playwright import AgentChat
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("hostile.py",)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal
 from deputy_shiny.shiny._chat_module import FOREIGN_MESSAGE
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
 from tests.e2e.attacker import AttackerSite, attacker_site, run_attack
 from tests.e2e.conftest import AppServer
 

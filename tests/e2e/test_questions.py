@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import AgentChat, QuestionModal
+from deputy_shiny.shiny.playwright import AgentChat, QuestionModal
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("questions.py",)

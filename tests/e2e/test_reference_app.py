@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from shinychat.playwright import ChatController
 
-from deputy_shiny.playwright import ApprovalModal, SubagentPanel
+from deputy_shiny.shiny.playwright import ApprovalModal, SubagentPanel
 from tests.e2e.conftest import ROOT, AppServer, open_chat
 
 E2E_APPS = (str(ROOT / "app.py"),)

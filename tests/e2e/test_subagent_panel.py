@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import SubagentPanel
+from deputy_shiny.shiny.playwright import SubagentPanel
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("subagents.py",)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import ApprovalModal
+from deputy_shiny.shiny.playwright import ApprovalModal
 from tests.e2e.conftest import AppServer, open_chats
 
 E2E_APPS = ("two_instances.py",)

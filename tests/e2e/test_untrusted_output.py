@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from deputy_shiny.playwright import AgentChat
+from deputy_shiny.shiny.playwright import AgentChat
 from tests.e2e.conftest import AppServer, ImageListener, open_chat
 
 E2E_APPS = ("untrusted.py",)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 from playwright.sync_api import Dialog, Locator, Page, expect
 
-from deputy_shiny.playwright import AgentChat, ApprovalModal, QuestionModal, SubagentPanel
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, QuestionModal, SubagentPanel
 from tests.e2e.apps.xss import PAYLOAD
 from tests.e2e.conftest import AppServer, open_chat
 

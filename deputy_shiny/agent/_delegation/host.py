@@ -382,8 +382,9 @@ class DelegationHost:
             permissions=permissions,
             tool_names=tool_names if lends_tools else None,
             working_dir=agent.working_dir,
-            # The same journal and its limits below it (rule 10): a delegate never
-            # dodges a rewind, a cap, or the journal's working directory.
+            # The same journal and its limits below it, since authority never grows
+            # through delegation: a delegate never dodges a rewind, a cap, or the
+            # journal's working directory.
             file_journal=agent.file_checkpoints,
         )
 
