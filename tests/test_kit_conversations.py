@@ -20,7 +20,7 @@ from deputy_shiny import Agent, ApprovalDecision, Permissions
 from deputy_shiny.errors import ConfigurationError
 from deputy_shiny.persistence.approvals import continues_conversation
 from deputy_shiny.shiny import KitPersistence, _session_conversation
-from deputy_shiny.shiny._chat_module import AgentChatContext, _check_persistent_agent
+from deputy_shiny.shiny._chat_start import AgentChatContext, _check_persistent_agent
 from deputy_shiny.shiny._conversations import (
     check_key,
     open_folder,
@@ -669,15 +669,15 @@ async def test_a_hostile_model_cannot_reach_the_conversations_own_files(tmp_path
 
 def test_a_failed_resume_is_told_without_server_paths() -> None:
     from deputy_shiny.errors import ApprovalDecidedError, ApprovalMismatchError
-    from deputy_shiny.shiny._chat_module import _resume_failure
+    from deputy_shiny.shiny._chat_session import resume_failure
 
     mismatch = ApprovalMismatchError(
         "/srv/conversations/abc/approvals/x.approval.json: cannot resume this approval "
         "here: the tool definitions differ (mcp_time_now)."
     )
-    told = _resume_failure(mismatch)
+    told = resume_failure(mismatch)
     assert "/srv" not in told and "tool definitions differ (mcp_time_now)" in told
-    decided = _resume_failure(ApprovalDecidedError("/srv/x: decided"))
+    decided = resume_failure(ApprovalDecidedError("/srv/x: decided"))
     assert "/srv" not in decided and "decided already" in decided
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent
-from deputy_shiny.shiny._chat_module import _warn_unbound_ask_user
+from deputy_shiny.shiny._chat_start import _warn_unbound_ask_user
 from deputy_shiny.testing import FunctionModel
 from deputy_shiny.tools import tools_interactive
 

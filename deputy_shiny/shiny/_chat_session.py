@@ -1,0 +1,402 @@
+"""One browser session's chat as a state machine: :class:`_ChatSession`.
+
+The session's state is attributes of one object and its transitions are methods:
+:meth:`~_ChatSession.start` (connect the configured MCP servers, restore the saved
+conversation), :meth:`~_ChatSession.restore` (the transcript and a waiting approval
+coming back on reload), :meth:`~_ChatSession.submit` (a user message),
+:meth:`~_ChatSession.stream` (a run, or a waiting approval's, into the chat),
+:meth:`~_ChatSession.decide_pending` (a durable approval put to the user and resumed),
+:meth:`~_ChatSession.stop` (interrupt) and :meth:`~_ChatSession.end` (release the
+agent, the MCP servers and the workspace). Live approvals and ask_user questions are
+:class:`~._session_asks.SessionAsks`'.
+
+Shiny reaches it only through narrow collaborators: a :class:`ChatView` (what it uses
+of shinychat's ``Chat``), :class:`HandleValues` (where the handle's reactive values are
+set), the session's modal queue and a ``close_session`` callable. So a unit test drives
+it without a browser or a Shiny server (``tests/test_chat_session.py``), and
+``agent_chat_server`` only wires it to the Shiny session.
+
+Everything here runs in the stream task or a task of the session's own, never inside a
+reactive effect that waits (Shiny has one reactive lock for the whole process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..agent import Agent
+from ..approvals import ApprovalDecision
+from ..errors import ApprovalDecidedError, ApprovalResumeError, DeputyError, McpError
+from ..events import AgentEvent, AgentUsage, StopEvent
+from ..persistence.approvals import ApprovalContinuation, continues_conversation
+from ._answers import decision_from_answer
+from ._escape import markdown_text
+from ._mcp_session import SessionMcp
+from ._prompts import PromptClosed, SessionPrompts
+from ._render import note_chunk, render_events
+from ._session_asks import SessionAsks
+from ._session_conversation import SessionConversation
+from ._transcript import transcript_messages
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChatView", "HandleValues", "_ChatSession", "tell", "tell_logged"]
+
+BUSY_MESSAGE = "The agent is still working; stop it first or wait."
+WAITING_MESSAGE = "An approval is waiting: decide it first, then ask again."
+ELSEWHERE_MESSAGE = "This conversation is open in another window."
+TAKEN_OVER_MESSAGE = "This conversation was opened in another window; it continues there."
+END_WAIT_POLLS = 200  # x 0.05 s: how long the end waits for an interrupted run
+
+
+class ChatView(Protocol):
+    """What a session uses of shinychat's ``Chat``."""
+
+    async def append_message(self, message: Any) -> Any: ...
+
+    async def append_message_stream(self, message: AsyncIterable[Any]) -> Any: ...
+
+    def message_stream_context(self) -> AbstractAsyncContextManager[Any]: ...
+
+
+class HandleValues(Protocol):
+    """Where a session sets what the handle's reactive values show."""
+
+    async def set_running(self, running: bool) -> None: ...
+
+    async def set_usage(self, usage: AgentUsage) -> None: ...
+
+    async def set_tool_events(self, count: int) -> None: ...
+
+
+async def tell(chat: ChatView, message: str) -> None:
+    """Say ``message`` (plain text, which may quote a server or a model) in the chat."""
+    # Escaped: shinychat renders a message as markdown, and its sanitizer still lets
+    # images and links through.
+    await chat.append_message(markdown_text(message))
+
+
+async def tell_logged(chat: ChatView, message: str) -> None:
+    """Show the kit's own ``message`` from a background task; a failure is logged."""
+    try:
+        await chat.append_message(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.warning("a note could not be shown in the chat", exc_info=True)
+
+
+class _ChatSession:
+    """One browser session's chat: its agent, conversation and runs.
+
+    Args:
+        agent: The session's Agent (from the app's factory).
+        chat: The chat it streams into.
+        values: Where ``running``, ``usage`` and ``tool_events`` are set.
+        asks: The session's approvals and questions (its modal queue).
+        mcp: The session's MCP connections, bound to ``agent`` as it starts.
+        conversation: The saved conversation (with persistence), else None.
+        working_dir: The session's workspace.
+        image_origins: Origins images in model text may load from (normalized).
+        keep_workspace: Keep ``working_dir`` when the session ends (without persistence).
+        close_session: Closes the browser session (a newer one took the conversation).
+
+    Example:
+        >>> _ChatSession.__name__
+        '_ChatSession'
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        chat: ChatView,
+        values: HandleValues,
+        asks: SessionAsks,
+        mcp: SessionMcp,
+        conversation: SessionConversation | None,
+        working_dir: Path,
+        image_origins: frozenset[str] = frozenset(),
+        keep_workspace: bool = False,
+        close_session: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.agent = agent
+        self.chat = chat
+        self.values = values
+        self.asks = asks
+        self.mcp = mcp
+        self.conversation = conversation
+        self.working_dir = working_dir
+        self.image_origins = image_origins
+        self.keep_workspace = keep_workspace
+        self._close_session = close_session
+        self.streams = 0  # runs, or approvals between a run and its resumption, in progress
+        self.ended_calls = 0  # a plain count: the stream task may not read reactive values
+        self.given_up: set[str] = set()  # approvals that failed to resume in this session
+        self.shown: ApprovalContinuation | None = None  # the approval last put to the user
+        self.restored_waiting = False  # a restored approval is about to be (or being) decided
+        self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
+        self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
+
+    @property
+    def prompts(self) -> SessionPrompts:
+        """The session's modal queue."""
+        return self.asks.prompts
+
+    # ------------------------------------------------------------------ start, restore
+
+    def start(self, autoconnect: tuple[str, ...] = (), not_saved: str | None = None) -> None:
+        """The session has started: connect ``autoconnect`` in the background, then
+        restore the saved conversation, or say why nothing is saved (``not_saved``)."""
+        self.mcp.bind(self.agent)
+        for name in autoconnect:
+            # Not awaited: the page and other sessions never wait for a server to start.
+            self.connecting.append(self._in_background(self._autoconnect(name)))
+        if self.conversation is not None:
+            self._in_background(self._restore_logged())
+        elif not_saved is not None:
+            self._in_background(tell_logged(self.chat, not_saved))
+
+    def _in_background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self.background.add(task)  # a task nothing references may vanish
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def _autoconnect(self, server: str) -> None:
+        # A failure shows in the panel, and SessionMcp tells the chat.
+        with contextlib.suppress(McpError):
+            await self.mcp.connect(server)
+
+    async def _restore_logged(self) -> None:
+        try:
+            await self.restore()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.restored_waiting = False  # never hold the user up for an approval not shown
+            # E.g. the browser left while the transcript was sent: nothing is lost (the
+            # saved conversation is untouched), and the next visit restores it.
+            logger.warning("restoring a saved conversation failed", exc_info=True)
+
+    async def restore(self) -> None:
+        """Take the saved conversation over (closing an older window of the same user),
+        load it, replay its transcript, then stream its waiting approval, if any."""
+        conversation = self.conversation
+        assert conversation is not None
+        try:
+            await conversation.send_token()
+            conversation.sweep_soon()
+            if not await conversation.take_over(self._close_for_newer):
+                await tell(
+                    self.chat,
+                    "This conversation is open in another window that did not let go. "
+                    "Close it there, then reload this page.",
+                )
+                return
+            note = await conversation.load(self.agent)
+            if note:
+                await tell(self.chat, note)
+            pending = await asyncio.to_thread(self.current_pending)
+            self.restored_waiting = pending is not None
+            await self._replay(pending)
+            await self.values.set_usage(self.agent.usage())
+            await self.values.set_tool_events(-1)  # views of the workspace refresh
+        finally:
+            conversation.ready.set()
+        if self.restored_waiting:
+            # The approval resumes only with the tools it was saved with: let the
+            # session's MCP servers connect first (each has its own timeouts).
+            await asyncio.gather(*self.connecting, return_exceptions=True)
+            await self.chat.append_message_stream(self.stream(None))
+
+    async def _replay(self, pending: ApprovalContinuation | None) -> None:
+        waiting = () if pending is None else (pending.request.call_id,)
+        for message in transcript_messages(self.agent.get_turns(), self.image_origins, waiting):
+            if message.role == "user":
+                await self.chat.append_message({"role": "user", "content": message.chunks[0]})
+                continue
+            async with self.chat.message_stream_context() as stream:
+                for chunk in message.chunks:
+                    await stream.append(chunk)
+
+    async def _close_for_newer(self) -> None:
+        with contextlib.suppress(Exception):
+            await tell(self.chat, TAKEN_OVER_MESSAGE)
+        await self._close_session()
+
+    async def saved(self) -> None:
+        """Save the conversation now (with persistence); the chat says if that failed."""
+        if self.conversation is not None:
+            note = await self.conversation.save(self.agent)
+            if note:
+                await tell(self.chat, note)
+
+    # ------------------------------------------------------------------ runs
+
+    async def submit(self, user_input: str) -> None:
+        """The user sent ``user_input``: stream its run, unless one is in progress."""
+        if self.agent.running or self.streams:
+            await tell(self.chat, BUSY_MESSAGE)
+            return
+        await self.chat.append_message_stream(self.stream(user_input))
+
+    def stop(self) -> None:
+        """The stop button: interrupt the run (its stream ends with a note)."""
+        self.agent.interrupt("interrupted")
+
+    async def stream(self, message: str | None) -> AsyncIterator[Any]:
+        """A run's chunks (``message``), or a waiting approval's (None). With
+        persistence, each approval pauses the run durably; the modal's answer resumes
+        it, in the same chat message."""
+        self.streams += 1
+        self.shown = None
+        await self.values.set_running(True)
+        try:
+            async for chunk in self._run(message):
+                yield chunk
+        except ApprovalResumeError as exc:
+            # Decided elsewhere, or one this agent cannot resume (its tools changed).
+            logger.warning("a waiting approval could not be resumed: %s", exc)
+            self._give_up_shown()
+            yield note_chunk(resume_failure(exc))
+        except DeputyError as exc:
+            # Its record cannot be read (damaged, or removed meanwhile).
+            logger.warning("a waiting approval could not be resumed: %s", exc)
+            self._give_up_shown()
+            yield note_chunk(f"The approval could not be resumed ({type(exc).__name__}).")
+        finally:
+            self.streams -= 1
+            if message is None:
+                self.restored_waiting = False
+            await self.values.set_usage(self.agent.usage())
+            await self.values.set_running(False)
+
+    def _give_up_shown(self) -> None:
+        if self.shown is not None:
+            self.given_up.add(self.shown.id)
+
+    async def _run(self, message: str | None) -> AsyncIterator[Any]:
+        conversation = self.conversation
+        if conversation is not None:
+            await conversation.ready.wait()
+            if not conversation.usable:
+                yield note_chunk(ELSEWHERE_MESSAGE)
+                return
+        if message is not None and self.restored_waiting:
+            # Sent while the conversation came back: its approval is decided first.
+            yield note_chunk(WAITING_MESSAGE)
+            return
+        if conversation is not None and message is not None:
+            try:
+                # The first message keeps the conversation (until then a visitor leaves
+                # nothing on disk).
+                await asyncio.to_thread(conversation.keep)
+            except DeputyError as exc:
+                logger.warning("the conversation could not be kept: %s", exc)
+                yield note_chunk("This conversation could not be saved.")
+        events = None if message is None else self.agent.run(message)
+        while True:
+            if events is not None:
+                paused: list[bool] = []
+                async for chunk in render_events(
+                    _until_paused(events, paused),
+                    allowed_image_origins=self.image_origins,
+                    on_event=self._on_event,
+                ):
+                    yield chunk
+                if not paused:
+                    break
+            events = await self.decide_pending()
+            if events is None:
+                break
+        if conversation is not None:
+            note = await conversation.save(self.agent)
+            if note:
+                yield note_chunk(note)
+
+    def _on_event(self, event: AgentEvent) -> None:
+        if event.type == "tool_end":
+            self.ended_calls += 1
+            # Scheduled, not awaited: on_event runs inside the stream's iteration.
+            self._in_background(self.values.set_tool_events(self.ended_calls))
+
+    # ------------------------------------------------------------------ durable approvals
+
+    def current_pending(self) -> ApprovalContinuation | None:
+        """The durable approval this conversation waits on: not one the conversation
+        has moved past (it could never resume), nor one that failed here already (the
+        user is never held up by it; a reload offers it again). It reads the approval
+        folder: call it in a worker thread."""
+        pending = self.agent.pending_approval()
+        if pending is None or pending.id in self.given_up:
+            return None
+        return pending if continues_conversation(pending, self.agent.get_turns()) else None
+
+    async def decide_pending(self) -> AsyncIterator[AgentEvent] | None:
+        """Show the durable approval the agent waits on; its answer's resumed run, or
+        None (nothing waits, or the session ended: the approval stays saved)."""
+        pending = self.shown = await asyncio.to_thread(self.current_pending)
+        if pending is None:
+            return None
+        try:
+            answer = await self.asks.approval(pending.request)
+        except PromptClosed:
+            return None
+        except TimeoutError:
+            decision = ApprovalDecision.deny("Nobody approved the call in time, so it is denied.")
+        else:
+            decision = decision_from_answer(pending.request, answer)
+        return self.agent.resume_approval_events(pending.source.path, decision)
+
+    # ------------------------------------------------------------------ end
+
+    async def end(self) -> None:
+        """The browser session ended: interrupt the run, then deny what is pending (with
+        persistence an approval on screen stays waiting), save and let go of the
+        conversation, stop the MCP servers and the agent, remove the workspace."""
+        self.agent.interrupt("interrupted")
+        self.prompts.close()
+        for _ in range(END_WAIT_POLLS):
+            if not self.agent.running:
+                break
+            await asyncio.sleep(0.05)
+        for task in list(self.background):
+            task.cancel()
+        if self.conversation is not None:
+            # Saved, then let go at once: a reload's new session is waiting for it.
+            try:
+                await self.conversation.save(self.agent)
+            finally:
+                self.conversation.release()
+        await self.mcp.aclose()  # this session's MCP servers stop
+        await self.agent.aclose()  # stops the session's run_python interpreters
+        if self.conversation is None and not self.keep_workspace:
+            await asyncio.to_thread(shutil.rmtree, self.working_dir, True)
+
+
+async def _until_paused(
+    events: AsyncIterator[AgentEvent], paused: list[bool]
+) -> AsyncIterator[AgentEvent]:
+    """The run's events, less its ``approval_pending`` stop (the modal comes next, not a
+    "Stopped" note); ``paused`` gets True when it paused."""
+    async for event in events:
+        if isinstance(event, StopEvent) and event.stop_reason == "approval_pending":
+            paused.append(True)
+            continue
+        yield event
+
+
+def resume_failure(exc: ApprovalResumeError) -> str:
+    """What the chat says when a waiting approval cannot be resumed (no server paths)."""
+    if isinstance(exc, ApprovalDecidedError):
+        return "This approval was decided already (in another window); it runs only once."
+    reasons = str(exc).split("cannot resume this approval here: ", 1)[-1]
+    return f"This approval can no longer be resumed here: {reasons}"

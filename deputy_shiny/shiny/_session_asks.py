@@ -1,0 +1,81 @@
+"""What the agent asks one browser session's user: approvals and ask_user questions.
+
+Both go through the session's modal queue (:mod:`._prompts`) and wait inside the
+stream task, never inside a reactive effect (Shiny has one reactive lock for the whole
+process). :class:`SessionAsks` is built before the agent exists: its
+:meth:`~SessionAsks.approval_handler` and :meth:`~SessionAsks.ask_user` are what the
+``agent_factory`` receives in its context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..approvals import ApprovalDecision, ApprovalRequest, new_request_id
+from ..tools.interactive import AskUserContext, AskUserDeclined, Question
+from ._answers import decision_from_answer
+from ._modals import approval_modal, questions_modal
+from ._prompts import PromptClosed, SessionPrompts
+
+__all__ = ["SessionAsks"]
+
+
+class SessionAsks:
+    """Approvals and questions of one browser session, as modals in its queue.
+
+    Args:
+        prompts: The session's modal queue.
+        wait_seconds: How long a prompt may wait (None: as long as the session lasts).
+
+    Example:
+        >>> SessionAsks.__name__
+        'SessionAsks'
+    """
+
+    def __init__(self, prompts: SessionPrompts, wait_seconds: float | None) -> None:
+        self.prompts = prompts
+        self.wait_seconds = wait_seconds
+
+    async def approval(self, request: ApprovalRequest) -> dict[str, Any]:
+        """The modal's answer to ``request``.
+
+        Raises:
+            TimeoutError: nobody answered in time.
+            PromptClosed: the session ended first.
+        """
+        return await self.prompts.ask(
+            request.request_id,
+            lambda waiting: approval_modal(request, waiting),
+            self.wait_seconds,
+            group=request.run_id,
+            also_waiting=request.calls_after,
+        )
+
+    async def approval_handler(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The agent's ``approval_handler`` (without persistence): the user decides."""
+        try:
+            answer = await self.approval(request)
+        except PromptClosed:
+            return ApprovalDecision.deny("The user left before deciding.")
+        return decision_from_answer(request, answer)
+
+    async def ask_user(self, questions: list[Question], context: AskUserContext) -> list[Any]:
+        """The ``ask_user`` callback: the answers, in question order.
+
+        Raises:
+            AskUserDeclined: the user cancelled, did not answer in time, or left.
+        """
+        request_id = new_request_id()
+        try:
+            answer = await self.prompts.ask(
+                request_id,
+                questions_modal(request_id, questions),
+                self.wait_seconds,
+                group=context.run_id,
+            )
+        except (PromptClosed, TimeoutError):
+            raise AskUserDeclined("The user did not answer.") from None
+        if answer.get("action") != "submit":
+            raise AskUserDeclined("The user cancelled.")
+        answers = answer.get("answers")
+        return answers if isinstance(answers, list) else []
