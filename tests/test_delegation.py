@@ -595,7 +595,7 @@ def test_long_results_read_in_pages(tmp_path: Path) -> None:
 
 def test_a_redact_hook_shapes_every_view(tmp_path: Path) -> None:
     lead = _finished_lead(tmp_path)
-    lead._delegation_host.disclosure = DelegationDisclosure(
+    lead._delegator.host.disclosure = DelegationDisclosure(
         authorize=lambda *args: True,
         redact=lambda view: {**view, "claimed": {"response": "[redacted]"}},
     )

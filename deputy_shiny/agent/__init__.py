@@ -1,19 +1,27 @@
 """The Agent: a model, tools and limits, run as one governed loop.
 
-:class:`Agent` is a façade over the parts in this folder, each owning one concern:
+:class:`Agent` is a façade over the parts in this folder. Each component owns its state,
+is built in ``Agent.__init__`` from the collaborators it needs (passed in, never read
+from the agent), and the Agent's public methods over it read at most two of the
+agent's attributes (``tests/test_agent_components.py`` checks it):
 
-- ``_agent.py``: construction, identity, the conversation, tools and skills, and the
-  run methods (``run``, ``run_async``, ``run_sync``), all adapters of the one engine
-  in :mod:`deputy_shiny._engine`;
+- ``_agent.py``: construction, identity, the conversation, the model and permissions,
+  and the run methods (``run``, ``run_async``, ``run_sync``), all adapters of the one
+  engine in :mod:`deputy_shiny._engine`; it registers the saved sessions' sections;
+- ``_guard.py``: :class:`~deputy_shiny.agent._guard.Guard`, the one "retained by another
+  agent / running a task" check every component uses;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,
   ``stream*``) and the chunks they yield;
-- ``_tool_registry.py``: the registered tools and provider-native search;
-- ``_approvals.py``: durable approvals (``pending_approval``, ``resume_approval``);
-- ``_context.py``: the context policy, compaction and saved sessions;
-- ``_checkpoints.py``: file checkpoints and the trusted-results policy;
-- ``_mcp.py``: loading MCP servers' tools;
-- ``_delegation/``: what every Agent delegates with (the host that records
-  delegations, retained agents, graphs and their policies).
+- ``_tool_registry.py``: ``AgentTools``, the registered tools and provider-native search;
+- ``_skills.py``: ``Skills``, the loaded skills;
+- ``_approvals.py``: ``Approvals``, the approval handler and durable approvals
+  (``pending_approval``, ``resume_approval``);
+- ``_context.py``: ``ConversationContext``, the context policy, compaction, offloaded
+  results and saved sessions;
+- ``_checkpoints.py``: ``FileCheckpoints``, the file checkpoint journal;
+- ``_mcp.py``: ``McpTools``, loading MCP servers' tools;
+- ``_delegation/``: ``Delegator`` (methods.py), what every Agent delegates with (the
+  host that records delegations, retained agents, graphs and their policies).
 
 Example:
     >>> from deputy_shiny.agent import Agent

@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import os
 import uuid
-import warnings
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -30,7 +29,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .._engine.budget import SharedBudget
 from .._engine.deps import Authority, RunDeps, RunReport
@@ -44,17 +43,13 @@ from ..approvals import ApprovalHandler
 from ..context import ContextPolicy
 from ..conversation import Conversation
 from ..errors import (
-    AgentBusyError,
-    AgentRetainedError,
     ConfigurationError,
     ContextPolicyError,
     InvalidLimitError,
-    ToolNameConflictError,
 )
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookMatcher, HookRegistry
 from ..limits import UsageLimits
-from ..mcp.loading import McpLoads
 from ..messages import (
     ContentText,
     ContentToolRequest,
@@ -70,21 +65,22 @@ from ..permissions import (
     narrow_mode,
     permissions_standard,
 )
-from ..skills import Skill, prepare_skill, skill_check_requirements, skill_prompt_section
-from ..tools import NativeWebSearch, Tool, ToolState
+from ..persistence.sessions import SessionSection, register_session_section
+from ..tools import Tool, ToolState
 from ..trusted import TrustedResults
 from ..usage import ConversationCost
-from ._approvals import ApprovalMethods
+from ._approvals import ApprovalMethods, Approvals
 from ._chat import ChatMethods
-from ._checkpoints import CheckpointMethods, make_file_journal, trusted_check
-from ._context import ContextMethods
-from ._delegation.graph import DelegationGraph
+from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check
+from ._context import ContextMethods, ConversationContext
 from ._delegation.host import DelegationHost
-from ._delegation.methods import DelegationMethods
+from ._delegation.methods import DelegationMethods, Delegator
 from ._delegation.policies import DelegationDisclosure, DelegationObservation
-from ._delegation.retained import Retention
-from ._mcp import McpMethods
-from ._tool_registry import ToolRegistry
+from ._guard import Guard
+from ._mcp import McpMethods, McpTools
+from ._skills import SkillMethods, Skills
+from ._tool_registry import AgentTools, ToolMethods
+from ._weak import weakly
 
 
 class Agent(
@@ -94,6 +90,8 @@ class Agent(
     McpMethods,
     CheckpointMethods,
     ApprovalMethods,
+    ToolMethods,
+    SkillMethods,
 ):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
@@ -154,6 +152,8 @@ class Agent(
         '2 + 3 = 5'
     """
 
+    _retainable: ClassVar[bool] = True  # a LeadAgent cannot be retained
+
     def __init__(
         self,
         model: ModelLike,
@@ -205,17 +205,26 @@ class Agent(
             raise ContextPolicyError(
                 f"context_policy must be a ContextPolicy, not {type(context_policy).__name__}"
             )
-        self._context_policy = context_policy
-        self._tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
-        self._tools = ToolRegistry(check=trusted_check(trusted_results))
+        tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
+        self._engine = Engine()
+        self._guard = Guard(self._engine)  # retained by another agent, or running?
+        self._tools = AgentTools(
+            trusted_check(trusted_results),
+            guard=self._guard,
+            permissions=weakly(lambda agent: agent._permissions, self),
+            provider=weakly(lambda agent: agent._model.provider, self),
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+        )
         self._trusted_results = trusted_results
-        self._file_journal = make_file_journal(
+        journal = make_file_journal(
             enable_file_checkpointing,
             self._working_dir,
             directory=checkpoint_dir,
             max_file_bytes=file_checkpoint_max_file_bytes,
             max_journal_bytes=file_checkpoint_max_journal_bytes,
         )
+        self._checkpoints = FileCheckpoints(journal, self._guard)
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         if permissions is None:
@@ -233,29 +242,56 @@ class Agent(
             raise ConfigurationError(
                 "approval_handler must be an async function (request) -> decision"
             )
-        self._approval_handler = approval_handler
-        self._approval_dir = (
-            None if approval_dir is None else _existing_dir(approval_dir, "approval_dir")
+        self._approvals = Approvals(
+            approval_handler,
+            None if approval_dir is None else _existing_dir(approval_dir, "approval_dir"),
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+            working_dir=self._working_dir,
+            usage_limits=self._usage_limits,
+            permissions=weakly(lambda agent: agent._permissions, self),
+            run_context=weakly(lambda agent: agent._run_context, self),
+            run_deps=weakly(Agent._run_deps, self),
+            conversation=self._conversation,
+            tools=self._tools,
+            engine=self._engine,
+            guard=self._guard,
         )
-        self._pending_approval_path: str | None = None
-        self._counted_approvals: set[str] = set()
-        self._skills: dict[str, Skill] = {}
+        self._skills = Skills(
+            tools=self._tools,
+            conversation=self._conversation,
+            guard=self._guard,
+            provider=weakly(lambda agent: agent._model.provider, self),
+        )
         self._usage = AgentUsage()
         self._tool_state = ToolState()
-        self._engine = Engine()
-        self._mcp: McpLoads | None = None
-        self._retained_by: str | None = None  # the agent id of the agent retaining it
-        self._retention: Retention | None = None  # the agents it retains (made on first use)
-        self._graph: DelegationGraph | None = None  # its delegation graph, if any
-        self._delegation_host = DelegationHost(
+        self._mcp = McpTools(self._guard)
+        self._context = ConversationContext(
+            context_policy,
+            tool_results,
+            conversation=self._conversation,
+            hooks=self._hooks,
+            tools=self._tools,
+            guard=self._guard,
+            agent_id=self._agent_id,
+            agent_name=self._agent_name,
+            session_id=self._session_id,
+            model=weakly(lambda agent: agent._model, self),
+            usage=weakly(lambda agent: agent._usage, self),
+            set_usage=weakly(Agent._set_usage, self),
+            run_context=weakly(lambda agent: agent._run_context, self),
+            set_run_context=weakly(Agent._set_run_context, self),
+        )
+        host = DelegationHost(
             self,
             disclosure=delegation_disclosure,
             observation=delegation_observation,
             scope=delegation_scope,
         )
+        self._delegator = Delegator(host, self._guard)
         self.register_tools(tools)
         if context_policy.offload_dir is not None and "read_tool_result" not in self._tools.tools:
-            self.register_tool(tool_read_tool_result(self._tool_results))
+            self.register_tool(tool_read_tool_result(tool_results))
 
     # ------------------------------------------------------------ identity
 
@@ -295,6 +331,11 @@ class Agent(
         return self._permissions
 
     @property
+    def trusted_results(self) -> TrustedResults | None:
+        """The agent's :class:`~deputy_shiny.trusted.TrustedResults` policy, or None (read-only)."""
+        return self._trusted_results
+
+    @property
     def hooks(self) -> HookRegistry:
         """The agent's hooks (add more with :meth:`add_hook`)."""
         return self._hooks
@@ -314,7 +355,7 @@ class Agent(
             >>> Agent(ScriptedModel([])).set_permission_mode("readonly").get_permission_mode()
             'readonly'
         """
-        self._ensure_free("change its permissions")
+        self._guard.free("change its permissions")
         self._permissions = narrow_mode(self._permissions, mode)
         # Provider-native tools can't be checked per call: drop those the new mode refuses.
         self._tools.drop_refused_natives(self._permissions)
@@ -328,7 +369,7 @@ class Agent(
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).add_hook(hook_block_dangerous_bash())
         """
-        self._ensure_free("add hooks")
+        self._guard.free("add hooks")
         self._hooks.add(hook)
         return self
 
@@ -563,15 +604,15 @@ class Agent(
             tools=dict(self._tools.tools),
             tool_schemas=tuple(self._tools.schemas()),
             request_extras=self._tools.request_extras(),
-            approval_handler=self._approval_handler,
-            durable=self._durable_store(),
+            approval_handler=self._approvals.handler,
+            durable=self._approvals.store(),
             on_tool_request=tuple(self._on_tool_request),
             on_tool_result=tuple(self._on_tool_result),
             tool_state=self._tool_state,
             report=self._record_run,
-            file_journal=self._file_journal,
+            file_journal=self._checkpoints.journal,
             trusted_results=self._trusted_results,
-            context=self._context_runtime(),
+            context=self._context.runtime(),
         )
 
     def _record_run(self, report: RunReport) -> None:
@@ -582,15 +623,13 @@ class Agent(
             del self._fallbacks[: report.fallbacks_used]
 
     def _ensure_free(self, action: str) -> None:
-        if self._retained_by is not None:
-            raise AgentRetainedError(
-                f"Cannot {action}: this agent is retained by agent {self._retained_by}, "
-                "which must release_agent() it first."
-            )
+        self._guard.free(action)  # the run methods' check (kept under this name for them)
 
-    def _ensure_idle(self, action: str) -> None:
-        if self._engine.running:
-            raise AgentBusyError(f"Cannot {action} while the agent is running a task.")
+    def _set_usage(self, usage: AgentUsage) -> None:
+        self._usage = usage
+
+    def _set_run_context(self, run_context: dict[str, Any]) -> None:
+        self._run_context = run_context
 
     # ------------------------------------------------------------ conversation
 
@@ -625,8 +664,7 @@ class Agent(
             >>> Agent(ScriptedModel([])).set_turns([]).get_turns()
             []
         """
-        self._ensure_free("replace the conversation")
-        self._ensure_idle("replace the conversation")
+        self._guard.ready("replace the conversation")
         new_turns = list(turns)
         for turn in new_turns:
             if not isinstance(turn, Turn):
@@ -643,8 +681,7 @@ class Agent(
             >>> agent.last_turn().text
             '4'
         """
-        self._ensure_free("add turns")
-        self._ensure_idle("add turns")
+        self._guard.ready("add turns")
         user_t = user if isinstance(user, Turn) else user_turn(user)
         assistant_t = (
             assistant
@@ -668,7 +705,7 @@ class Agent(
 
     def set_system_prompt(self, value: str | None) -> Agent:
         """Replace the system prompt (None removes it)."""
-        self._ensure_free("change the system prompt")
+        self._guard.free("change the system prompt")
         if value is not None and not isinstance(value, str):
             raise ConfigurationError("system_prompt must be a string or None")
         self._conversation.system_prompt = value
@@ -710,8 +747,7 @@ class Agent(
             >>> Agent(ScriptedModel([])).set_model("anthropic/claude-sonnet-4-5").get_model()
             'anthropic/claude-sonnet-4-5'
         """
-        self._ensure_free("change the model")
-        self._ensure_idle("change the model")
+        self._guard.ready("change the model")
         new_model = resolve_model(model)
         if self._tools.natives and new_model.provider != self._model.provider:
             raise ConfigurationError(
@@ -725,121 +761,56 @@ class Agent(
 
     # ------------------------------------------------------------ tools
 
-    def register_tool(self, tool: Tool, replace: bool = False) -> Agent:
-        """Add a tool; a name clash is an error unless ``replace=True``.
-
-        Example:
-            >>> from deputy_shiny import tool
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> def now() -> str:
-            ...     "The current time."
-            ...     return "noon"
-            >>> sorted(Agent(ScriptedModel([])).register_tool(tool(now)).get_tools())
-            ['now']
-        """
-        return self.register_tools([tool], replace=replace)
-
-    def register_tools(
-        self, tools: Iterable[Tool | NativeWebSearch], replace: bool = False
-    ) -> Agent:
-        """Add several tools; all are checked before any is added.
-
-        Two tools with one name in the batch are always an error; a clash with a
-        registered tool is an error unless ``replace=True``. Provider-native web search
-        (from ``tools_web(model)``) is authorized here, once: it needs web access, an
-        explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
-        """
-        self._ensure_free("add tools")
-        self._tools.add(
-            tools,
-            self._permissions,
-            provider=self._model.provider,
-            replace=replace,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-        )
-        return self
-
     def _lend_tools(self, tools: Iterable[Tool], lead: Agent) -> None:
         """Register tools ``lead`` lends this agent, its subagent (package-internal:
         delegation/). A tool bound to the lead (an MCP connection's) stays the lead's:
         its binding is checked against the lead, on whose behalf this agent works."""
-        self._tools.add(
-            tools,
+        self._tools.add_unguarded(tools, on_behalf_of=(lead.agent_id, lead.session_id))
+
+    # ------------------------------------------------------------ what delegation needs
+
+    def _add_route_tools(self, tools: list[Tool]) -> None:
+        """Register a graph's route tools (package-internal: before retaining)."""
+        self._tools.add_unguarded(tools)
+
+    def _remove_route_tools(self, tools: list[Tool]) -> None:
+        """Remove a released graph's route tools (package-internal)."""
+        self._tools.remove(tools)
+
+    def _retain_refusal(self) -> str | None:
+        """Why this agent cannot be retained now, or None (package-internal)."""
+        if not self._retainable:
+            return f"a {type(self).__name__} cannot be retained"
+        if self._guard.retained_by is not None:
+            return "it is already retained"
+        if self._delegator.retains_others():
+            return "it retains other agents (release them first)"
+        if self._fallbacks:
+            return "it has fallback models"
+        if self._tools.natives:
+            return "it has provider-native tools"
+        if self._approvals.approval_dir is not None:
+            # Its tasks run inside its owner's; a call paused to disk would outlive that.
+            return "it has an approval_dir"
+        return None
+
+    def _set_retained(self, owner_id: str | None) -> None:
+        self._guard.retained_by = owner_id
+
+    def _fingerprint(self) -> tuple[Any, ...]:
+        """What a retained agent must keep unchanged between its tasks (package-internal)."""
+        return (
+            self._model,
+            self._conversation.system_prompt,
+            tuple(self._tools.all().items()),
             self._permissions,
-            provider=self._model.provider,
-            replace=False,
-            agent_id=lead.agent_id,
-            session_id=lead.session_id,
+            self._hooks.snapshot(),
+            self._approvals.handler,
+            tuple(self._on_tool_request),
+            tuple(self._on_tool_result),
+            tuple(self._conversation.turns),
+            self._working_dir,
         )
-
-    def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Agent:
-        """Replace all registered tools (the batch is checked first)."""
-        self._ensure_free("replace the tools")
-        self._tools.replace_all(
-            tools,
-            self._permissions,
-            provider=self._model.provider,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-        )
-        return self
-
-    def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
-        """The registered tools by name (provider-native ones included)."""
-        return self._tools.all()
-
-    # ------------------------------------------------------------ skills
-
-    def load_skill(
-        self, skill: Skill | str | os.PathLike[str], allow_conflicts: bool = False
-    ) -> Agent:
-        """Load a skill: register its tools (under this agent's permissions), append its prompt.
-
-        Warns when packages the skill needs are missing or it expects another provider.
-        A tool name clash is an error unless ``allow_conflicts=True``, when the skill's
-        tools replace the registered ones (with a warning).
-
-        Example:
-            >>> from deputy_shiny.skills import skill_create
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> terse = skill_create("terse", prompt="Be terse.")
-            >>> agent = Agent(ScriptedModel([])).load_skill(terse)
-            >>> sorted(agent.skills()), "Be terse." in agent.get_system_prompt()
-            (['terse'], True)
-        """
-        self._ensure_free("load a skill")
-        self._ensure_idle("load a skill")
-        loaded = prepare_skill(skill)
-        if loaded.name in self._skills and not allow_conflicts:
-            raise ConfigurationError(f"A skill named {loaded.name!r} is already loaded.")
-        check = skill_check_requirements(loaded, provider=self._model.provider)
-        if not check.ok:
-            warnings.warn(
-                f"Skill {loaded.name!r}: " + "; ".join(check.messages), UserWarning, stacklevel=2
-            )
-        clashes = sorted(t.name for t in loaded.tools if t.name in self._tools.tools)
-        if clashes and not allow_conflicts:
-            raise ToolNameConflictError(
-                f"Skill {loaded.name!r} brings tools already registered: {', '.join(clashes)}. "
-                "Pass allow_conflicts=True to let the skill's tools replace them."
-            )
-        if clashes:
-            warnings.warn(
-                f"Skill {loaded.name!r} replaces registered tools: {', '.join(clashes)}",
-                UserWarning,
-                stacklevel=2,
-            )
-        self.register_tools(loaded.tools, replace=allow_conflicts)
-        section = skill_prompt_section(loaded)
-        if section:
-            self._conversation.system_prompt = (self._conversation.system_prompt or "") + section
-        self._skills[loaded.name] = loaded
-        return self
-
-    def skills(self) -> dict[str, Skill]:
-        """The loaded skills by name."""
-        return dict(self._skills)
 
     def on_tool_request(
         self, callback: Callable[[ContentToolRequest], object]
@@ -849,12 +820,12 @@ class Agent(
         Raise :class:`~deputy_shiny.errors.ToolRejectedError` (``raise ToolRejectedError(why)``) in
         the callback to refuse the call; any other exception also refuses it.
         """
-        self._ensure_free("add tool observers")
+        self._guard.free("add tool observers")
         return _add_callback(self._on_tool_request, callback)
 
     def on_tool_result(self, callback: Callable[[ContentToolResult], object]) -> Callable[[], None]:
         """Call ``callback(result)`` when a tool call has a result; returns a remover."""
-        self._ensure_free("add tool observers")
+        self._guard.free("add tool observers")
         return _add_callback(self._on_tool_result, callback)
 
 
@@ -886,3 +857,39 @@ def _identifier(value: str | None, name: str, prefix: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} must be a non-empty string")
     return value
+
+
+# ---------------------------------------------------------------- saved sessions
+# The built-in sections: each component saves and checks its own part of the agent.
+
+register_session_section(
+    SessionSection(
+        "tool_results",
+        lambda agent: agent._context.save_tool_results(),
+        lambda agent, data: agent._context.load_tool_results(data),
+        order=0,
+    )
+)
+register_session_section(
+    SessionSection(
+        "conversation",
+        lambda agent: agent._context.save_conversation(),
+        lambda agent, data: agent._context.load_conversation(data),
+        required=True,
+    )
+)
+register_session_section(
+    SessionSection(
+        "run_context",
+        lambda agent: agent._context.save_run_context(),
+        lambda agent, data: agent._context.load_run_context(data),
+    )
+)
+register_session_section(
+    SessionSection(
+        "file_checkpoints",
+        lambda agent: agent._checkpoints.save_section(),
+        lambda agent, data: agent._checkpoints.load_section(data),
+        order=0,
+    )
+)

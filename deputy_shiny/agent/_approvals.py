@@ -1,26 +1,28 @@
-"""The durable-approval methods every Agent has: pending_approval, resume_approval.
+"""Durable approvals: the :class:`Approvals` component and the Agent methods over it.
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it). With
-``Agent(approval_dir=...)`` and no live ``approval_handler``, a call that needs approval
-is saved (:mod:`deputy_shiny.persistence.approvals`) and the run stops with
-``approval_pending``; these methods find and decide it, in this process or in a new one
-after a restart (an agent with the same ids, working dir, approval dir, tool definitions
-and permission callback).
+With ``Agent(approval_dir=...)`` and no live ``approval_handler``, a call that needs
+approval is saved (:mod:`deputy_shiny.persistence.approvals`) and the run stops with
+``approval_pending``; :meth:`ApprovalMethods.pending_approval` and
+:meth:`ApprovalMethods.resume_approval` find and decide it, in this process or in a new
+one after a restart (an agent with the same ids, working dir, approval dir, tool
+definitions and permission callback). :class:`Approvals` owns that state (the handler,
+the directory, the pending record, the pauses already counted); the Agent holds one and
+its methods are thin façades over it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._engine.deps import Authority, RunDeps, RunReport
 from .._engine.loop import Engine
 from .._engine.options import RunOptions, build_run_options
 from .._util import sync as _sync
-from ..approvals import ApprovalDecision
+from ..approvals import ApprovalDecision, ApprovalHandler
 from ..conversation import Conversation
 from ..errors import (
     ApprovalMismatchError,
@@ -39,70 +41,249 @@ from ..persistence.approvals import (
     find_pending,
 )
 from ..usage import UsageLimits
+from ._guard import Guard
 from ._tool_registry import ToolRegistry
 
-__all__ = ["ApprovalMethods"]
+__all__ = ["ApprovalMethods", "Approvals"]
 
 DecisionLike = Literal["approve", "deny"] | ApprovalDecision
 
 
-class ApprovalMethods:
-    """An Agent's durable-approval methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+class Approvals:
+    """One agent's approvals: who answers an ASK live, and the calls waiting on disk.
 
-    # set by Agent.__init__
-    _approval_dir: Path | None
-    _approval_handler: Any
-    _pending_approval_path: str | None
-    _counted_approvals: set[str]  # paused here: their earlier usage is in self._usage
-    _agent_id: str
-    _session_id: str
-    _working_dir: Path
-    _permissions: Permissions
-    _usage_limits: UsageLimits
-    _run_context: dict[str, Any]
-    _conversation: Conversation
-    _tools: ToolRegistry
-    _engine: Engine
+    Args:
+        handler: The live approval handler, or None.
+        approval_dir: Where a paused call is saved when no handler can answer (None:
+            it is not, and an ASK without a handler denies).
+        agent_id / session_id / working_dir / usage_limits: The agent's (fixed).
+        permissions / run_context: Return the agent's current ones.
+        run_deps: Returns what the agent's next run may use.
+        conversation / tools / engine / guard: The agent's.
+    """
 
-    if TYPE_CHECKING:
+    def __init__(
+        self,
+        handler: ApprovalHandler | None,
+        approval_dir: Path | None,
+        *,
+        agent_id: str,
+        session_id: str,
+        working_dir: Path,
+        usage_limits: UsageLimits,
+        permissions: Callable[[], Permissions],
+        run_context: Callable[[], dict[str, Any]],
+        run_deps: Callable[[], RunDeps],
+        conversation: Conversation,
+        tools: ToolRegistry,
+        engine: Engine,
+        guard: Guard,
+    ) -> None:
+        self.handler = handler
+        self.approval_dir = approval_dir
+        self._agent_id = agent_id
+        self._session_id = session_id
+        self._working_dir = working_dir
+        self._usage_limits = usage_limits
+        self._permissions = permissions
+        self._run_context = run_context
+        self._run_deps = run_deps
+        self._conversation = conversation
+        self._tools = tools
+        self._engine = engine
+        self._guard = guard
+        self._pending_path: str | None = None  # the record the last run here saved
+        self._counted: set[str] = set()  # paused here: their earlier usage is counted
 
-        def _ensure_free(self, action: str) -> None: ...
-
-        def _ensure_idle(self, action: str) -> None: ...
-
-        def _run_deps(self) -> RunDeps: ...
-
-        def _record_run(self, report: RunReport) -> None: ...
-
-    @property
-    def approval_dir(self) -> Path | None:
-        """Where calls waiting for approval are saved (None: they are not)."""
-        return self._approval_dir
-
-    @property
-    def approval_handler(self) -> Any:
-        """The live approval handler, or None (then calls wait in ``approval_dir``, or
-        are denied without one); read-only."""
-        return self._approval_handler
-
-    def _durable_store(self) -> ApprovalStore | None:
+    def store(self) -> ApprovalStore | None:
         """The store a run saves its paused call to (None without ``approval_dir``)."""
-        if self._approval_dir is None:
+        if self.approval_dir is None:
             return None
         return ApprovalStore(
-            approval_dir=self._approval_dir,
+            approval_dir=self.approval_dir,
             working_dir=self._working_dir,
             agent_id=self._agent_id,
             session_id=self._session_id,
-            permissions=self._permissions,
+            permissions=self._permissions(),
             budget_ceiling=self._usage_limits,
             tools=dict(self._tools.tools),
             on_suspend=self._suspended,
         )
 
     def _suspended(self, path: str) -> None:
-        self._pending_approval_path = path
-        self._counted_approvals.add(str(Path(path).resolve()))
+        self._pending_path = path
+        self._counted.add(str(Path(path).resolve()))
+
+    def pending(self) -> ApprovalContinuation | None:
+        """See :meth:`ApprovalMethods.pending_approval`."""
+        if self.approval_dir is None:
+            return None
+        if self._pending_path is not None:
+            try:
+                record = approval_read(self._pending_path)
+            except PersistenceError:
+                record = None
+            if record is not None and record.status == "pending":
+                return record
+        return find_pending(self.approval_dir, self._agent_id, self._session_id)
+
+    async def resume(
+        self,
+        path: str | os.PathLike[str],
+        decision: DecisionLike,
+        tool_input: Mapping[str, Any] | None,
+        usage_limits: UsageLimits | None,
+    ) -> AgentResult:
+        """See :meth:`ApprovalMethods.resume_approval_async`."""
+        async for _ in self.resume_events(path, decision, tool_input, usage_limits):
+            pass
+        return self._engine.finished_result()
+
+    def resume_events(
+        self,
+        path: str | os.PathLike[str],
+        decision: DecisionLike,
+        tool_input: Mapping[str, Any] | None,
+        usage_limits: UsageLimits | None,
+    ) -> AsyncIterator[AgentEvent]:
+        """See :meth:`ApprovalMethods.resume_approval_events`."""
+        self._guard.ready("resume an approval")
+        if self.approval_dir is None:
+            raise ApprovalResumeError(
+                "This agent has no approval_dir; create it with the approval_dir the "
+                "approval was saved in."
+            )
+        answer = _decision(decision, tool_input)
+        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+            raise InvalidLimitError(
+                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
+            )
+        return self._resumed(path, answer, usage_limits)
+
+    async def _resumed(
+        self,
+        path: str | os.PathLike[str],
+        answer: ApprovalDecision,
+        usage_limits: UsageLimits | None,
+    ) -> AsyncIterator[AgentEvent]:
+        store = self.store()
+        assert store is not None
+        prepared: list[RunOptions] = []
+
+        def check(record: ApprovalContinuation) -> None:
+            self._check_record(record, store)
+            prepared.append(self._resume_options(record, usage_limits))
+
+        claim = store.claim(path, answer, check)
+        try:
+            options = dataclasses.replace(prepared[0], resume=claim)
+            self._conversation.turns = list(claim.record.turns)
+            self._pending_path = None
+            saved = claim.record.permissions.permissions()
+            ceiling = Authority(
+                name="saved approval",
+                agent_id=self._agent_id,
+                permissions=lambda: saved,
+                working_dir=self._working_dir,
+            )
+            base = self._run_deps()
+            deps = dataclasses.replace(
+                base,
+                ancestors=(*base.ancestors, ceiling),
+                report=self._resume_report(claim, base.report),
+            )
+        except BaseException:
+            claim.finish(None)
+            raise
+        try:
+            async for event in self._engine.run(deps, self._conversation, options):
+                yield event
+        finally:
+            result = self._engine.last_result
+            claim.finish(None if result is None else result.stop_reason, self._engine.last_error)
+
+    def _resume_report(
+        self, claim: Claim, record_run: Callable[[RunReport], None]
+    ) -> Callable[[RunReport], None]:
+        """Count the resumed run's usage once: the part before the pause is already in
+        this agent's usage when the pause happened here."""
+        counted = str(claim.path.resolve()) in self._counted
+        prior = claim.prior_usage
+
+        def report(run: RunReport) -> None:
+            usage = _minus(run.usage, prior) if counted else run.usage
+            record_run(dataclasses.replace(run, usage=usage))
+
+        return report
+
+    def _check_record(self, record: ApprovalContinuation, store: ApprovalStore) -> None:
+        """Refuse a record this agent did not save (nothing is decided then)."""
+        source = record.source
+        problems: list[str] = []
+        if (source.agent_id, source.session_id) != (self._agent_id, self._session_id):
+            problems.append(
+                f"it belongs to agent {source.agent_id!r} in session {source.session_id!r}"
+            )
+        if Path(source.working_dir) != self._working_dir:
+            problems.append(f"it was saved with working_dir {source.working_dir!r}")
+        if self.approval_dir is None or Path(source.approval_dir).resolve() != (
+            self.approval_dir.resolve()
+        ):
+            problems.append(f"it was saved with approval_dir {source.approval_dir!r}")
+        fingerprints = store.fingerprints()
+        if record.tools != fingerprints:
+            changed = sorted(
+                name
+                for name in set(record.tools) | set(fingerprints)
+                if record.tools.get(name) != fingerprints.get(name)
+            )
+            problems.append(f"the tool definitions differ ({', '.join(changed)})")
+        if record.permissions.callback and self._permissions().can_use_tool is None:
+            problems.append("it was saved with a can_use_tool callback, and this agent has none")
+        if not continues_conversation(record, self._conversation.turns):
+            problems.append("this agent's conversation moved on since it was saved")
+        if record.request.call_id not in {c.id for c in record.calls}:
+            problems.append("its paused call is not among its calls")
+        if problems:
+            raise ApprovalMismatchError(
+                f"{source.path}: cannot resume this approval here: {'; '.join(problems)}."
+            )
+
+    def _resume_options(
+        self, record: ApprovalContinuation, usage_limits: UsageLimits | None
+    ) -> RunOptions:
+        """The resumed run's options: the paused run's limits, never looser than the
+        agent's then or now; its run context."""
+        ceiling = record.usage_limits.clamp_to(record.budget_ceiling).clamp_to(self._usage_limits)
+        return build_run_options(
+            f"(resuming the approval of {record.request.tool_name})",
+            agent_limits=ceiling,
+            agent_run_context=self._run_context(),
+            usage_limits=usage_limits,
+            include_partial_messages=True,
+            run_context=record.context,
+            output_type=None,
+            validate=None,
+            max_corrections=0,
+            tool_mode="sequential",
+        )
+
+
+class ApprovalMethods:
+    """An Agent's durable-approval methods, façades over its :class:`Approvals`."""
+
+    _approvals: Approvals  # made by Agent.__init__
+
+    @property
+    def approval_dir(self) -> Path | None:
+        """Where calls waiting for approval are saved (None: they are not)."""
+        return self._approvals.approval_dir
+
+    @property
+    def approval_handler(self) -> Any:
+        """The live approval handler, or None (then calls wait in ``approval_dir``, or
+        are denied without one); read-only."""
+        return self._approvals.handler
 
     def pending_approval(self) -> ApprovalContinuation | None:
         """The tool approval this agent is waiting on, or None.
@@ -117,16 +298,7 @@ class ApprovalMethods:
             >>> Agent(ScriptedModel([])).pending_approval() is None
             True
         """
-        if self._approval_dir is None:
-            return None
-        if self._pending_approval_path is not None:
-            try:
-                record = approval_read(self._pending_approval_path)
-            except PersistenceError:
-                record = None
-            if record is not None and record.status == "pending":
-                return record
-        return find_pending(self._approval_dir, self._agent_id, self._session_id)
+        return self._approvals.pending()
 
     def resume_approval(
         self,
@@ -179,9 +351,7 @@ class ApprovalMethods:
             PersistenceError / PersistenceCorruptError: the record cannot be read, or was
                 tampered with.
         """
-        async for _ in self.resume_approval_events(path, decision, tool_input, usage_limits):
-            pass
-        return self._engine.finished_result()
+        return await self._approvals.resume(path, decision, tool_input, usage_limits)
 
     def resume_approval_events(
         self,
@@ -192,125 +362,7 @@ class ApprovalMethods:
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume_approval_async` as events (for a UI). The arguments are checked
         at once; the approval is decided when you start iterating: iterate to the end."""
-        self._ensure_free("resume an approval")
-        self._ensure_idle("resume an approval")
-        if self._approval_dir is None:
-            raise ApprovalResumeError(
-                "This agent has no approval_dir; create it with the approval_dir the "
-                "approval was saved in."
-            )
-        answer = _decision(decision, tool_input)
-        if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
-            raise InvalidLimitError(
-                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
-            )
-        return self._resumed(path, answer, usage_limits)
-
-    async def _resumed(
-        self,
-        path: str | os.PathLike[str],
-        answer: ApprovalDecision,
-        usage_limits: UsageLimits | None,
-    ) -> AsyncIterator[AgentEvent]:
-        store = self._durable_store()
-        assert store is not None
-        prepared: list[RunOptions] = []
-
-        def check(record: ApprovalContinuation) -> None:
-            self._check_record(record, store)
-            prepared.append(self._resume_options(record, usage_limits))
-
-        claim = store.claim(path, answer, check)
-        try:
-            options = dataclasses.replace(prepared[0], resume=claim)
-            self._conversation.turns = list(claim.record.turns)
-            self._pending_approval_path = None
-            saved = claim.record.permissions.permissions()
-            ceiling = Authority(
-                name="saved approval",
-                agent_id=self._agent_id,
-                permissions=lambda: saved,
-                working_dir=self._working_dir,
-            )
-            base = self._run_deps()
-            deps = dataclasses.replace(
-                base,
-                ancestors=(*base.ancestors, ceiling),
-                report=self._resume_report(claim),
-            )
-        except BaseException:
-            claim.finish(None)
-            raise
-        try:
-            async for event in self._engine.run(deps, self._conversation, options):
-                yield event
-        finally:
-            result = self._engine.last_result
-            claim.finish(None if result is None else result.stop_reason, self._engine.last_error)
-
-    def _resume_report(self, claim: Claim) -> Any:
-        """Count the resumed run's usage once: the part before the pause is already in
-        this agent's usage when the pause happened here."""
-        counted = str(claim.path.resolve()) in self._counted_approvals
-        prior = claim.prior_usage
-
-        def report(run: RunReport) -> None:
-            usage = _minus(run.usage, prior) if counted else run.usage
-            self._record_run(dataclasses.replace(run, usage=usage))
-
-        return report
-
-    def _check_record(self, record: ApprovalContinuation, store: ApprovalStore) -> None:
-        """Refuse a record this agent did not save (nothing is decided then)."""
-        source = record.source
-        problems: list[str] = []
-        if (source.agent_id, source.session_id) != (self._agent_id, self._session_id):
-            problems.append(
-                f"it belongs to agent {source.agent_id!r} in session {source.session_id!r}"
-            )
-        if Path(source.working_dir) != self._working_dir:
-            problems.append(f"it was saved with working_dir {source.working_dir!r}")
-        if self._approval_dir is None or Path(source.approval_dir).resolve() != (
-            self._approval_dir.resolve()
-        ):
-            problems.append(f"it was saved with approval_dir {source.approval_dir!r}")
-        fingerprints = store.fingerprints()
-        if record.tools != fingerprints:
-            changed = sorted(
-                name
-                for name in set(record.tools) | set(fingerprints)
-                if record.tools.get(name) != fingerprints.get(name)
-            )
-            problems.append(f"the tool definitions differ ({', '.join(changed)})")
-        if record.permissions.callback and self._permissions.can_use_tool is None:
-            problems.append("it was saved with a can_use_tool callback, and this agent has none")
-        if not continues_conversation(record, self._conversation.turns):
-            problems.append("this agent's conversation moved on since it was saved")
-        if record.request.call_id not in {c.id for c in record.calls}:
-            problems.append("its paused call is not among its calls")
-        if problems:
-            raise ApprovalMismatchError(
-                f"{source.path}: cannot resume this approval here: {'; '.join(problems)}."
-            )
-
-    def _resume_options(
-        self, record: ApprovalContinuation, usage_limits: UsageLimits | None
-    ) -> RunOptions:
-        """The resumed run's options: the paused run's limits, never looser than the
-        agent's then or now; its run context."""
-        ceiling = record.usage_limits.clamp_to(record.budget_ceiling).clamp_to(self._usage_limits)
-        return build_run_options(
-            f"(resuming the approval of {record.request.tool_name})",
-            agent_limits=ceiling,
-            agent_run_context=self._run_context,
-            usage_limits=usage_limits,
-            include_partial_messages=True,
-            run_context=record.context,
-            output_type=None,
-            validate=None,
-            max_corrections=0,
-            tool_mode="sequential",
-        )
+        return self._approvals.resume_events(path, decision, tool_input, usage_limits)
 
 
 def _decision(decision: DecisionLike, tool_input: Mapping[str, Any] | None) -> ApprovalDecision:

@@ -1,25 +1,26 @@
-"""The file checkpoint and trusted-result methods every Agent has.
+"""File checkpoints: the :class:`FileCheckpoints` component and the Agent methods over it.
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it): ``checkpoint``,
-``list_checkpoints``, ``rewind_files``, the ``file_checkpoints`` journal and the
-``trusted_results`` policy. The work is done in
+``checkpoint``, ``list_checkpoints``, ``rewind_files`` and the ``file_checkpoints``
+journal, and the saved sessions' ``file_checkpoints`` section; also the registry check
+of the ``trusted_results`` policy. The work is done in
 :mod:`deputy_shiny.persistence.checkpoints` and :mod:`deputy_shiny.trusted`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CheckpointCorruptError, CheckpointError, ConfigurationError
 from ..persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
-from ..persistence.sessions import SessionSection, register_session_section
+from ..persistence.sessions import Commit
 from ..trusted import TrustedResults, check_trusted_tools
+from ._guard import Guard
 from ._tool_registry import ToolSetCheck
 
-__all__ = ["CheckpointMethods", "make_file_journal", "trusted_check"]
+__all__ = ["CheckpointMethods", "FileCheckpoints", "make_file_journal", "trusted_check"]
 
 
 def make_file_journal(
@@ -61,20 +62,68 @@ def trusted_check(policy: TrustedResults | None) -> ToolSetCheck | None:
     return partial(check_trusted_tools, policy)
 
 
+class FileCheckpoints:
+    """One agent's file checkpoint journal (None: checkpointing is off) and its guard."""
+
+    def __init__(self, journal: FileJournal | None, guard: Guard) -> None:
+        self.journal = journal
+        self._guard = guard
+
+    def _on(self) -> FileJournal:
+        if self.journal is None:
+            raise CheckpointError(
+                "File checkpointing is off; create the Agent with enable_file_checkpointing=True."
+            )
+        return self.journal
+
+    def checkpoint(self, name: str | None, metadata: Mapping[str, Any] | None) -> str:
+        """See :meth:`CheckpointMethods.checkpoint`."""
+        return self._on().checkpoint(name, metadata).id
+
+    def all(self) -> list[FileCheckpoint]:
+        """See :meth:`CheckpointMethods.list_checkpoints`."""
+        if self.journal is None:
+            return []
+        return self.journal.list_checkpoints()
+
+    def rewind(self, checkpoint_id: str) -> FileRewind:
+        """See :meth:`CheckpointMethods.rewind_files`."""
+        self._guard.idle("rewind files")
+        return self._on().rewind(checkpoint_id)
+
+    # ------------------------------------------------------------ saved sessions
+
+    def save_section(self) -> dict[str, Any] | None:
+        """The ``file_checkpoints`` section (None: no checkpoints)."""
+        journal = self.journal
+        if journal is None or not journal.list_checkpoints():
+            return None
+        return journal.checkpoint_state()
+
+    def load_section(self, data: Any) -> Commit:
+        """Check a ``file_checkpoints`` section; the commit restores the journal."""
+        if not isinstance(data, Mapping):
+            raise TypeError("not an object")
+        journal = self.journal
+        if journal is None:
+            raise CheckpointError(
+                "The session holds file checkpoints, but this agent has checkpointing off; "
+                "create it with enable_file_checkpointing=True to load them."
+            )
+
+        def commit() -> None:
+            # Checks everything before it writes, and leaves the journal as it was on any
+            # problem; it runs first (order 0, and its name sorts first), before any other
+            # commit changes the agent.
+            journal.restore_checkpoint_state(data)
+
+        return commit
+
+
 class CheckpointMethods:
-    """An Agent's file checkpoint methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+    """An Agent's file checkpoint methods, façades over its :class:`FileCheckpoints`."""
 
-    _file_journal: FileJournal | None  # set by Agent.__init__
-    _trusted_results: TrustedResults | None  # set by Agent.__init__
-
-    if TYPE_CHECKING:
-
-        def _ensure_idle(self, action: str) -> None: ...
-
-    @property
-    def trusted_results(self) -> TrustedResults | None:
-        """The agent's :class:`~deputy_shiny.trusted.TrustedResults` policy, or None (read-only)."""
-        return self._trusted_results
+    _checkpoints: FileCheckpoints  # made by Agent.__init__
 
     @property
     def file_checkpoints(self) -> FileJournal | None:
@@ -83,14 +132,7 @@ class CheckpointMethods:
         A saved session keeps ``file_checkpoints.checkpoint_state()`` (a JSON-only dict)
         and gives it back with ``file_checkpoints.restore_checkpoint_state(state)``.
         """
-        return self._file_journal
-
-    def _journal(self) -> FileJournal:
-        if self._file_journal is None:
-            raise CheckpointError(
-                "File checkpointing is off; create the Agent with enable_file_checkpointing=True."
-            )
-        return self._file_journal
+        return self._checkpoints.journal
 
     def checkpoint(self, name: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
         """Make a file checkpoint :meth:`rewind_files` can go back to; returns its id.
@@ -105,14 +147,12 @@ class CheckpointMethods:
             >>> [c.name for c in agent.list_checkpoints()]
             ['before the refactor']
         """
-        return self._journal().checkpoint(name, metadata).id
+        return self._checkpoints.checkpoint(name, metadata)
 
     def list_checkpoints(self) -> list[FileCheckpoint]:
         """The file checkpoints, oldest first: id, name, metadata, created_at, run_id and
         the number of file changes recorded after each (empty when checkpointing is off)."""
-        if self._file_journal is None:
-            return []
-        return self._file_journal.list_checkpoints()
+        return self._checkpoints.all()
 
     def rewind_files(self, checkpoint_id: str) -> FileRewind:
         """Restore the files ``write_file``, ``edit_file`` and ``multi_edit`` changed since
@@ -135,39 +175,4 @@ class CheckpointMethods:
             >>> agent.rewind_files(agent.checkpoint()).restored_changes
             0
         """
-        self._ensure_idle("rewind files")
-        return self._journal().rewind(checkpoint_id)
-
-
-# ---------------------------------------------------------------- saved sessions
-
-
-def _save_checkpoints(agent: CheckpointMethods) -> dict[str, Any] | None:
-    journal = agent._file_journal
-    if journal is None or not journal.list_checkpoints():
-        return None
-    return journal.checkpoint_state()
-
-
-def _load_checkpoints(agent: CheckpointMethods, data: Any) -> Callable[[], None]:
-    if not isinstance(data, Mapping):
-        raise TypeError("not an object")
-    journal = agent._file_journal
-    if journal is None:
-        raise CheckpointError(
-            "The session holds file checkpoints, but this agent has checkpointing off; "
-            "create it with enable_file_checkpointing=True to load them."
-        )
-
-    def commit() -> None:
-        # Checks everything before it writes, and leaves the journal as it was on any
-        # problem; it runs first (order 0, and its name sorts first), before any other
-        # commit changes the agent.
-        journal.restore_checkpoint_state(data)
-
-    return commit
-
-
-register_session_section(
-    SessionSection("file_checkpoints", _save_checkpoints, _load_checkpoints, order=0)
-)
+        return self._checkpoints.rewind(checkpoint_id)

@@ -1,12 +1,13 @@
-"""The context and session methods every Agent has.
+"""The conversation's context: the :class:`ConversationContext` component and the Agent
+methods over it.
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it): the context policy
-(``set_context_policy``), compaction (``compact``, ``last_compaction``,
+The context policy (``set_context_policy``), compaction (``compact``, ``last_compaction``,
 ``microcompact``), offloaded tool results (``resolve_tool_result``) and saved sessions
-(``save_session``, ``load_session``). The work is done in :mod:`deputy_shiny._engine.compaction`,
-:mod:`deputy_shiny._engine.offload` and :mod:`deputy_shiny.persistence.sessions`; this module
-also registers the sessions' built-in sections (``conversation``, ``run_context``,
-``tool_results``).
+(``save_session``, ``load_session``). :class:`ConversationContext` owns the policy and
+the tool-result store; the work is done in :mod:`deputy_shiny._engine.compaction`,
+:mod:`deputy_shiny._engine.offload` and :mod:`deputy_shiny.persistence.sessions`. It also
+reads and applies the sessions' built-in sections (``conversation``, ``run_context``,
+``tool_results``), which the Agent registers.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from .._engine.compaction import Compactor, ContextRuntime
 from .._engine.offload import ToolResultStore
@@ -42,43 +43,320 @@ from ..events import AgentUsage
 from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..models import ChatModel
-from ..persistence.sessions import (
-    Commit,
-    SessionSection,
-    read_session,
-    register_session_section,
-    write_session,
-)
+from ..persistence.sessions import Commit, read_session, write_session
+from ._guard import Guard
+from ._tool_registry import ToolRegistry
 
-if TYPE_CHECKING:
-    from ._tool_registry import ToolRegistry
-
-__all__ = ["ContextMethods"]
+__all__ = ["ContextMethods", "ConversationContext"]
 
 _MAX_TURNS = 1_000_000
 
 
+class ConversationContext:
+    """What one agent's model sees of its conversation, and how it is kept and saved.
+
+    Args:
+        policy: The :class:`~deputy_shiny.context.ContextPolicy` (checked by the Agent).
+        tool_results: Where large tool results are offloaded.
+        conversation / hooks / tools / guard: The agent's.
+        agent_id / agent_name / session_id: The agent's (fixed).
+        model: Returns the model requests go to now.
+        usage / set_usage: Read and replace the agent's conversation usage.
+        run_context / set_run_context: Read and replace the agent's run context.
+    """
+
+    def __init__(
+        self,
+        policy: ContextPolicy,
+        tool_results: ToolResultStore,
+        *,
+        conversation: Conversation,
+        hooks: HookRegistry,
+        tools: ToolRegistry,
+        guard: Guard,
+        agent_id: str,
+        agent_name: str | None,
+        session_id: str,
+        model: Callable[[], ChatModel],
+        usage: Callable[[], AgentUsage],
+        set_usage: Callable[[AgentUsage], None],
+        run_context: Callable[[], dict[str, Any]],
+        set_run_context: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.policy = policy
+        self.tool_results = tool_results
+        self._conversation = conversation
+        self._hooks = hooks
+        self._tools = tools
+        self._guard = guard
+        self._agent_id = agent_id
+        self._agent_name = agent_name
+        self._session_id = session_id
+        self._model = model
+        self._usage = usage
+        self._set_usage = set_usage
+        self._run_context = run_context
+        self._set_run_context = set_run_context
+
+    # ------------------------------------------------------------ policy
+
+    def set_policy(self, policy: ContextPolicy) -> None:
+        """See :meth:`ContextMethods.set_context_policy`."""
+        self._guard.free("change its context policy")
+        if not isinstance(policy, ContextPolicy):
+            raise ContextPolicyError(
+                f"set_context_policy takes a ContextPolicy, not {type(policy).__name__}"
+            )
+        if policy.offload_dir != self.policy.offload_dir:
+            raise ContextPolicyError(
+                "The new ContextPolicy must keep offload_dir "
+                f"({self.policy.offload_dir}): saved tool results are read back from "
+                "there. Start a new Agent to use another directory."
+            )
+        self.policy = policy
+
+    def runtime(self) -> ContextRuntime:
+        """What a run uses of the context: the policy and the tool-result store."""
+        return ContextRuntime(self.policy, self.tool_results)
+
+    # ------------------------------------------------------------ compaction
+
+    async def compact(
+        self, keep_last: int | None, summary: str | None, fallback: str | None
+    ) -> CompactionRecord | None:
+        """See :meth:`ContextMethods.compact`."""
+        self._guard.ready("compact the conversation")
+        if keep_last is not None and (
+            isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0
+        ):
+            raise ConfigurationError("keep_last must be a non-negative integer or None")
+        if summary is not None and not isinstance(summary, str):
+            raise ConfigurationError("summary must be a string or None")
+        if fallback not in (None, "error", "text"):
+            raise ConfigurationError('fallback must be "error", "text" or None')
+        compactor = Compactor(
+            self._conversation,
+            self.policy,
+            self._model(),
+            self._hooks,
+            hook_context=self._hook_context,
+            charge=self._charge_summary,
+            tool_schemas=tuple(self._tools.schemas()),
+        )
+        async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
+            pass
+        return compactor.record
+
+    def _hook_context(self, event: str, **extra: Any) -> HookContext:
+        return HookContext(
+            event=event,
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+            run_context=self._run_context(),
+            **extra,
+        )
+
+    def _charge_summary(
+        self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
+    ) -> None:
+        input_tokens = response.input_tokens
+        if input_tokens is None:
+            input_tokens = estimate_prompt_tokens(messages)
+        output_tokens = response.output_tokens
+        if output_tokens is None:
+            output_tokens = max(1, len("".join(response.text)) // 4)
+        cost = response.cost if response.cost is not None else None
+        if cost is None:
+            cost = known_cost(model, input_tokens, output_tokens)
+        self._set_usage(
+            self._usage()
+            + AgentUsage(
+                requests=1,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=cost,
+                cost_missing=0 if cost is not None else 1,
+            )
+        )
+
+    def microcompact(self, keep_last: int | float, keep_tools: Iterable[str], marker: str) -> int:
+        """See :meth:`ContextMethods.microcompact`."""
+        self._guard.ready("clear tool results")
+        if isinstance(keep_last, bool) or not (isinstance(keep_last, int) or keep_last == math.inf):
+            raise ConfigurationError("keep_last must be a non-negative integer or math.inf")
+        if keep_last < 0:
+            raise ConfigurationError("keep_last must be a non-negative integer or math.inf")
+        if isinstance(keep_tools, str) or not isinstance(marker, str):
+            raise ConfigurationError("keep_tools must be a list of tool names; marker a string")
+        kept = {name.lower() for name in keep_tools}
+        conversation = self._conversation
+        turns = conversation.turns
+        end = 0 if keep_last == math.inf else max(0, len(turns) - int(keep_last))
+        markers = {
+            result.call_id: marker
+            for turn in turns[conversation.context_start : end]
+            for result in turn.tool_results
+            if result.name.lower() not in kept and result.call_id not in conversation.cleared
+        }
+        conversation.clear_results(markers)
+        return len(markers)
+
+    def last_compaction(self) -> CompactionRecord | None:
+        """The record of the most recent compaction, or None."""
+        return self._conversation.last_compaction
+
+    # ------------------------------------------------------------ sessions
+
+    def save_session(self, owner: Any, path: str | os.PathLike[str]) -> Path:
+        """Save ``owner`` (this context's agent) to ``path``; see
+        :meth:`ContextMethods.save_session`."""
+        self._guard.idle("save the session")
+        from .. import __version__
+
+        model = self._model()
+        metadata = {
+            "deputy_shiny_version": __version__,
+            "provider": model.provider,
+            "model": model.model,
+            "agent_id": self._agent_id,
+            "agent_name": self._agent_name,
+            "session_id": self._session_id,
+        }
+        return write_session(owner, path, metadata)
+
+    async def save_session_async(self, owner: Any, path: str | os.PathLike[str]) -> Path:
+        """:meth:`save_session` with the file work in a worker thread."""
+        self._guard.idle("save the session")
+        return await asyncio.to_thread(self.save_session, owner, path)
+
+    def load_session(self, owner: Any, path: str | os.PathLike[str]) -> None:
+        """Load the session at ``path`` into ``owner``; see :meth:`ContextMethods.load_session`."""
+        self._guard.ready("load a session")
+        commit = read_session(owner, path)
+        self._guard.idle("load a session")
+        commit()
+
+    async def load_session_async(self, owner: Any, path: str | os.PathLike[str]) -> None:
+        """:meth:`load_session` with the file read in a worker thread."""
+        self._guard.ready("load a session")
+        commit = await asyncio.to_thread(read_session, owner, path)
+        self._guard.idle("load a session")
+        commit()
+
+    # ------------------------------------------------------------ session sections
+
+    def save_conversation(self) -> dict[str, Any]:
+        """The ``conversation`` section: every turn, the prompt and summary, the usage."""
+        conversation = self._conversation
+        record = conversation.last_compaction
+        return {
+            "turns": [turn.model_dump(mode="json") for turn in conversation.turns],
+            "system_prompt": conversation.base_prompt,
+            "summary": conversation.summary,
+            "context_start": conversation.context_start,
+            "cleared": dict(conversation.cleared),
+            "last_compaction": None if record is None else record.model_dump(mode="json"),
+            "usage": self._usage().model_dump(mode="json"),
+        }
+
+    def load_conversation(self, data: Any) -> Commit:
+        """Check a ``conversation`` section; the commit applies it."""
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        raw_turns = data["turns"]
+        if not isinstance(raw_turns, list) or len(raw_turns) > _MAX_TURNS:
+            raise TypeError("turns is not a list of turns")
+        turns = [Turn.model_validate(item) for item in raw_turns]
+        prompt, summary = data["system_prompt"], data["summary"]
+        if not (prompt is None or isinstance(prompt, str)):
+            raise TypeError("system_prompt is not a string")
+        if not (summary is None or isinstance(summary, str)):
+            raise TypeError("summary is not a string")
+        start = data["context_start"]
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(turns):
+            raise ValueError("context_start is out of range")
+        cleared = data["cleared"]
+        if not isinstance(cleared, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in cleared.items()
+        ):
+            raise TypeError("cleared is not a map of call ids to markers")
+        raw_record = data["last_compaction"]
+        record = None if raw_record is None else CompactionRecord.model_validate(raw_record)
+        usage = AgentUsage.model_validate(data["usage"])
+
+        def commit() -> None:
+            conversation = self._conversation
+            conversation.reset(turns)
+            conversation.base_prompt = prompt
+            conversation.set_summary(summary, context_start=start)
+            conversation.clear_results(cleared)
+            conversation.last_compaction = record
+            self._set_usage(usage)
+
+        return commit
+
+    def save_run_context(self) -> dict[str, Any]:
+        """The ``run_context`` section."""
+        return dict(self._run_context())
+
+    def load_run_context(self, data: Any) -> Commit:
+        """Check a ``run_context`` section (an ID field must match); the commit merges it."""
+        try:
+            saved = validate_run_context(data, where="saved run_context")
+        except ConfigurationError as exc:
+            raise PersistenceCorruptError(
+                f"The session's run_context is not valid: {exc}"
+            ) from None
+        current = self._run_context()
+        for key, value in saved.items():
+            if is_id_key(key) and key in current and current[key] != value:
+                raise SessionError(
+                    f"The session's run_context has {key!r} = {value!r}, but this agent's is "
+                    f"{current[key]!r}; an ID field must match to load it."
+                )
+
+        def commit() -> None:
+            self._set_run_context({**self._run_context(), **saved})
+
+        return commit
+
+    def save_tool_results(self) -> dict[str, Any] | None:
+        """The ``tool_results`` section: copies of the offloaded results (None: none)."""
+        try:
+            exported = self.tool_results.export()
+        except ToolResultReferenceError as exc:
+            raise PersistenceError(f"The session cannot be saved: {exc}") from None
+        return exported or None
+
+    def load_tool_results(self, data: Any) -> Commit:
+        """Check a ``tool_results`` section; the commit writes the results."""
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        records: dict[str, dict[str, str]] = {}
+        for result_id, item in data.items():
+            try:
+                parsed = parse_tool_result_reference(f"deputy://tool-result/{result_id}")
+            except ToolResultReferenceError:
+                parsed = None
+            if parsed != result_id:
+                raise ValueError("a tool result id is malformed")
+            if not isinstance(item, dict) or not all(
+                isinstance(item.get(k), str) for k in ("tool_name", "call_id", "output")
+            ):
+                raise TypeError("a tool result is malformed")
+            records[result_id] = {k: item[k] for k in ("tool_name", "call_id", "output")}
+
+        def commit() -> None:
+            # Writes files (may raise): runs before the in-memory commits (order 0).
+            self.tool_results.prepare_import(records)()
+
+        return commit
+
+
 class ContextMethods:
-    """An Agent's context and session methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+    """An Agent's context and session methods, façades over its :class:`ConversationContext`."""
 
-    # set by Agent.__init__
-    _conversation: Conversation
-    _context_policy: ContextPolicy
-    _tool_results: ToolResultStore
-    _usage: AgentUsage
-    _run_context: dict[str, Any]
-    _model: ChatModel
-    _hooks: HookRegistry
-    _tools: ToolRegistry
-    _agent_id: str
-    _agent_name: str | None
-    _session_id: str
-
-    if TYPE_CHECKING:
-
-        def _ensure_free(self, action: str) -> None: ...
-
-        def _ensure_idle(self, action: str) -> None: ...
+    _context: ConversationContext  # made by Agent.__init__
 
     # ------------------------------------------------------------ policy
 
@@ -86,7 +364,7 @@ class ContextMethods:
     def context_policy(self) -> ContextPolicy:
         """The agent's :class:`~deputy_shiny.context.ContextPolicy` (read-only; replace it
         with :meth:`set_context_policy`)."""
-        return self._context_policy
+        return self._context.policy
 
     def set_context_policy(self, policy: ContextPolicy) -> Self:
         """Replace the context policy (from the next run); ``offload_dir`` must stay the same.
@@ -98,28 +376,14 @@ class ContextMethods:
             >>> agent.set_context_policy(ContextPolicy(max_tokens=64000)).context_policy.max_tokens
             64000
         """
-        self._ensure_free("change its context policy")
-        if not isinstance(policy, ContextPolicy):
-            raise ContextPolicyError(
-                f"set_context_policy takes a ContextPolicy, not {type(policy).__name__}"
-            )
-        if policy.offload_dir != self._context_policy.offload_dir:
-            raise ContextPolicyError(
-                "The new ContextPolicy must keep offload_dir "
-                f"({self._context_policy.offload_dir}): saved tool results are read back from "
-                "there. Start a new Agent to use another directory."
-            )
-        self._context_policy = policy
+        self._context.set_policy(policy)
         return self
-
-    def _context_runtime(self) -> ContextRuntime:
-        return ContextRuntime(self._context_policy, self._tool_results)
 
     # ------------------------------------------------------------ compaction
 
     def last_compaction(self) -> CompactionRecord | None:
         """The record of the most recent compaction, or None if there has been none."""
-        return self._conversation.last_compaction
+        return self._context.last_compaction()
 
     def compact(
         self,
@@ -161,57 +425,7 @@ class ContextMethods:
         fallback: str | None = None,
     ) -> CompactionRecord | None:
         """:meth:`compact` from async code."""
-        self._ensure_free("compact the conversation")
-        self._ensure_idle("compact the conversation")
-        if keep_last is not None and (
-            isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0
-        ):
-            raise ConfigurationError("keep_last must be a non-negative integer or None")
-        if summary is not None and not isinstance(summary, str):
-            raise ConfigurationError("summary must be a string or None")
-        if fallback not in (None, "error", "text"):
-            raise ConfigurationError('fallback must be "error", "text" or None')
-        compactor = Compactor(
-            self._conversation,
-            self._context_policy,
-            self._model,
-            self._hooks,
-            hook_context=self._hook_context,
-            charge=self._charge_summary,
-            tool_schemas=tuple(self._tools.schemas()),
-        )
-        async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
-            pass
-        return compactor.record
-
-    def _hook_context(self, event: str, **extra: Any) -> HookContext:
-        return HookContext(
-            event=event,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-            run_context=self._run_context,
-            **extra,
-        )
-
-    def _charge_summary(
-        self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
-    ) -> None:
-        input_tokens = response.input_tokens
-        if input_tokens is None:
-            input_tokens = estimate_prompt_tokens(messages)
-        output_tokens = response.output_tokens
-        if output_tokens is None:
-            output_tokens = max(1, len("".join(response.text)) // 4)
-        cost = response.cost if response.cost is not None else None
-        if cost is None:
-            cost = known_cost(model, input_tokens, output_tokens)
-        self._usage = self._usage + AgentUsage(
-            requests=1,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-            cost_missing=0 if cost is not None else 1,
-        )
+        return await self._context.compact(keep_last, summary, fallback)
 
     def microcompact(
         self,
@@ -242,26 +456,7 @@ class ContextMethods:
             >>> agent.get_turns()[2].tool_results[0].output
             'a.txt b.txt'
         """
-        self._ensure_free("clear tool results")
-        self._ensure_idle("clear tool results")
-        if isinstance(keep_last, bool) or not (isinstance(keep_last, int) or keep_last == math.inf):
-            raise ConfigurationError("keep_last must be a non-negative integer or math.inf")
-        if keep_last < 0:
-            raise ConfigurationError("keep_last must be a non-negative integer or math.inf")
-        if isinstance(keep_tools, str) or not isinstance(marker, str):
-            raise ConfigurationError("keep_tools must be a list of tool names; marker a string")
-        kept = {name.lower() for name in keep_tools}
-        conversation = self._conversation
-        turns = conversation.turns
-        end = 0 if keep_last == math.inf else max(0, len(turns) - int(keep_last))
-        markers = {
-            result.call_id: marker
-            for turn in turns[conversation.context_start : end]
-            for result in turn.tool_results
-            if result.name.lower() not in kept and result.call_id not in conversation.cleared
-        }
-        conversation.clear_results(markers)
-        return len(markers)
+        return self._context.microcompact(keep_last, keep_tools, marker)
 
     # ------------------------------------------------------------ offloaded results
 
@@ -281,7 +476,7 @@ class ContextMethods:
             ...
             deputy_shiny.errors.ToolResultReferenceError: No tool result reference found: ...
         """
-        return self._tool_results.resolve(reference)
+        return self._context.tool_results.resolve(reference)
 
     # ------------------------------------------------------------ sessions
 
@@ -304,23 +499,11 @@ class ContextMethods:
             >>> Agent(ScriptedModel([])).load_session(path).last_turn().text
             '4'
         """
-        self._ensure_idle("save the session")
-        from .. import __version__
-
-        metadata = {
-            "deputy_shiny_version": __version__,
-            "provider": self._model.provider,
-            "model": self._model.model,
-            "agent_id": self._agent_id,
-            "agent_name": self._agent_name,
-            "session_id": self._session_id,
-        }
-        return write_session(self, path, metadata)
+        return self._context.save_session(self, path)
 
     async def save_session_async(self, path: str | os.PathLike[str]) -> Path:
         """:meth:`save_session` with the file work in a worker thread."""
-        self._ensure_idle("save the session")
-        return await asyncio.to_thread(self.save_session, path)
+        return await self._context.save_session_async(self, path)
 
     def load_session(self, path: str | os.PathLike[str]) -> Self:
         """Load a conversation saved by :meth:`save_session` into this agent (not during a run).
@@ -333,135 +516,10 @@ class ContextMethods:
         :class:`~deputy_shiny.errors.PersistenceCorruptError`. On any error the agent
         is left exactly as it was.
         """
-        self._ensure_free("load a session")
-        self._ensure_idle("load a session")
-        commit = read_session(self, path)
-        self._ensure_idle("load a session")
-        commit()
+        self._context.load_session(self, path)
         return self
 
     async def load_session_async(self, path: str | os.PathLike[str]) -> Self:
         """:meth:`load_session` with the file read in a worker thread."""
-        self._ensure_free("load a session")
-        self._ensure_idle("load a session")
-        commit = await asyncio.to_thread(read_session, self, path)
-        self._ensure_idle("load a session")
-        commit()
+        await self._context.load_session_async(self, path)
         return self
-
-
-# ---------------------------------------------------------------- session sections
-
-
-def _save_conversation(agent: ContextMethods) -> dict[str, Any]:
-    conversation = agent._conversation
-    record = conversation.last_compaction
-    return {
-        "turns": [turn.model_dump(mode="json") for turn in conversation.turns],
-        "system_prompt": conversation.base_prompt,
-        "summary": conversation.summary,
-        "context_start": conversation.context_start,
-        "cleared": dict(conversation.cleared),
-        "last_compaction": None if record is None else record.model_dump(mode="json"),
-        "usage": agent._usage.model_dump(mode="json"),
-    }
-
-
-def _load_conversation(agent: ContextMethods, data: Any) -> Commit:
-    if not isinstance(data, dict):
-        raise TypeError("not an object")
-    raw_turns = data["turns"]
-    if not isinstance(raw_turns, list) or len(raw_turns) > _MAX_TURNS:
-        raise TypeError("turns is not a list of turns")
-    turns = [Turn.model_validate(item) for item in raw_turns]
-    prompt, summary = data["system_prompt"], data["summary"]
-    if not (prompt is None or isinstance(prompt, str)):
-        raise TypeError("system_prompt is not a string")
-    if not (summary is None or isinstance(summary, str)):
-        raise TypeError("summary is not a string")
-    start = data["context_start"]
-    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(turns):
-        raise ValueError("context_start is out of range")
-    cleared = data["cleared"]
-    if not isinstance(cleared, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in cleared.items()
-    ):
-        raise TypeError("cleared is not a map of call ids to markers")
-    raw_record = data["last_compaction"]
-    record = None if raw_record is None else CompactionRecord.model_validate(raw_record)
-    usage = AgentUsage.model_validate(data["usage"])
-
-    def commit() -> None:
-        conversation = agent._conversation
-        conversation.reset(turns)
-        conversation.base_prompt = prompt
-        conversation.set_summary(summary, context_start=start)
-        conversation.clear_results(cleared)
-        conversation.last_compaction = record
-        agent._usage = usage
-
-    return commit
-
-
-def _save_run_context(agent: ContextMethods) -> dict[str, Any]:
-    return dict(agent._run_context)
-
-
-def _load_run_context(agent: ContextMethods, data: Any) -> Commit:
-    try:
-        saved = validate_run_context(data, where="saved run_context")
-    except ConfigurationError as exc:
-        raise PersistenceCorruptError(f"The session's run_context is not valid: {exc}") from None
-    current = agent._run_context
-    for key, value in saved.items():
-        if is_id_key(key) and key in current and current[key] != value:
-            raise SessionError(
-                f"The session's run_context has {key!r} = {value!r}, but this agent's is "
-                f"{current[key]!r}; an ID field must match to load it."
-            )
-
-    def commit() -> None:
-        agent._run_context = {**agent._run_context, **saved}
-
-    return commit
-
-
-def _save_tool_results(agent: ContextMethods) -> dict[str, Any] | None:
-    try:
-        exported = agent._tool_results.export()
-    except ToolResultReferenceError as exc:
-        raise PersistenceError(f"The session cannot be saved: {exc}") from None
-    return exported or None
-
-
-def _load_tool_results(agent: ContextMethods, data: Any) -> Commit:
-    if not isinstance(data, dict):
-        raise TypeError("not an object")
-    records: dict[str, dict[str, str]] = {}
-    for result_id, item in data.items():
-        try:
-            parsed = parse_tool_result_reference(f"deputy://tool-result/{result_id}")
-        except ToolResultReferenceError:
-            parsed = None
-        if parsed != result_id:
-            raise ValueError("a tool result id is malformed")
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(k), str) for k in ("tool_name", "call_id", "output")
-        ):
-            raise TypeError("a tool result is malformed")
-        records[result_id] = {k: item[k] for k in ("tool_name", "call_id", "output")}
-
-    def commit() -> None:
-        # Writes files (may raise): runs before the in-memory commits (order 0).
-        agent._tool_results.prepare_import(records)()
-
-    return commit
-
-
-register_session_section(
-    SessionSection("tool_results", _save_tool_results, _load_tool_results, order=0)
-)
-register_session_section(
-    SessionSection("conversation", _save_conversation, _load_conversation, required=True)
-)
-register_session_section(SessionSection("run_context", _save_run_context, _load_run_context))

@@ -1,32 +1,53 @@
-"""The MCP methods every Agent has: load_mcp, mcp_tools, mcp_status.
+"""MCP: the :class:`McpTools` component and the Agent methods over it (load_mcp,
+mcp_tools, mcp_status).
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it); the work is done in
-:mod:`deputy_shiny.mcp` (:class:`~deputy_shiny.mcp.McpLoads`).
+The work is done in :mod:`deputy_shiny.mcp` (:class:`~deputy_shiny.mcp.McpLoads`, made on
+first use); the Agent holds one :class:`McpTools`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Self, cast
+from typing import Self, cast
 
 from .._util import sync as _sync
 from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.loading import LoadingAgent, McpLoads
 from ..mcp.records import McpLoadRecord
+from ._guard import Guard
 
-__all__ = ["McpMethods"]
+__all__ = ["McpMethods", "McpTools"]
+
+
+class McpTools:
+    """One agent's MCP loads (``guard``: the agent's; loading waits for it to be free)."""
+
+    def __init__(self, guard: Guard) -> None:
+        self._guard = guard
+        self._loads: McpLoads | None = None
+
+    def loads(self) -> McpLoads:
+        """The loads so far (made on first use)."""
+        if self._loads is None:
+            self._loads = McpLoads()
+        return self._loads
+
+    async def load(
+        self,
+        agent: LoadingAgent,
+        config: McpConfigInput,
+        servers: str | Sequence[str] | None,
+        replace: bool,
+    ) -> None:
+        """Load servers' tools into ``agent`` (this component's agent)."""
+        self._guard.ready("load MCP tools")
+        await self.loads().load(agent, config, servers, replace)
 
 
 class McpMethods:
-    """An Agent's MCP methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+    """An Agent's MCP methods, façades over its :class:`McpTools`."""
 
-    _mcp: McpLoads | None  # set by Agent.__init__
-
-    if TYPE_CHECKING:
-
-        def _ensure_free(self, action: str) -> None: ...
-
-        def _ensure_idle(self, action: str) -> None: ...
+    _mcp: McpTools  # made by Agent.__init__
 
     # ------------------------------------------------------------ MCP
 
@@ -67,20 +88,13 @@ class McpMethods:
         agent has. A server that fails is skipped with a warning; tools of connections
         that have since closed are removed. :meth:`mcp_status` records every call.
         """
-        self._ensure_free("load MCP tools")
-        self._ensure_idle("load MCP tools")
-        await self._mcp_loads().load(cast(LoadingAgent, self), config, servers, replace)
+        await self._mcp.load(cast(LoadingAgent, self), config, servers, replace)
         return self
 
     def mcp_tools(self) -> list[str]:
         """The names of the registered tools :meth:`load_mcp` loaded."""
-        return self._mcp_loads().tool_names(cast(LoadingAgent, self))
+        return self._mcp.loads().tool_names(cast(LoadingAgent, self))
 
     def mcp_status(self) -> list[McpLoadRecord]:
         """A record of each :meth:`load_mcp` call: status, servers, tools, time, error."""
-        return self._mcp_loads().status()
-
-    def _mcp_loads(self) -> McpLoads:
-        if self._mcp is None:
-            self._mcp = McpLoads()
-        return self._mcp
+        return self._mcp.loads().status()

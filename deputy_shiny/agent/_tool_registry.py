@@ -10,13 +10,14 @@ native tools add.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from ..errors import InvalidToolError, ToolNameConflictError
 from ..permissions import Permissions, PermissionsError, native_web_refusal
 from ..tools import NativeWebSearch, Tool
+from ._guard import Guard
 
-__all__ = ["ToolRegistry"]
+__all__ = ["AgentTools", "ToolMethods", "ToolRegistry"]
 
 _TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
 
@@ -164,6 +165,113 @@ class ToolRegistry:
                 )
             natives[item.name] = item
         return batch, natives
+
+
+class AgentTools(ToolRegistry):
+    """The tools of one agent: a :class:`ToolRegistry` that checks every batch against the
+    agent's current permissions and provider, and binds it to the agent's ids.
+
+    Args:
+        check: As for :class:`ToolRegistry`.
+        guard: The agent's guard (no tool changes while another agent retains it).
+        permissions / provider: Return the agent's current permissions and provider.
+        agent_id / session_id: The agent's (a tool bound to others is refused).
+    """
+
+    def __init__(
+        self,
+        check: ToolSetCheck | None,
+        *,
+        guard: Guard,
+        permissions: Callable[[], Permissions],
+        provider: Callable[[], str],
+        agent_id: str,
+        session_id: str,
+    ) -> None:
+        super().__init__(check)
+        self._guard = guard
+        self._permissions = permissions
+        self._provider = provider
+        self._agent_id = agent_id
+        self._session_id = session_id
+
+    def register(self, items: Iterable[Tool | NativeWebSearch], replace: bool = False) -> None:
+        """See :meth:`ToolMethods.register_tools`."""
+        self._guard.free("add tools")
+        self.add_unguarded(items, replace=replace)
+
+    def add_unguarded(
+        self,
+        items: Iterable[Tool | NativeWebSearch],
+        *,
+        replace: bool = False,
+        on_behalf_of: tuple[str, str] | None = None,
+    ) -> None:
+        """Add a batch without the retained check (package-internal: a graph's route tools
+        before retaining, a lead's lent tools). ``on_behalf_of``: the (agent id, session
+        id) tools must be bound to, when not this agent's (a lead's)."""
+        agent_id, session_id = on_behalf_of or (self._agent_id, self._session_id)
+        self.add(
+            items,
+            self._permissions(),
+            provider=self._provider(),
+            replace=replace,
+            agent_id=agent_id,
+            session_id=session_id,
+        )
+
+    def reset(self, items: Iterable[Tool | NativeWebSearch]) -> None:
+        """See :meth:`ToolMethods.set_tools`."""
+        self._guard.free("replace the tools")
+        self.replace_all(
+            items,
+            self._permissions(),
+            provider=self._provider(),
+            agent_id=self._agent_id,
+            session_id=self._session_id,
+        )
+
+
+class ToolMethods:
+    """An Agent's tool methods, façades over its :class:`AgentTools`."""
+
+    _tools: AgentTools  # made by Agent.__init__
+
+    def register_tool(self, tool: Tool, replace: bool = False) -> Self:
+        """Add a tool; a name clash is an error unless ``replace=True``.
+
+        Example:
+            >>> from deputy_shiny import Agent, tool
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> def now() -> str:
+            ...     "The current time."
+            ...     return "noon"
+            >>> sorted(Agent(ScriptedModel([])).register_tool(tool(now)).get_tools())
+            ['now']
+        """
+        return self.register_tools([tool], replace=replace)
+
+    def register_tools(
+        self, tools: Iterable[Tool | NativeWebSearch], replace: bool = False
+    ) -> Self:
+        """Add several tools; all are checked before any is added.
+
+        Two tools with one name in the batch are always an error; a clash with a
+        registered tool is an error unless ``replace=True``. Provider-native web search
+        (from ``tools_web(model)``) is authorized here, once: it needs web access, an
+        explicit ``tool_allowlist`` entry, and no ``can_use_tool`` callback.
+        """
+        self._tools.register(tools, replace=replace)
+        return self
+
+    def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Self:
+        """Replace all registered tools (the batch is checked first)."""
+        self._tools.reset(tools)
+        return self
+
+    def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
+        """The registered tools by name (provider-native ones included)."""
+        return self._tools.all()
 
 
 def _check_binding(item: Tool, agent_id: str | None, session_id: str | None) -> None:

@@ -273,7 +273,7 @@ class Delegations:
             agent_name=definition.name,
             permissions=permissions,
             hooks=lead.hooks.select(_TOOL_HOOK_EVENTS),
-            approval_handler=lead._approval_handler,
+            approval_handler=lead.approval_handler,
         )
         sub._lend_tools(lent, lead)
         for skill in resolved.skills:

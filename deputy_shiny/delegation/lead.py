@@ -82,7 +82,7 @@ class LeadAgent(Agent):
         super().__init__(model, **agent_options)
         self._delegations = Delegations(
             self,
-            self._delegation_host,
+            self._delegator.host,
             list(subagents),
             models=subagent_models,
             max_depth=max_depth,

@@ -1,60 +1,114 @@
-"""The delegation methods every Agent has: reads of its delegations, retained agents and
-delegation graphs.
+"""What an agent delegates: the :class:`Delegator` component and the Agent methods over it.
 
-A mixin of :class:`~deputy_shiny.agent.Agent` (only Agent uses it). The work is done in
-:mod:`deputy_shiny.agent._delegation`; these are its public entry points.
+Reads of its delegations, the agents it retains and its delegation graph. The work is
+done in :mod:`deputy_shiny.agent._delegation` (the host that records delegations,
+:class:`~deputy_shiny.agent._delegation.retained.Retention`,
+:class:`~deputy_shiny.agent._delegation.graph.DelegationGraph`); :class:`Delegator` owns
+them, and the Agent's methods here are its public entry points.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, Literal
 
 from ..._util import sync as _sync
-from ...conversation import Conversation
 from ...errors import ConfigurationError, DelegationGraphError
 from ...events import AgentResult, AgentUsage
-from ...hooks import HookRegistry
 from ...messages import Turn
-from ...models import ChatModel
-from ...permissions import Permissions
-from ...tools import Tool
 from ...usage import UsageLimits
-from .._tool_registry import ToolRegistry
+from .._guard import Guard
 from .graph import DelegationGraph, GraphAgent, RouteSpec, retain_graph
 from .host import DelegationHost, DelegationSubscription, ResultPage
 from .records import DelegationManifest, SubagentRecord
 from .retained import RetainableAgent, Retention
 
-__all__ = ["DelegationMethods"]
+__all__ = ["DelegationMethods", "Delegator"]
+
+
+class Delegator:
+    """One agent's delegations: the host recording them, its retained agents, its graph.
+
+    Args:
+        host: Records this agent's delegations (it holds the agent weakly).
+        guard: The agent's guard (retaining is refused while it is retained itself).
+    """
+
+    def __init__(self, host: DelegationHost, guard: Guard) -> None:
+        self.host = host
+        self._guard = guard
+        self._retention: Retention | None = None  # the agents it retains (made on first use)
+        self._graph: DelegationGraph | None = None  # its delegation graph, if any
+
+    def retention(self) -> Retention:
+        """The agents this agent retains (made on first use)."""
+        if self._retention is None:
+            self._retention = Retention(self.host)
+        return self._retention
+
+    def retains_others(self) -> bool:
+        """True while this agent retains another agent."""
+        return self._retention is not None and self._retention.count() > 0
+
+    def retain(self, agent: RetainableAgent, usage_limits: UsageLimits, max_runs: int) -> str:
+        """See :meth:`DelegationMethods.retain_agent`."""
+        self._guard.free("retain agents")
+        if not isinstance(agent, DelegationMethods):
+            raise ConfigurationError(f"retain_agent takes an Agent, not {type(agent).__name__}")
+        return self.retention().retain(agent, usage_limits, max_runs)
+
+    def retain_graph(
+        self,
+        agents: Mapping[str, GraphAgent],
+        routes: Mapping[str, Mapping[str, RouteSpec | Mapping[str, Any]]],
+        usage_limits: UsageLimits,
+        *,
+        max_depth: int,
+        max_delegations: int,
+        max_concurrency: int,
+        max_runs: int,
+    ) -> dict[str, str]:
+        """See :meth:`DelegationMethods.retain_agent_graph`."""
+        self._guard.free("retain agents")
+        if self._graph is not None:
+            raise DelegationGraphError(
+                "this agent already has a delegation graph; release_agent_graph() it first"
+            )
+        for name, agent in agents.items() if isinstance(agents, Mapping) else ():
+            if not isinstance(agent, DelegationMethods):
+                raise ConfigurationError(
+                    f"retain_agent_graph takes Agents; {name!r} is a {type(agent).__name__}"
+                )
+        self._graph = retain_graph(
+            self.retention(),
+            agents,
+            routes,
+            usage_limits,
+            max_depth=max_depth,
+            max_delegations=max_delegations,
+            max_concurrency=max_concurrency,
+            max_runs=max_runs,
+        )
+        return self._graph.handles()
+
+    def graph_usage(self) -> AgentUsage:
+        """See :meth:`DelegationMethods.delegation_graph_usage`."""
+        if self._graph is None:
+            raise DelegationGraphError("this agent has no delegation graph")
+        return self._graph.usage()
+
+    def release_graph(self) -> None:
+        """See :meth:`DelegationMethods.release_agent_graph`."""
+        if self._graph is None:
+            raise DelegationGraphError("this agent has no delegation graph")
+        self._graph.release()
+        self._graph = None
 
 
 class DelegationMethods:
-    """An Agent's delegation methods (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+    """An Agent's delegation methods, façades over its :class:`Delegator`."""
 
-    _retainable: ClassVar[bool] = True  # a LeadAgent cannot be retained
-    # Set by Agent.__init__.
-    _delegation_host: DelegationHost
-    _retention: Retention | None
-    _graph: DelegationGraph | None
-    _retained_by: str | None
-    _tools: ToolRegistry
-    _permissions: Permissions
-    _model: ChatModel
-    _fallbacks: list[ChatModel]
-    _agent_id: str
-    _session_id: str
-    _conversation: Conversation
-    _hooks: HookRegistry
-    _approval_handler: Any
-    _on_tool_request: list[Any]
-    _on_tool_result: list[Any]
-    _working_dir: Path
-
-    if TYPE_CHECKING:
-
-        def _ensure_free(self, action: str) -> None: ...
+    _delegator: Delegator  # made by Agent.__init__
 
     # ------------------------------------------------------------ delegations: reads
 
@@ -68,7 +122,7 @@ class DelegationMethods:
             >>> Agent(ScriptedModel([])).list_subagents()
             []
         """
-        return self._delegation_host.list_subagents()
+        return self._delegator.host.list_subagents()
 
     def get_subagent_results(
         self, agent_name: str | None = None, delegation_id: str | None = None
@@ -90,7 +144,7 @@ class DelegationMethods:
         Reading them adds nothing to this agent's context. No disclosure check: use
         :meth:`inspect_subagents` before showing history to a person.
         """
-        return self._delegation_host.messages(agent_name, session_id)
+        return self._delegator.host.messages(agent_name, session_id)
 
     def get_subagent_contexts(
         self,
@@ -103,13 +157,13 @@ class DelegationMethods:
         prompt and turns; at the end for a finished one). ``redact`` (initial only)
         leaves out the task and instructions and keeps the rest. Nothing is sent to a
         model; no disclosure check."""
-        return self._delegation_host.contexts(delegation_id, view, redact)
+        return self._delegator.host.contexts(delegation_id, view, redact)
 
     def interrupt_subagent(self, delegation_id: str, reason: str = "interrupted") -> bool:
         """Ask a running subagent to stop at its next safe point (its own delegations
         stop too). No disclosure check: make sure the user may do this. Returns True if
         it was running."""
-        return self._delegation_host.interrupt(delegation_id, reason)
+        return self._delegator.host.interrupt(delegation_id, reason)
 
     def observe_subagents(
         self, requester: Any, delegation_id: str | None = None, after: int | None = None
@@ -119,7 +173,7 @@ class DelegationMethods:
         Raises:
             DelegationDisclosureError: the requester may see nothing here.
         """
-        return self._delegation_host.observe_subagents(requester, delegation_id, after)
+        return self._delegator.host.observe_subagents(requester, delegation_id, after)
 
     def inspect_subagents(
         self, requester: Any, delegation_id: str | None = None, transcript: bool = False
@@ -133,13 +187,13 @@ class DelegationMethods:
         Raises:
             DelegationDisclosureError: the requester may see none of them.
         """
-        return self._delegation_host.inspect(requester, delegation_id, transcript)
+        return self._delegator.host.inspect(requester, delegation_id, transcript)
 
     def export_subagents(self, requester: Any, delegation_id: str | None = None) -> dict[str, Any]:
         """A JSON-ready record of the finished delegations ``requester`` may see, for
         :func:`~deputy_shiny.delegation.delegation_history`. Raises if a selected
         delegation is still running."""
-        return self._delegation_host.export(requester, delegation_id)
+        return self._delegator.host.export(requester, delegation_id)
 
     def read_subagent_result(
         self, requester: Any, delegation_id: str, reference: str, offset: int = 0
@@ -151,7 +205,7 @@ class DelegationMethods:
             DelegationDisclosureError: the requester may not see this delegation.
             DelegationError: no such delegation, result or offset.
         """
-        return self._delegation_host.read_result(requester, delegation_id, reference, offset)
+        return self._delegator.host.read_result(requester, delegation_id, reference, offset)
 
     # ------------------------------------------------------------ delegations: retained
 
@@ -190,10 +244,7 @@ class DelegationMethods:
             (4, ['completed', 'completed'])
             >>> owner.release_agent(handle)
         """
-        self._ensure_free("retain agents")
-        if not isinstance(agent, DelegationMethods):
-            raise ConfigurationError(f"retain_agent takes an Agent, not {type(agent).__name__}")
-        return self._retained().retain(agent, usage_limits, max_runs)
+        return self._delegator.retain(agent, usage_limits, max_runs)
 
     async def continue_agent_async(
         self, handle: str, task: str, usage_limits: UsageLimits | None = None
@@ -214,7 +265,7 @@ class DelegationMethods:
             RetainedAgentExhaustedError: ``max_runs`` tasks were sent already.
             DelegationTaskError: the task is empty or over 64 KiB.
         """
-        return await self._retained().continue_(handle, task, usage_limits)
+        return await self._delegator.retention().continue_(handle, task, usage_limits)
 
     def continue_agent(
         self, handle: str, task: str, usage_limits: UsageLimits | None = None
@@ -227,7 +278,7 @@ class DelegationMethods:
     def cancel_agent(self, handle: str, reason: str = "interrupted") -> bool:
         """Ask a retained agent to stop its current task at the next safe point (the
         conversation so far is kept). True if a task was running; repeating is harmless."""
-        return self._retained().cancel(handle, reason)
+        return self._delegator.retention().cancel(handle, reason)
 
     def release_agent(self, handle: str) -> None:
         """Stop retaining an agent so it can be used on its own again.
@@ -239,7 +290,7 @@ class DelegationMethods:
             RetainedAgentBusyError: it is running (``cancel_agent`` and wait first).
             RetainedHandleError: the handle is another agent's, unknown or released.
         """
-        self._retained().release(handle)
+        self._delegator.retention().release(handle)
 
     # ------------------------------------------------------------ delegations: graph
 
@@ -312,18 +363,7 @@ class DelegationMethods:
             3
             >>> root.release_agent_graph()
         """
-        self._ensure_free("retain agents")
-        if self._graph is not None:
-            raise DelegationGraphError(
-                "this agent already has a delegation graph; release_agent_graph() it first"
-            )
-        for name, agent in agents.items() if isinstance(agents, Mapping) else ():
-            if not isinstance(agent, DelegationMethods):
-                raise ConfigurationError(
-                    f"retain_agent_graph takes Agents; {name!r} is a {type(agent).__name__}"
-                )
-        self._graph = retain_graph(
-            self._retained(),
+        return self._delegator.retain_graph(
             agents,
             routes,
             usage_limits,
@@ -332,7 +372,6 @@ class DelegationMethods:
             max_concurrency=max_concurrency,
             max_runs=max_runs,
         )
-        return self._graph.handles()
 
     def delegation_graph_usage(self) -> AgentUsage:
         """The total usage of every run in this agent's delegation graph so far (running
@@ -341,9 +380,7 @@ class DelegationMethods:
         Raises:
             DelegationGraphError: this agent has no delegation graph.
         """
-        if self._graph is None:
-            raise DelegationGraphError("this agent has no delegation graph")
-        return self._graph.usage()
+        return self._delegator.graph_usage()
 
     def release_agent_graph(self) -> None:
         """Release the delegation graph: its route tools and handles go, its members can
@@ -355,61 +392,4 @@ class DelegationMethods:
             DelegationGraphError: no graph, or an agent in it is running (cancel it with
                 :meth:`cancel_agent` and wait for the task to end first).
         """
-        if self._graph is None:
-            raise DelegationGraphError("this agent has no delegation graph")
-        self._graph.release()
-        self._graph = None
-
-    def _add_route_tools(self, tools: list[Tool]) -> None:
-        """Register a graph's route tools (package-internal: before retaining)."""
-        self._tools.add(
-            tools,
-            self._permissions,
-            provider=self._model.provider,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
-        )
-
-    def _remove_route_tools(self, tools: list[Tool]) -> None:
-        """Remove a released graph's route tools (package-internal)."""
-        self._tools.remove(tools)
-
-    def _retained(self) -> Retention:
-        if self._retention is None:
-            self._retention = Retention(self._delegation_host)
-        return self._retention
-
-    def _retain_refusal(self) -> str | None:
-        """Why this agent cannot be retained now, or None (package-internal)."""
-        if not self._retainable:
-            return f"a {type(self).__name__} cannot be retained"
-        if self._retained_by is not None:
-            return "it is already retained"
-        if self._retention is not None and self._retention.count():
-            return "it retains other agents (release them first)"
-        if self._fallbacks:
-            return "it has fallback models"
-        if self._tools.natives:
-            return "it has provider-native tools"
-        if getattr(self, "_approval_dir", None) is not None:
-            # Its tasks run inside its owner's; a call paused to disk would outlive that.
-            return "it has an approval_dir"
-        return None
-
-    def _set_retained(self, owner_id: str | None) -> None:
-        self._retained_by = owner_id
-
-    def _fingerprint(self) -> tuple[Any, ...]:
-        """What a retained agent must keep unchanged between its tasks (package-internal)."""
-        return (
-            self._model,
-            self._conversation.system_prompt,
-            tuple(self._tools.all().items()),
-            self._permissions,
-            self._hooks.snapshot(),
-            self._approval_handler,
-            tuple(self._on_tool_request),
-            tuple(self._on_tool_result),
-            tuple(self._conversation.turns),
-            self._working_dir,
-        )
+        self._delegator.release_graph()
