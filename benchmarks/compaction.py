@@ -27,7 +27,7 @@ from typing import Any
 
 from deputy_shiny import Agent, ContextPolicy
 from deputy_shiny._engine.compaction import SUMMARY_INSTRUCTIONS
-from deputy_shiny._litellm import get_litellm
+from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import FunctionModel
 
 WORDS = [

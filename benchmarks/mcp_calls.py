@@ -47,8 +47,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from deputy_shiny import Agent, McpConnection, UsageLimits, tool
-from deputy_shiny._litellm import get_litellm
 from deputy_shiny.mcp import McpConfig, McpInProcessServer
+from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
 SETTLE = 0.02

@@ -23,7 +23,7 @@ import statistics
 import time
 
 from deputy_shiny import Agent
-from deputy_shiny._litellm import get_litellm
+from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import ScriptedModel, ScriptedReply
 
 CHUNK = 8

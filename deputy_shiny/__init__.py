@@ -19,7 +19,6 @@ try:
 except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed
     __version__ = "0.0.0"
 
-from ._litellm import warm_up
 from ._tool_threads import set_tool_threads, tool_threads
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
@@ -75,6 +74,7 @@ from .messages import (
     Turn,
 )
 from .models import DEMO_MODEL, ChatModel
+from .models._litellm import warm_up
 from .permissions import (
     PermissionDecision,
     PermissionResultAllow,

@@ -593,7 +593,7 @@ class ScriptedModelExhausted(DeputyError):
 
     It reaches a caller of ``litellm.acompletion`` wrapped in
     ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
-    ``deputy_shiny._provider.deputy_error_cause`` finds it again.
+    ``deputy_shiny.models._provider.deputy_error_cause`` finds it again.
 
     Example:
         >>> issubclass(ScriptedModelExhausted, DeputyError)

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from deputy_shiny import Agent, HookMatcher, tool, tool_annotations
-from deputy_shiny._litellm import get_litellm
 from deputy_shiny.errors import ApprovalDecidedError
+from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 

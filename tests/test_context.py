@@ -20,10 +20,10 @@ from deputy_shiny import (
     UsageLimits,
 )
 from deputy_shiny._engine.compaction import SUMMARY_INSTRUCTIONS
-from deputy_shiny._litellm import get_litellm
 from deputy_shiny.context import SUMMARY_HEADING
 from deputy_shiny.errors import ContextPolicyError, ToolResultReferenceError
 from deputy_shiny.messages import ContentText
+from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 
 from .helpers import assert_consistent, collect, local_tool, types_of

@@ -36,7 +36,7 @@ def test_import_does_not_load_the_mcp_sdk() -> None:
 def test_litellm_is_configured_for_offline_use() -> None:
     code = (
         "import os\n"
-        "from deputy_shiny._litellm import get_litellm\n"
+        "from deputy_shiny.models._litellm import get_litellm\n"
         "litellm = get_litellm()\n"
         "print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'], litellm.suppress_debug_info)\n"
     )

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent, AgentEvent, ProviderError
-from deputy_shiny._provider import provider_error_summary
 from deputy_shiny._util.redact import redact
 from deputy_shiny.errors import MissingCredentialsError
 from deputy_shiny.events import RequestErrorEvent, StopEvent
+from deputy_shiny.models._provider import provider_error_summary
 from deputy_shiny.shiny import render_events
 from deputy_shiny.shiny._render import stop_note
 from deputy_shiny.testing import FunctionModel, ProviderFailure, ScriptedModel, ScriptedReply

@@ -16,20 +16,20 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from deputy_shiny import _litellm
-from deputy_shiny._provider import (
-    COST_FIELD,
-    classify_provider_error,
-    deputy_error_cause,
-    reported_cost,
-)
 from deputy_shiny.errors import ConfigurationError
 from deputy_shiny.models import (
     DEMO_MODEL,
     DEMO_PROVIDER,
     ChatModel,
     _custom_provider,
+    _litellm,
     resolve_model,
+)
+from deputy_shiny.models._provider import (
+    COST_FIELD,
+    classify_provider_error,
+    deputy_error_cause,
+    reported_cost,
 )
 from deputy_shiny.models.demo import INTRO, demo_reply, ensure_demo_registered
 from deputy_shiny.testing import (

@@ -17,12 +17,13 @@ import pytest
 
 from deputy_shiny import Agent
 from deputy_shiny.errors import ToolArgumentsError, ToolInvocationError
-from deputy_shiny.models import ChatModel
+from deputy_shiny.models import ChatModel, supports_native_web_search
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import Tool, tool_metadata
 from deputy_shiny.tools.web import (
     NativeWebSearch,
+    bind_native_web_search,
     ddgs_search,
     tool_web_fetch,
     tool_web_search,
@@ -486,7 +487,13 @@ def test_tools_web_returns_fresh_universal_tools() -> None:
 def test_tools_web_uses_native_search_when_the_model_supports_it() -> None:
     tools = tools_web("openai/gpt-4o-search-preview")
     assert isinstance(tools[0], Tool) and tools[0].name == "web_fetch"
-    native = tools[1]
+    request = tools[1]
+    assert isinstance(request, NativeWebSearch) and not request.bound  # the agent binds it
+    model = ChatModel(model="openai/gpt-4o-search-preview")
+    assert supports_native_web_search(model)  # the model's answer, not the tool's
+    native = bind_native_web_search(
+        request, supported=True, provider=model.provider, model=model.model
+    )
     assert isinstance(native, NativeWebSearch)
     assert (native.name, native.provider, native.model) == (
         "web_search",
@@ -497,14 +504,22 @@ def test_tools_web_uses_native_search_when_the_model_supports_it() -> None:
     assert native.annotations.open_world_hint is True
     with pytest.raises(ValueError):  # frozen
         native.provider = "x"  # type: ignore[misc]
-    # A ChatModel works too.
-    assert isinstance(
-        tools_web(ChatModel(model="openai/gpt-4o-search-preview"))[1], NativeWebSearch
-    )
+    # An agent on that model registers it bound to its own model.
+    agent = Agent(model, permissions=Permissions(web=True, tool_allowlist=("web_search",)))
+    agent.register_tools(tools_web(agent.model))
+    registered = agent.get_tools()["web_search"]
+    assert isinstance(registered, NativeWebSearch) and registered.model == model.model
 
 
 def test_tools_web_falls_back_for_models_without_native_search() -> None:
     for model in ("openai/gpt-4o-mini", ScriptedModel(["x"])):
-        tools = tools_web(model)
-        assert [type(t) for t in tools] == [Tool, Tool]
-        assert [t.name for t in tools] == ["web_fetch", "web_search"]
+        agent = Agent(model, permissions=Permissions(web=True))
+        assert not supports_native_web_search(agent.model)
+        agent.register_tools(tools_web(agent.model))
+        tools = agent.get_tools()
+        assert [type(t) for t in tools.values()] == [Tool, Tool]
+        assert sorted(tools) == ["web_fetch", "web_search"]
+    fallback = bind_native_web_search(
+        NativeWebSearch(), supported=False, provider="openai", model="x"
+    )
+    assert isinstance(fallback, Tool) and fallback.name == "web_search"

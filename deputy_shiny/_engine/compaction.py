@@ -28,13 +28,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._provider import (
-    ProviderFailed,
-    Response,
-    estimate_prompt_tokens,
-    load_litellm,
-    stream_response,
-)
 from .._util.interrupt import Guard, Interrupted
 from ..context import CompactionRecord, ContextPolicy
 from ..conversation import Conversation
@@ -43,6 +36,13 @@ from ..events import CompactionErrorEvent, CompactionEvent, CompactionStartEvent
 from ..hooks import HookContext, HookRegistry, HookResultPreCompact, HookRun
 from ..messages import ContentToolResult, Turn, to_openai_messages
 from ..models import ChatModel
+from ..models._provider import (
+    ProviderFailed,
+    Response,
+    estimate_prompt_tokens,
+    load_litellm,
+    stream_response,
+)
 from .offload import ToolResultStore
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _text_tokens(text: str) -> int:
 
 
 def _count_messages(messages: Sequence[dict[str, Any]]) -> int:
-    from .. import _litellm
+    from ..models import _litellm
 
     try:
         counted = _litellm.get_litellm().token_counter(
@@ -111,7 +111,7 @@ def _turn_tokens(turn: Turn) -> int:
 
 @functools.lru_cache(maxsize=32)
 def _schema_tokens(schemas_json: str) -> int:
-    from .. import _litellm
+    from ..models import _litellm
 
     try:
         return int(_litellm.get_litellm().token_counter(model="", text=schemas_json))

@@ -29,13 +29,6 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
 from typing import Any
 
-from .._provider import (
-    ProviderFailed,
-    Response,
-    estimate_prompt_tokens,
-    known_cost,
-    stream_response,
-)
 from .._util.interrupt import Interrupted, Interrupter
 from ..conversation import Conversation
 from ..errors import (
@@ -71,6 +64,13 @@ from ..messages import (
     TurnUsage,
 )
 from ..models import ChatModel
+from ..models._provider import (
+    ProviderFailed,
+    Response,
+    estimate_prompt_tokens,
+    known_cost,
+    stream_response,
+)
 from ..usage import limit_reached
 from .budget import SharedBudget
 from .deps import RunDeps, RunReport

@@ -8,9 +8,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._provider import (
-    Response,
-)
 from ..conversation import Conversation
 from ..events import (
     AgentEvent,
@@ -23,6 +20,9 @@ from ..messages import (
     Turn,
 )
 from ..models import ChatModel
+from ..models._provider import (
+    Response,
+)
 from ..tools import Tool
 from .budget import SharedBudget
 from .deps import RunDeps

@@ -212,7 +212,7 @@ class Agent(
             trusted_check(trusted_results),
             guard=self._guard,
             permissions=weakly(lambda agent: agent._permissions, self),
-            provider=weakly(lambda agent: agent._model.provider, self),
+            model=weakly(lambda agent: agent._model, self),
             agent_id=self._agent_id,
             session_id=self._session_id,
         )

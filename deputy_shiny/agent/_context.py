@@ -21,7 +21,6 @@ from typing import Any, Self
 
 from .._engine.compaction import Compactor, ContextRuntime
 from .._engine.offload import ToolResultStore
-from .._provider import Response, estimate_prompt_tokens, known_cost
 from .._util import sync as _sync
 from .._util.metadata import is_id_key, validate_run_context
 from ..context import (
@@ -43,6 +42,7 @@ from ..events import AgentUsage
 from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..models import ChatModel
+from ..models._provider import Response, estimate_prompt_tokens, known_cost
 from ..persistence.sessions import Commit, read_session, write_session
 from ._guard import Guard
 from ._tool_registry import ToolRegistry

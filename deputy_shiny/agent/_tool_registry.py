@@ -3,6 +3,9 @@
 An :class:`~deputy_shiny.agent.Agent` keeps its tools here: ordinary tools, which every
 call's permission check governs, and provider-native web search, which is authorized
 once, at registration (it runs at the provider, where no per-call check can reach).
+Whether the agent's model searches natively is the model's answer
+(:func:`~deputy_shiny.models.supports_native_web_search`); the registry passes it to
+:func:`~deputy_shiny.tools.web.bind_native_web_search`, so tools never probe a model.
 The registry also caches the tool schemas the model sees and the request parameters
 native tools add.
 """
@@ -13,8 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from ..errors import InvalidToolError, ToolNameConflictError
+from ..models import ChatModel, supports_native_web_search
 from ..permissions import Permissions, PermissionsError, native_web_refusal
 from ..tools import NativeWebSearch, Tool
+from ..tools.web import bind_native_web_search
 from ._guard import Guard
 
 __all__ = ["AgentTools", "ToolMethods", "ToolRegistry"]
@@ -30,9 +35,9 @@ class ToolRegistry:
     """The registered tools of one agent, by name.
 
     Example:
-        >>> from deputy_shiny import Permissions, tool_read_file
+        >>> from deputy_shiny import ChatModel, Permissions, tool_read_file
         >>> registry = ToolRegistry()
-        >>> registry.add([tool_read_file()], Permissions(), provider="openai")
+        >>> registry.add([tool_read_file()], Permissions(), model=ChatModel(model="openai/x"))
         >>> sorted(registry.all())
         ['read_file']
     """
@@ -48,14 +53,14 @@ class ToolRegistry:
         items: Iterable[Tool | NativeWebSearch],
         permissions: Permissions,
         *,
-        provider: str,
+        model: ChatModel,
         replace: bool = False,
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
         """Add a checked batch; a name clash is an error unless ``replace=True``."""
         batch, natives = self.check_batch(
-            items, permissions, provider=provider, agent_id=agent_id, session_id=session_id
+            items, permissions, model=model, agent_id=agent_id, session_id=session_id
         )
         if not replace:
             registered = set(self.tools) | set(self.natives)
@@ -79,13 +84,13 @@ class ToolRegistry:
         items: Iterable[Tool | NativeWebSearch],
         permissions: Permissions,
         *,
-        provider: str,
+        model: ChatModel,
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
         """Replace every registered tool with a checked batch."""
         tools, natives = self.check_batch(
-            items, permissions, provider=provider, agent_id=agent_id, session_id=session_id
+            items, permissions, model=model, agent_id=agent_id, session_id=session_id
         )
         if self.check is not None:
             self.check(tools, natives)
@@ -127,11 +132,12 @@ class ToolRegistry:
         items: Iterable[Tool | NativeWebSearch] | Tool | NativeWebSearch,
         permissions: Permissions,
         *,
-        provider: str,
+        model: ChatModel,
         agent_id: str | None = None,
         session_id: str | None = None,
     ) -> Batch:
-        """Check a batch: tools only, unique names, native tools authorized for ``provider``,
+        """Check a batch: tools only, unique names, native tools bound to ``model`` (or the
+        universal tool, when it does not search natively) and authorized for its provider,
         and tools bound to one agent or session (their source's ``agent_id`` /
         ``session_id``) registered only there."""
         if isinstance(items, Tool | NativeWebSearch):
@@ -145,6 +151,13 @@ class ToolRegistry:
         batch: dict[str, Tool] = {}
         natives: dict[str, NativeWebSearch] = {}
         for item in listed:
+            if isinstance(item, NativeWebSearch) and not item.bound:
+                item = bind_native_web_search(
+                    item,
+                    supported=supports_native_web_search(model),
+                    provider=model.provider,
+                    model=model.model,
+                )
             if not isinstance(item, Tool | NativeWebSearch):
                 raise InvalidToolError(
                     f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
@@ -158,10 +171,10 @@ class ToolRegistry:
             refusal = native_web_refusal(permissions, item.name)
             if refusal is not None:
                 raise PermissionsError(refusal)
-            if item.provider != provider:
+            if item.provider != model.provider:
                 raise InvalidToolError(
                     f"Provider-native {item.name} is for {item.provider}, but this agent talks "
-                    f"to {provider}."
+                    f"to {model.provider}."
                 )
             natives[item.name] = item
         return batch, natives
@@ -169,12 +182,12 @@ class ToolRegistry:
 
 class AgentTools(ToolRegistry):
     """The tools of one agent: a :class:`ToolRegistry` that checks every batch against the
-    agent's current permissions and provider, and binds it to the agent's ids.
+    agent's current permissions and model, and binds it to the agent's ids.
 
     Args:
         check: As for :class:`ToolRegistry`.
         guard: The agent's guard (no tool changes while another agent retains it).
-        permissions / provider: Return the agent's current permissions and provider.
+        permissions / model: Return the agent's current permissions and model.
         agent_id / session_id: The agent's (a tool bound to others is refused).
     """
 
@@ -184,14 +197,14 @@ class AgentTools(ToolRegistry):
         *,
         guard: Guard,
         permissions: Callable[[], Permissions],
-        provider: Callable[[], str],
+        model: Callable[[], ChatModel],
         agent_id: str,
         session_id: str,
     ) -> None:
         super().__init__(check)
         self._guard = guard
         self._permissions = permissions
-        self._provider = provider
+        self._model = model
         self._agent_id = agent_id
         self._session_id = session_id
 
@@ -214,7 +227,7 @@ class AgentTools(ToolRegistry):
         self.add(
             items,
             self._permissions(),
-            provider=self._provider(),
+            model=self._model(),
             replace=replace,
             agent_id=agent_id,
             session_id=session_id,
@@ -226,7 +239,7 @@ class AgentTools(ToolRegistry):
         self.replace_all(
             items,
             self._permissions(),
-            provider=self._provider(),
+            model=self._model(),
             agent_id=self._agent_id,
             session_id=self._session_id,
         )

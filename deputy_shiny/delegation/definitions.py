@@ -59,11 +59,11 @@ from pydantic import (
     field_validator,
 )
 
-from .._chat_model import check_model_string
 from .._util.atomic import WriteRefused, atomic_write
 from .._util.config import FrozenConfig
 from .._util.yaml import strict_yaml_load, yaml_kind
 from ..errors import AgentDefinitionError, ConfigurationError, InvalidModelError, StrictYamlError
+from ..models._chat_model import check_model_string
 from ..permissions import MODES, PermissionMode
 from ..skills import SKILL_NAME_PATTERN, Skill
 from ..tools._tool import TOOL_NAME_PATTERN, Tool

@@ -4,10 +4,17 @@ An Agent accepts a litellm model string (``"openai/gpt-4.1-mini"``), a frozen
 :class:`ChatModel` with credentials and request parameters, or any object with an
 ``as_chat_model()`` method (the test models in :mod:`deputy_shiny.testing`).
 
-The package holds :class:`ChatModel`, :func:`resolve_model` and
-:func:`missing_credentials`; beside them, ``scripted.py`` (the test models, re-exported
-by :mod:`deputy_shiny.testing`), ``demo.py`` (the offline ``deputy/demo`` model) and
-``_custom_provider.py`` (the litellm ``CustomLLM`` bridge both stream through).
+The package owns the wire, in dependency order (each module imports only those above it):
+
+- ``_litellm.py``: the lazy litellm import (offline cost map) and the provider registry;
+- ``_chat_model.py``: :class:`ChatModel`, the model-string check and what a model's
+  provider needs or offers (:func:`missing_credentials`, :func:`supports_native_web_search`);
+- ``_provider.py``: streaming one request, chunk assembly, provider errors, cost;
+- ``_replies.py`` and ``_custom_provider.py``: the scripted replies and the litellm
+  ``CustomLLM`` bridge the test models and the demo model stream through;
+- ``scripted.py`` (the test models, re-exported by :mod:`deputy_shiny.testing`) and
+  ``demo.py`` (the offline ``deputy/demo`` model);
+- ``_resolve.py``: :func:`resolve_model`, which knows the demo model.
 
 Example:
     >>> from deputy_shiny.models import ChatModel, resolve_model
@@ -17,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from .._chat_model import (
+from ._chat_model import (
     DEMO_MODEL,
     DEMO_PROVIDER,
     ChatModel,
@@ -25,8 +32,9 @@ from .._chat_model import (
     SupportsChatModel,
     check_model_string,
     missing_credentials,
+    supports_native_web_search,
 )
-from ..errors import InvalidModelError
+from ._resolve import resolve_model
 
 __all__ = [
     "DEMO_MODEL",
@@ -37,33 +45,5 @@ __all__ = [
     "check_model_string",
     "missing_credentials",
     "resolve_model",
+    "supports_native_web_search",
 ]
-
-
-def resolve_model(model: object) -> ChatModel:
-    """Turn a model string, :class:`ChatModel` or test model into a :class:`ChatModel`.
-
-    Raises:
-        InvalidModelError: for anything else, or a string that is not a model string.
-    """
-    if isinstance(model, ChatModel):
-        return model
-    if isinstance(model, str):
-        if check_model_string(model).startswith(f"{DEMO_PROVIDER}/"):
-            from .demo import ensure_demo_registered
-
-            ensure_demo_registered()
-        return ChatModel(model=model)
-    if isinstance(model, SupportsChatModel):
-        resolved = model.as_chat_model()
-        if not isinstance(resolved, ChatModel):
-            raise InvalidModelError(
-                f"{type(model).__name__}.as_chat_model() returned {type(resolved).__name__}, "
-                "not a ChatModel."
-            )
-        return resolved
-    raise InvalidModelError(
-        f"Cannot use a {type(model).__name__} as a model. Pass a litellm model string "
-        "('openai/gpt-4.1-mini'), a deputy_shiny.ChatModel, or a test model from "
-        "deputy_shiny.testing."
-    )

@@ -98,8 +98,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Protocol
 
-from .. import _litellm
-from .._provider import COST_FIELD
+from . import _litellm
+from ._provider import COST_FIELD
 from ._replies import ProviderFailure, ScriptedReply
 
 # Parameters never copied into ``model.requests[i]["params"]``: set by every request,
@@ -192,7 +192,7 @@ def register_source(provider: str, source: ReplySource, *, weak: bool) -> None:
 
     Example:
         >>> from deputy_shiny.models._custom_provider import register_source
-        >>> from deputy_shiny import _litellm
+        >>> from deputy_shiny.models import _litellm
         >>> class Echo:
         ...     def _scripted_response(self, request):
         ...         return request["messages"][-1]["content"]

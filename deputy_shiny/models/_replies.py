@@ -17,8 +17,8 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .._provider import status_phrase
 from ..errors import ConfigurationError
+from ._provider import status_phrase
 
 __all__ = ["ProviderFailure", "Reply", "ScriptedReply", "ScriptedToolCall"]
 

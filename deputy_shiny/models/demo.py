@@ -53,9 +53,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .. import _litellm
-from .._chat_model import DEMO_PROVIDER
-from . import _custom_provider
+from . import _custom_provider, _litellm
+from ._chat_model import DEMO_PROVIDER
 from ._replies import ScriptedReply, ScriptedToolCall
 
 __all__ = [

@@ -21,10 +21,9 @@ from typing import Any, ClassVar, TypeAlias
 
 from pydantic import PrivateAttr
 
-from .. import _litellm
-from .._chat_model import ChatModel
 from ..errors import ConfigurationError, ScriptedModelExhausted
-from . import _custom_provider
+from . import _custom_provider, _litellm
+from ._chat_model import ChatModel
 from ._replies import ProviderFailure, Reply, ScriptedReply, ScriptedToolCall
 
 __all__ = [

@@ -34,7 +34,7 @@ from .._tool_threads import run_in_tool_thread
 from .._util.callables import is_async_callable
 from .._util.chain import causes
 from .._util.timeouts import timeout as _timeout
-from ..errors import InvalidToolError, ToolInvocationError
+from ..errors import ToolInvocationError
 from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ __all__ = [
     "NativeWebSearch",
     "SearchBackend",
     "SearchResult",
+    "bind_native_web_search",
     "ddgs_search",
     "tool_web_fetch",
     "tool_web_search",
@@ -717,20 +718,32 @@ class NativeWebSearch(BaseModel):
     call (litellm translates ``web_search_options`` for each provider). Its name is
     ``web_search``, so permission rules written for the universal tool apply to it.
 
+    Unbound (``provider`` and ``model`` None, as :func:`tools_web` makes it) it is a
+    request: the agent registering it asks its own model whether it searches natively
+    and binds it to that model (:func:`bind_native_web_search`), or registers the
+    universal ``web_search`` in its place. Tools never look at a model themselves.
+
     Example:
         >>> native = NativeWebSearch(provider="openai", model="openai/gpt-4o-search-preview")
         >>> native.name, native.request_kwargs()
         ('web_search', {'web_search_options': {'search_context_size': 'medium'}})
+        >>> NativeWebSearch().bound
+        False
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Literal["web_search"] = "web_search"
-    provider: str
-    model: str
+    provider: str | None = None
+    model: str | None = None
     web_search_options: dict[str, Any] = Field(
         default_factory=lambda: {"search_context_size": "medium"}
     )
+
+    @property
+    def bound(self) -> bool:
+        """True once it names the provider and model that search (see the class doc)."""
+        return self.provider is not None and self.model is not None
 
     @property
     def annotations(self) -> ToolAnnotations:
@@ -742,39 +755,28 @@ class NativeWebSearch(BaseModel):
         return {"web_search_options": dict(self.web_search_options)}
 
 
-def _native_web_search(model: object) -> NativeWebSearch | None:
-    """A :class:`NativeWebSearch` when litellm says the model searches natively, else None."""
-    from .._litellm import get_litellm, is_registered
+def bind_native_web_search(
+    request: NativeWebSearch, *, supported: bool, provider: str, model: str
+) -> NativeWebSearch | Tool:
+    """What an unbound :class:`NativeWebSearch` becomes for one agent's model.
 
-    name = _model_string(model)
-    provider = name.split("/", 1)[0] if "/" in name else "openai"  # as ChatModel.provider
-    if is_registered(provider):  # test and demo models: nothing native
-        return None
-    try:
-        supported = bool(get_litellm().supports_web_search(model=name))
-    except Exception:
-        logger.debug("supports_web_search failed for %s", name, exc_info=True)
-        return None
-    if not supported:
-        return None
-    return NativeWebSearch(provider=provider, model=name)
+    The agent passes in its model's answer (``supported``, from
+    :func:`deputy_shiny.models.supports_native_web_search`) and the model's provider and
+    model string: native search bound to them, or a fresh universal ``web_search`` when
+    the model does not search natively. A bound one is returned as it is.
 
-
-def _model_string(model: object) -> str:
-    """The litellm model string of a model string, ChatModel or test model.
-
-    Duck-typed (``as_chat_model()``, ``.model``): tools import nothing of the models.
+    Example:
+        >>> request = NativeWebSearch()
+        >>> bind_native_web_search(request, supported=True, provider="openai", model="o/x").model
+        'o/x'
+        >>> bind_native_web_search(request, supported=False, provider="openai", model="x").name
+        'web_search'
     """
-    as_chat_model = getattr(model, "as_chat_model", None)
-    if callable(as_chat_model):
-        model = as_chat_model()
-    name = model if isinstance(model, str) else getattr(model, "model", None)
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidToolError(
-            f"tools_web(model=...) takes a litellm model string or a model object, not "
-            f"{type(model).__name__}."
-        )
-    return name.strip()
+    if request.bound:
+        return request
+    if not supported:
+        return tool_web_search()
+    return request.model_copy(update={"provider": provider, "model": model})
 
 
 def tools_web(
@@ -785,13 +787,14 @@ def tools_web(
 ) -> list[Tool | NativeWebSearch]:
     """The web tools: ``[web_fetch, web_search]``, each fresh.
 
-    With ``model`` (a litellm model string, a ``ChatModel``, or anything with
-    ``as_chat_model()``) whose provider searches natively (litellm's
-    ``supports_web_search``), the universal ``web_search`` is replaced by a
-    :class:`NativeWebSearch` marker; ``web_fetch`` stays universal.
+    With ``model`` (e.g. ``agent.model``), ``web_search`` is an unbound
+    :class:`NativeWebSearch`: the agent that registers it uses provider-native search
+    when its model supports it (litellm's ``supports_web_search``) and the universal
+    ``web_search`` otherwise. ``web_fetch`` stays universal.
 
     Args:
-        model: The model the tools are for; None for the universal tools.
+        model: The model the tools are for; None for the universal tools. The agent
+            registering the tools asks its own model, which is the one requests go to.
         allow_private_network: Passed to :func:`tool_web_fetch` (True: no network guard).
         allowed_networks: Passed to :func:`tool_web_fetch`: non-public networks or hosts
             web_fetch may still reach.
@@ -807,6 +810,5 @@ def tools_web(
             allow_private_network=allow_private_network, allowed_networks=allowed_networks
         )
     ]
-    native = _native_web_search(model) if model is not None else None
-    tools.append(native if native is not None else tool_web_search())
+    tools.append(NativeWebSearch() if model is not None else tool_web_search())
     return tools

@@ -1,9 +1,10 @@
 """ChatModel: one litellm model string with its credentials and request parameters.
 
-Import it from :mod:`deputy_shiny.models`. It lives outside that package because the
-provider module (:mod:`deputy_shiny._provider`), which the demo model and the test
-models build on, needs only this: :func:`deputy_shiny.models.resolve_model` knows the
-demo model, and keeping the two apart keeps the import graph free of cycles.
+Import it from :mod:`deputy_shiny.models`. It is the wire's own module: the provider
+module (:mod:`deputy_shiny.models._provider`) and the models built on it (scripted,
+demo) need only this, never the package's ``__init__`` (whose
+:func:`~deputy_shiny.models.resolve_model` knows the demo model, so importing it from
+the wire would be a cycle).
 
 Example:
     >>> from deputy_shiny.models import ChatModel
@@ -13,13 +14,17 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from .errors import InvalidModelError
+from ..errors import InvalidModelError
+from . import _litellm
+
+logger = logging.getLogger(__name__)
 
 # Shape only: litellm knows the providers, and asking it means importing it. An optional
 # "provider/" prefix, then a model name that may itself contain slashes
@@ -109,12 +114,14 @@ def missing_credentials(model: ChatModel) -> list[str]:
         >>> missing_credentials(ChatModel(model="openai/gpt-4.1-mini", api_key="sk-test"))
         []
     """
-    from ._litellm import get_litellm, is_registered
-
-    if model.api_key is not None or model.api_base is not None or is_registered(model.provider):
+    if (
+        model.api_key is not None
+        or model.api_base is not None
+        or _litellm.is_registered(model.provider)
+    ):
         return []
     try:
-        report = get_litellm().validate_environment(model=model.model)
+        report = _litellm.get_litellm().validate_environment(model=model.model)
     except Exception:  # litellm does not know the model: the request will say so
         return []
     missing = [str(k) for k in report.get("missing_keys") or []]
@@ -123,6 +130,28 @@ def missing_credentials(model: ChatModel) -> list[str]:
     if conventional in os.environ and not os.environ[conventional].strip():
         missing.append(conventional)
     return sorted({k for k in missing if k.endswith(("_API_KEY", "_TOKEN", "_KEY"))})
+
+
+def supports_native_web_search(model: ChatModel) -> bool:
+    """True when the model's provider searches the web itself for this model (litellm's
+    ``supports_web_search``), so an agent may register provider-native ``web_search``.
+
+    The test and demo models (providers registered here) never do; a model litellm
+    cannot answer for does not. Imports litellm unless the provider is registered.
+
+    Example:
+        >>> supports_native_web_search(ChatModel(model="openai/gpt-4o-search-preview"))
+        True
+        >>> supports_native_web_search(ChatModel(model="openai/gpt-4o-mini"))
+        False
+    """
+    if _litellm.is_registered(model.provider):
+        return False
+    try:
+        return bool(_litellm.get_litellm().supports_web_search(model=model.model))
+    except Exception:  # litellm does not know the model: no native search
+        logger.debug("supports_web_search failed for %s", model.model, exc_info=True)
+        return False
 
 
 def check_model_string(value: object) -> str:

@@ -12,7 +12,7 @@ network traffic (:func:`check_credentials`). The scripted-model bridge
 (:mod:`deputy_shiny.models._custom_provider`) builds on this module, never the reverse.
 
 Example:
-    >>> from deputy_shiny._provider import classify_provider_error, redact
+    >>> from deputy_shiny.models._provider import classify_provider_error, redact
     >>> classify_provider_error(ConnectionResetError())
     (True, None)
     >>> redact("bad key sk-test-SECRET123")
@@ -34,19 +34,26 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final, TypeVar
 
-from . import _litellm
-from ._chat_model import ChatModel, missing_credentials
-from ._util.chain import causes
-from ._util.interrupt import Guard, Interrupted
-from ._util.redact import redact
-from .errors import (
+from .._util.chain import causes
+from .._util.interrupt import Guard, Interrupted
+from .._util.redact import redact
+from ..errors import (
     DeputyError,
     MissingCredentialsError,
     ProviderError,
     ProviderFailed,
     UnknownModelError,
 )
-from .messages import Content, ContentText, ContentThinking, Turn, TurnUsage, tool_request_from_json
+from ..messages import (
+    Content,
+    ContentText,
+    ContentThinking,
+    Turn,
+    TurnUsage,
+    tool_request_from_json,
+)
+from . import _litellm
+from ._chat_model import ChatModel, missing_credentials
 
 __all__ = [
     "COST_FIELD",
@@ -87,7 +94,7 @@ def reported_cost(chunk: object) -> float | None:
     calculation for them.
 
     Example:
-        >>> from deputy_shiny._provider import reported_cost
+        >>> from deputy_shiny.models._provider import reported_cost
         >>> reported_cost(object()) is None
         True
     """
@@ -125,7 +132,7 @@ def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
     programming error such as ``ValueError`` or ``ScriptedModelExhausted``.
 
     Example:
-        >>> from deputy_shiny._provider import classify_provider_error
+        >>> from deputy_shiny.models._provider import classify_provider_error
         >>> classify_provider_error(ConnectionResetError())
         (True, None)
         >>> classify_provider_error(ValueError("bad"))
@@ -177,7 +184,7 @@ def provider_error_summary(exc: BaseException) -> str:
     through the engine's ``redact`` before showing it. Empty when nothing is left.
 
     Example:
-        >>> from deputy_shiny._provider import provider_error_summary
+        >>> from deputy_shiny.models._provider import provider_error_summary
         >>> provider_error_summary(RuntimeError(
         ...     "litellm.AuthenticationError: AuthenticationError: invalid API key\\n"
         ...     "Give Feedback / Get Help: https://github.com/BerriAI/litellm/issues/new"))
@@ -265,7 +272,7 @@ def deputy_error_cause(exc: BaseException) -> DeputyError | None:
     this finds it again so it can be re-raised as itself.
 
     Example:
-        >>> from deputy_shiny._provider import deputy_error_cause
+        >>> from deputy_shiny.models._provider import deputy_error_cause
         >>> from deputy_shiny.errors import DeputyError
         >>> try:
         ...     try:
@@ -320,7 +327,7 @@ def status_phrase(status_code: int) -> str:
     """The standard reason phrase of an HTTP status (``"Too Many Requests"``), or ``"Error"``.
 
     Example:
-        >>> from deputy_shiny._provider import status_phrase
+        >>> from deputy_shiny.models._provider import status_phrase
         >>> status_phrase(429)
         'Too Many Requests'
     """
