@@ -19,7 +19,6 @@ try:
 except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed
     __version__ = "0.0.0"
 
-from ._tool_threads import set_tool_threads, tool_threads
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
 from .context import CompactionRecord, ContextPolicy
@@ -122,6 +121,7 @@ from .tools import (
     tools_preset,
     tools_web,
 )
+from .tools._tool_threads import set_tool_threads, tool_threads
 from .trusted import TrustedResults, result_trusted_results
 
 # Of the exceptions, only the family roots an app catches are here; every other one is

@@ -120,9 +120,9 @@ def test_no_public_exception_class_is_defined_outside_errors() -> None:
 
 
 def test_old_homes_still_name_the_same_classes() -> None:
-    from deputy_shiny import _net_guard, _paths, hooks, permissions, skills
+    from deputy_shiny import _paths, hooks, permissions, skills
     from deputy_shiny._util import interrupt as _interrupt
-    from deputy_shiny.tools import interactive
+    from deputy_shiny.tools import _net_guard, interactive
 
     assert permissions.PermissionsError is errors.PermissionsError
     assert hooks.InvalidHookError is errors.InvalidHookError

@@ -310,7 +310,7 @@ async def test_slow_sync_tools_queue_in_their_own_pool_and_starve_nothing_else()
 
 def test_the_tool_pool_size_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from deputy_shiny import set_tool_threads
-    from deputy_shiny._tool_threads import _configured_size
+    from deputy_shiny.tools._tool_threads import _configured_size
 
     with pytest.raises(ValueError, match="at least 1 thread"):
         set_tool_threads(0)

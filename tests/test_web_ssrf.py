@@ -34,17 +34,17 @@ import httpx
 import pytest
 
 from deputy_shiny import Agent
-from deputy_shiny._net_guard import (
+from deputy_shiny.events import ToolEndEvent
+from deputy_shiny.permissions import Permissions
+from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import Tool
+from deputy_shiny.tools._net_guard import (
     AddressRefused,
     GuardedTransport,
     NetworkPolicy,
     address_rule,
     normalize_host,
 )
-from deputy_shiny.events import ToolEndEvent
-from deputy_shiny.permissions import Permissions
-from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import Tool
 from deputy_shiny.tools.web import tool_web_fetch, tools_web
 
 from .helpers import collect

@@ -25,7 +25,6 @@ from typing import Any, Literal, TypedDict, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._tool_threads import run_in_tool_thread
 from .._util.callables import dunder_call, is_async_callable
 from ..errors import InvalidToolError
 from ._function_schema import (
@@ -35,6 +34,7 @@ from ._function_schema import (
     describe_schema,
     docstring_summary,
 )
+from ._tool_threads import run_in_tool_thread
 
 __all__ = [
     "EffectiveAnnotations",

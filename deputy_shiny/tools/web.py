@@ -30,17 +30,17 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._tool_threads import run_in_tool_thread
 from .._util.callables import is_async_callable
 from .._util.chain import causes
 from .._util.timeouts import timeout as _timeout
 from ..errors import ToolInvocationError
 from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
+from ._tool_threads import run_in_tool_thread
 
 if TYPE_CHECKING:
     import httpx
 
-    from .._net_guard import NetworkPolicy, Resolver
+    from ._net_guard import NetworkPolicy, Resolver
 
 __all__ = [
     "NativeWebSearch",
@@ -234,7 +234,7 @@ def _parse_url(text: str, policy: NetworkPolicy, came_from: httpx.URL | None) ->
     refused by name (``http://0177.0.0.1/``) rather than reported as a malformed URL."""
     import httpx
 
-    from .._net_guard import AddressRefused, check_literal
+    from ._net_guard import AddressRefused, check_literal
 
     try:
         return httpx.URL(text)
@@ -265,12 +265,12 @@ async def _download(
     """GET ``url``, following redirects by hand so every hop's scheme is checked.
 
     Unless ``policy.allow_all``, every request (each redirect hop) goes through a
-    :class:`~deputy_shiny._net_guard.GuardedTransport`, which checks its destination and
+    :class:`~deputy_shiny.tools._net_guard.GuardedTransport`, which checks its destination and
     connects to the checked address.
     """
     import httpx
 
-    from .._net_guard import AddressRefused, GuardedTransport
+    from ._net_guard import AddressRefused, GuardedTransport
 
     client_transport: httpx.AsyncBaseTransport | None = transport
     if not policy.allow_all:
@@ -494,7 +494,7 @@ def tool_web_fetch(
         raise ValueError("max_bytes must be positive")
     if resolver is not None and not callable(resolver):
         raise TypeError(f"resolver must be an async function, got {type(resolver).__name__}")
-    from .._net_guard import NetworkPolicy
+    from ._net_guard import NetworkPolicy
 
     policy = NetworkPolicy.build(
         allow_private_network=allow_private_network, allowed_networks=allowed_networks

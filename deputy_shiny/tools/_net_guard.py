@@ -53,7 +53,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from .errors import AddressRefused
+from ..errors import AddressRefused
 
 __all__ = [
     "AddressRefused",

@@ -11,7 +11,7 @@ environment variable (default 16).
 
 Example:
     >>> import asyncio
-    >>> from deputy_shiny._tool_threads import run_in_tool_thread
+    >>> from deputy_shiny.tools._tool_threads import run_in_tool_thread
     >>> asyncio.run(run_in_tool_thread(sum, [1, 2, 3]))
     6
 """
