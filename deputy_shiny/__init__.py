@@ -55,7 +55,6 @@ from .hooks import (
 )
 from .hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes, hook_log_tools
 from .identity import CallIdentity
-from .limits import UsageLimits
 from .mcp import (
     McpConfig,
     McpConnection,
@@ -123,6 +122,7 @@ from .tools import (
 )
 from .tools._tool_threads import set_tool_threads, tool_threads
 from .trusted import TrustedResults, result_trusted_results
+from .usage import UsageLimits
 
 # Of the exceptions, only the family roots an app catches are here; every other one is
 # in deputy_shiny.errors, whose docstring lists each family under its root.

@@ -18,7 +18,7 @@ comparing whole path components after following symlinks (dangling ones too), so
   ``OSError``.
 
 ``confine`` checks names; it does not open anything. The file tools then open what it
-returned through :mod:`deputy_shiny._safe_fs`, relative to a descriptor of the root with
+returned through :mod:`deputy_shiny._util.safe_fs`, relative to a descriptor of the root with
 no symlink followed at any component, so what is opened is what was checked.
 
 Backslashes count as separators, so ``..\\..\\etc`` is traversal too.

@@ -8,11 +8,11 @@ from deputy_shiny._engine.deps import RunDeps, RunReport
 from deputy_shiny._engine.loop import Engine, RunOptions
 from deputy_shiny.conversation import Conversation
 from deputy_shiny.hooks import HookRegistry
-from deputy_shiny.limits import UsageLimits
 from deputy_shiny.messages import user_turn
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import ToolState
+from deputy_shiny.usage import UsageLimits
 from tests.helpers import local_tool
 
 

@@ -1,4 +1,4 @@
-"""deputy_shiny._safe_fs: opening beneath a root, no symlink followed at any component,
+"""deputy_shiny._util.safe_fs: opening beneath a root, no symlink followed at any component,
 through openat2 and through the fallback walk (forced), plus confine's OSError guard."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import _safe_fs
 from deputy_shiny._paths import confine
+from deputy_shiny._util import safe_fs as _safe_fs
 from deputy_shiny.errors import PathDenied
 
 

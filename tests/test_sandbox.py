@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-import deputy_shiny.sandbox as sandbox_module
+import deputy_shiny.sandbox._sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.events import AgentEvent
 from deputy_shiny.sandbox import prepare_workspace

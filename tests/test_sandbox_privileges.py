@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-import deputy_shiny.sandbox as sandbox_module
+import deputy_shiny.sandbox._sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
-from deputy_shiny._seccomp import DENIED_SYSCALLS, seccomp_program
 from deputy_shiny.errors import SandboxUnavailableError
 from deputy_shiny.sandbox import SANDBOX_USER, prepare_workspace
+from deputy_shiny.sandbox._seccomp import DENIED_SYSCALLS, seccomp_program
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_run_bash
 

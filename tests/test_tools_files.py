@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import _safe_fs
+from deputy_shiny._util import safe_fs as _safe_fs
 from deputy_shiny.errors import ToolArgumentsError, ToolInvocationError
 from deputy_shiny.tools import (
     Tool,

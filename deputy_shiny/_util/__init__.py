@@ -5,5 +5,6 @@ exception-chain walk), ``config`` (the frozen configuration base), ``json`` (JSO
 checks), ``redact`` (the one credential scrubber), ``text`` (text helpers), ``yaml``
 (strict YAML for untrusted files), ``sync`` (sync wrappers), ``timeouts`` (timers that
 do not keep a session alive), ``metadata`` (run_context validation), ``interrupt``
-(interrupting a parked await). Nothing is re-exported here: import the module.
+(interrupting a parked await), ``safe_fs`` (opening what was checked: beneath a root
+descriptor, no symlink followed). Nothing is re-exported here: import the module.
 """

@@ -49,7 +49,6 @@ from ..errors import (
 )
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookMatcher, HookRegistry
-from ..limits import UsageLimits
 from ..messages import (
     ContentText,
     ContentToolRequest,
@@ -68,7 +67,7 @@ from ..permissions import (
 from ..persistence.sessions import SessionSection, register_session_section
 from ..tools import Tool, ToolState
 from ..trusted import TrustedResults
-from ..usage import ConversationCost
+from ..usage import ConversationCost, UsageLimits
 from ._approvals import ApprovalMethods, Approvals
 from ._chat import ChatMethods
 from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check

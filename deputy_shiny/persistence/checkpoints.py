@@ -20,7 +20,7 @@ Everything read back is untrusted: the index's authentication (an HMAC with the
 server's record key), every path (relative, no ``..``, no absolute path, inside the
 working directory, never through a symlink) and every blob's hash are checked before
 anything is written; files are read and restored beneath a descriptor of the working
-directory with no symlink followed at any component (:mod:`deputy_shiny._safe_fs`), so a
+directory with no symlink followed at any component (:mod:`deputy_shiny._util.safe_fs`), so a
 directory swapped for a link during a rewind is refused, never followed; a problem is a
 :class:`~deputy_shiny.errors.CheckpointCorruptError` or
 :class:`~deputy_shiny.errors.CheckpointPathError` and nothing is restored. Caps refuse
@@ -61,7 +61,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import _safe_fs
+from .._util import safe_fs
 from ..errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -562,7 +562,7 @@ class FileJournal:
     def _lstat(self, relative: str) -> os.stat_result | None:
         """``relative``'s own status beneath the working directory, by descriptor."""
         try:
-            return _safe_fs.lstat(self.working_dir, relative)
+            return safe_fs.lstat(self.working_dir, relative)
         except PathDenied:
             raise CheckpointPathError(
                 f"{relative}: its directory now goes through a symbolic link; not restored."
@@ -606,7 +606,7 @@ class FileJournal:
     def _read_current(self, relative: str) -> bytes | None:
         self._target(relative)
         try:
-            fd, info = _safe_fs.open_regular(self.working_dir, relative)
+            fd, info = safe_fs.open_regular(self.working_dir, relative)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except PathDenied:
@@ -634,10 +634,10 @@ class FileJournal:
         root = self.working_dir
         try:
             if data is None:
-                _safe_fs.unlink(root, relative)
+                safe_fs.unlink(root, relative)
                 return
-            _safe_fs.make_dirs(root, relative.rpartition("/")[0], mode=0o777)
-            _safe_fs.replace_file(root, relative, data, mode=None)
+            safe_fs.make_dirs(root, relative.rpartition("/")[0], mode=0o777)
+            safe_fs.replace_file(root, relative, data, mode=None)
         except PathDenied:
             raise CheckpointPathError(
                 f"{relative}: its path became a symbolic link; not restored."

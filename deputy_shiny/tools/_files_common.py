@@ -1,7 +1,7 @@
 """What the file tools share: annotations, size limits, path display and safe opening.
 
 Every tool checks a path with :func:`~deputy_shiny._paths.confine`, then opens what it
-returned through :mod:`deputy_shiny._safe_fs`: beneath a descriptor of the allowed root,
+returned through :mod:`deputy_shiny._util.safe_fs`: beneath a descriptor of the allowed root,
 no symlink followed at any component, so a directory swapped for a link after the check
 is refused (rule ``symlink``), never followed.
 
@@ -17,8 +17,8 @@ import stat
 from pathlib import Path
 from typing import IO, Literal
 
-from .. import _safe_fs
 from .._paths import PathDenied, confine, real_roots
+from .._util import safe_fs
 from ..errors import ToolInvocationError
 from ._context import ToolContext
 from ._tool import tool_annotations
@@ -89,9 +89,9 @@ def _os_problem(exc: OSError, doing: str, shown: str) -> ToolInvocationError:
 
 def _located(target: Path, ctx: ToolContext, what: Literal["read", "write"]) -> tuple[Path, str]:
     """The allowed root holding ``target`` (as :func:`confine` returned it) and the
-    path below it, for :mod:`deputy_shiny._safe_fs` to open beneath the root."""
+    path below it, for :mod:`deputy_shiny._util.safe_fs` to open beneath the root."""
     roots = real_roots(ctx.read_roots if what == "read" else ctx.write_roots)
-    found = _safe_fs.beneath(target, roots)
+    found = safe_fs.beneath(target, roots)
     if found is None:  # confine returned a path inside a root: only a moved root gets here
         raise ToolInvocationError(
             f"{_show(target, ctx)} is no longer inside the directories this agent may {what}."
@@ -123,7 +123,7 @@ def _open_file(
     symbolic link at any component, with the ``fstat`` of what was opened."""
     root, rel = _located(target, ctx, what)
     try:
-        fd, info = _safe_fs.open_regular(root, rel)
+        fd, info = safe_fs.open_regular(root, rel)
     except (OSError, PathDenied) as exc:
         raise _open_problem(exc, "open", shown) from None
     return os.fdopen(fd, "rb"), info
@@ -133,7 +133,7 @@ def _lstat(target: Path, ctx: ToolContext, what: Literal["read", "write"]) -> os
     """``target``'s own status beneath its root (None: missing)."""
     root, rel = _located(target, ctx, what)
     try:
-        return _safe_fs.lstat(root, rel)
+        return safe_fs.lstat(root, rel)
     except (OSError, PathDenied) as exc:
         raise _open_problem(exc, "access", _show(target, ctx)) from None
 
@@ -142,7 +142,7 @@ def _open_dir(target: Path, shown: str, ctx: ToolContext) -> int:
     """A descriptor of the confined directory ``target`` (no symlink followed)."""
     root, rel = _located(target, ctx, "read")
     try:
-        return _safe_fs.open_dir(root, rel)
+        return safe_fs.open_dir(root, rel)
     except FileNotFoundError:
         raise ToolInvocationError(
             f"Directory not found: {shown}. Check the path with list_files."

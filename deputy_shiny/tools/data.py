@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from .. import _safe_fs
 from .._paths import PathDenied, confine, real_roots
+from .._util import safe_fs
 from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import current_tool_context
@@ -242,12 +242,12 @@ def read_csv(path: str, max_rows: int = 10) -> str:
     ctx = current_tool_context()
     try:
         resolved = confine(path, ctx.working_dir, ctx.read_roots, what="read")
-        where = _safe_fs.beneath(resolved, real_roots(ctx.read_roots))
+        where = safe_fs.beneath(resolved, real_roots(ctx.read_roots))
         if where is None:  # pragma: no cover - confine returned a path inside a root
             raise ToolInvocationError(f"{path!r} is outside the directories this agent may read.")
         # Opened beneath the root by descriptor, no symlink followed at any component:
         # what is read is what confine checked, even if a directory is swapped meanwhile.
-        fd, info = _safe_fs.open_regular(*where)
+        fd, info = safe_fs.open_regular(*where)
     except PathDenied as exc:
         raise ToolInvocationError(str(exc)) from None
     except FileNotFoundError:

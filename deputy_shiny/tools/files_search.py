@@ -19,8 +19,8 @@ from pathlib import Path
 
 import regex as _regex
 
-from .. import _safe_fs
 from .._paths import PathDenied, confine
+from .._util import safe_fs
 from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import ToolContext, current_tool_context
@@ -50,7 +50,7 @@ class _Entry:
     parts: tuple[str, ...]
     is_dir: bool
     is_link: bool
-    found: _safe_fs.WalkEntry
+    found: safe_fs.WalkEntry
 
     def open_regular(self) -> tuple[int, os.stat_result]:
         """Open this file for reading by its directory's descriptor (never through a link)."""
@@ -62,7 +62,7 @@ class _Entry:
 class _Walker:
     """Depth-first walk in sorted order that never leaves the read roots.
 
-    It walks by descriptors (:func:`deputy_shiny._safe_fs.walk`): each directory is
+    It walks by descriptors (:func:`deputy_shiny._util.safe_fs.walk`): each directory is
     entered with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's descriptor, so a
     directory swapped for a symlink mid-walk is skipped, never followed, and files are
     opened by their directory's descriptor. A symbolic link is yielded (by name) only
@@ -88,7 +88,7 @@ class _Walker:
 
     def __iter__(self) -> Iterator[_Entry]:
         try:
-            with _safe_fs.walk(self.dir_fd, self.descend) as walk:
+            with safe_fs.walk(self.dir_fd, self.descend) as walk:
                 for found in walk:
                     self.scanned += 1
                     if self.scanned > MAX_SCAN_ENTRIES:
@@ -120,7 +120,7 @@ class _Walker:
 def _stopped_note(walker: _Walker) -> str:
     if walker.deep and not walker.stopped:
         return (
-            f"\n[Directories deeper than {_safe_fs.MAX_WALK_DEPTH} levels were not entered: "
+            f"\n[Directories deeper than {safe_fs.MAX_WALK_DEPTH} levels were not entered: "
             "the results may be incomplete. Search a deeper path directly.]"
         )
     if not walker.stopped:
@@ -469,7 +469,7 @@ def _grep_files(
     searched_dir = info is not None and stat.S_ISDIR(info.st_mode)
     if info is not None and not searched_dir:
         root, rel = _located(target, ctx, "read")
-        files = iter([(functools.partial(_safe_fs.open_regular, root, rel), _show(target, ctx))])
+        files = iter([(functools.partial(safe_fs.open_regular, root, rel), _show(target, ctx))])
     else:
         shown_dir = _show(target, ctx, is_dir=True)
         prefix = "" if shown_dir == "." else shown_dir

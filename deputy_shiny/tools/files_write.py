@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import _safe_fs
 from .._paths import PathDenied
+from .._util import safe_fs
 from .._util.text import plural
 from ..errors import DeputyError, ToolInvocationError
 from ._context import ToolContext, current_tool_context
@@ -67,7 +67,7 @@ def _atomic_write(target: Path, data: bytes, shown: str, ctx: ToolContext) -> No
     """
     root, rel = _located(target, ctx, "write")
     try:
-        _safe_fs.replace_file(root, rel, data)
+        safe_fs.replace_file(root, rel, data)
     except (OSError, PathDenied) as exc:
         raise _open_problem(exc, "write", shown) from None
 
@@ -94,7 +94,7 @@ def _make_parents(target: Path, ctx: ToolContext) -> list[Path]:
     root, rel = _located(target, ctx, "write")
     parent = rel.rpartition("/")[0]
     try:
-        made = _safe_fs.make_dirs(root, parent)
+        made = safe_fs.make_dirs(root, parent)
     except NotADirectoryError as exc:
         blocker = root / str(exc.filename) if exc.filename else target.parent
         raise ToolInvocationError(
@@ -134,7 +134,7 @@ def _write_file(path: str, content: str, mode: Literal["write", "append"] = "wri
     else:
         root, rel = _located(target, ctx, "write")
         try:
-            _safe_fs.append_file(root, rel, data)
+            safe_fs.append_file(root, rel, data)
         except (OSError, PathDenied) as exc:
             raise _open_problem(exc, "append to", shown) from None
         what = f"Appended {_size(len(data))} to {shown}"

@@ -49,7 +49,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import PathDenied
+from ..errors import PathDenied
 
 __all__ = [
     "MAX_WALK_DEPTH",
