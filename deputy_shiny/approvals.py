@@ -5,7 +5,8 @@ When the permission evaluation ends in ASK, the agent awaits its
 ``request_id`` (the routing key a UI answers with; never the model's call id, which
 a model or a prompt injection could predict), the tool's description, annotations,
 arguments and input schema, so a UI can show the call and let a person edit typed
-values.
+values. When no one can answer live, the engine hands a durable store a
+:class:`Suspension` (the paused call and the run around it).
 
 Example:
     >>> from deputy_shiny.approvals import ApprovalDecision
@@ -19,11 +20,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .identity import CallIdentity
+from .messages import ContentToolRequest, ContentToolResult, Turn
+from .usage import AgentUsage, UsageLimits
 
 
 def new_request_id() -> str:
@@ -137,3 +141,32 @@ ApprovalStatus = Literal["requested", "approved", "denied", "timeout", "pending_
 
 ApprovalHandler = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
 """``async (ApprovalRequest) -> ApprovalDecision``; raising TimeoutError means timeout."""
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """One paused tool call, as the engine hands it to a durable approval store.
+
+    Here, beside the request it carries, because both sides use it: the engine
+    (``_engine/durable.py``) makes it and :mod:`deputy_shiny.persistence.approvals`
+    saves it, and neither imports the other's folder for it.
+
+    Attributes:
+        request: The approval request (the paused call, its validated JSON arguments).
+        calls: Every tool call of the paused response, in order (ids preserved).
+        results: The results so far: calls that ran (or were refused) before the pause,
+            and the calls after it, each answered the engine's ``NOT_EXECUTED`` note.
+        turns: The conversation up to and including the response that made the calls.
+        usage: The run's usage so far (it still counts toward the limits on resume).
+        limits: The run's limits.
+        run_id / run_context: The run that paused.
+    """
+
+    request: ApprovalRequest
+    calls: tuple[ContentToolRequest, ...]
+    results: tuple[ContentToolResult, ...]
+    turns: tuple[Turn, ...]
+    usage: AgentUsage
+    limits: UsageLimits
+    run_id: str
+    run_context: dict[str, Any]

@@ -22,12 +22,11 @@ KIT = f"{PACKAGE}.shiny"
 # What the runtime must never import: the kit, the UI libraries, the reference app.
 UI_IMPORTS = (KIT, "shiny", "shinychat", "app", "components")
 # Modules that hold policy or tools (MCP tools included), and what they must not import.
+# The hooks* modules are matched by name prefix (see _is_policy).
 POLICY_MODULES = (
     f"{PACKAGE}.tools",
     f"{PACKAGE}.mcp",
     f"{PACKAGE}.permissions",
-    f"{PACKAGE}.hooks",
-    f"{PACKAGE}.hooks_builtin",
     f"{PACKAGE}.sandbox",
 )
 ENGINE_MODULES = (f"{PACKAGE}.agent", f"{PACKAGE}._engine", f"{PACKAGE}.models")
@@ -126,15 +125,21 @@ def check_ui_direction(root: Path, allowed: Iterable[str] = ()) -> list[str]:
     )
 
 
+def _is_policy(module: str) -> bool:
+    """tools/, mcp/, permissions, sandbox/ and every ``hooks*`` module (a new ``hooks_x.py``
+    inherits the rule as a new module under ``tools/`` does)."""
+    return _within(module, POLICY_MODULES) or module.startswith(f"{PACKAGE}.hooks")
+
+
 def check_policy_independence(root: Path, allowed: Iterable[str] = ()) -> list[str]:
-    """Rule 2: tools/, mcp/, permissions, hooks, hooks_builtin and sandbox import nothing
-    of agent.py, _engine.py or models (module or package). ``allowed`` holds
-    ``"module -> target"`` pairs exempt for now."""
+    """Rule 2: tools/, mcp/, permissions, hooks*, and sandbox import nothing of agent/,
+    _engine/ or models/ (module or package). ``allowed`` holds ``"module -> target"``
+    pairs exempt for now."""
     exempt = set(allowed)
     return _unique(
         _show(imp)
         for module, imps in import_graph(root).items()
-        if _within(module, POLICY_MODULES)
+        if _is_policy(module)
         for imp in imps
         if _within(imp.target, ENGINE_MODULES) and f"{module} -> {imp.target}" not in exempt
     )
@@ -183,6 +188,53 @@ def check_engine_independence(root: Path) -> list[str]:
         for imp in imps
         if _within(imp.target, ENGINE_MUST_NOT_IMPORT)
     )
+
+
+MODELS = f"{PACKAGE}.models"
+MODELS_MUST_NOT_IMPORT = (f"{PACKAGE}.agent", ENGINE)
+
+
+def check_models_independence(root: Path) -> list[str]:
+    """Rule 8: ``models/`` (everything behind a model string, the litellm wire included)
+    imports neither ``agent`` nor ``_engine``: the engine calls the wire, never the
+    reverse; a new module under ``models/`` inherits the rule."""
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, [MODELS])
+        for imp in imps
+        if _within(imp.target, MODELS_MUST_NOT_IMPORT)
+    )
+
+
+def folder_of(module: str) -> str:
+    """The top-level unit a module belongs to: ``deputy_shiny.tools.web`` ->
+    ``deputy_shiny.tools``; a top-level module (``deputy_shiny.usage``) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_cycles(root: Path) -> list[frozenset[str]]:
+    """Rule 9: the import cycles between folders (and top-level modules), lazy and
+    TYPE_CHECKING imports included: ``a/x.py -> b/y.py`` and ``b/z.py -> a/w.py`` is a
+    cycle between ``a`` and ``b`` even when no module cycle exists. The root
+    ``__init__`` is left out, as in :func:`import_cycles`."""
+    graph = import_graph(root)
+    library = {m for m in graph if _within(m, [PACKAGE]) and m != PACKAGE}
+    folders = {folder_of(m) for m in library}
+    edges: dict[str, set[str]] = {f: set() for f in folders}
+    for module in library:
+        for imp in graph[module]:
+            if not _within(imp.target, [PACKAGE]) or imp.target == PACKAGE:
+                continue
+            target = folder_of(imp.target)
+            if target in folders and target != folder_of(module):
+                edges[folder_of(module)].add(target)
+    return _strongly_connected(edges)
+
+
+def check_folder_cycles(root: Path) -> list[str]:
+    """Rule 9 as violations, one line per cycle."""
+    return ["folder cycle: " + " <-> ".join(sorted(c)) for c in folder_cycles(root)]
 
 
 def import_cycles(root: Path) -> list[frozenset[str]]:

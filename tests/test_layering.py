@@ -13,10 +13,13 @@ import pytest
 from ._layering import (
     check_cycles,
     check_engine_independence,
+    check_folder_cycles,
+    check_models_independence,
     check_no_test_models,
     check_policy_independence,
     check_ui_direction,
     check_util_leaves,
+    folder_cycles,
     heavy_imports,
     import_cycles,
 )
@@ -50,6 +53,23 @@ def test_rule_7_catches_the_engine_importing_the_agent(tree: Path) -> None:
     assert check_engine_independence(tree) == [
         "deputy_shiny._engine.late:2 imports deputy_shiny.agent"
     ]
+
+
+def test_models_import_neither_the_agent_nor_the_engine() -> None:
+    assert check_models_independence(ROOT) == []
+    assert (ROOT / "deputy_shiny" / "models" / "_provider.py").exists()  # the wire is there
+
+
+def test_the_top_level_holds_no_stray_private_modules() -> None:
+    """The top level is the map's first page: what sat there only to dodge a cycle or for
+    want of a home has moved into its folder (models/, tools/, sandbox/, _util/)."""
+    private = sorted(p.stem for p in (ROOT / "deputy_shiny").glob("_*.py"))
+    assert private == ["__init__", "_dangerous_bash", "_paths"]
+    assert not (ROOT / "deputy_shiny" / "limits.py").exists()
+
+
+def test_no_import_cycle_between_folders() -> None:
+    assert check_folder_cycles(ROOT) == []
 
 
 def test_util_imports_only_errors() -> None:
@@ -107,6 +127,8 @@ def test_rule_6_catches_a_util_module_importing_the_package(tree: Path) -> None:
 
 def test_a_clean_tree_passes(tree: Path) -> None:
     assert check_util_leaves(tree) == []
+    assert check_models_independence(tree) == []
+    assert check_folder_cycles(tree) == []
     assert check_ui_direction(tree) == []
     assert check_policy_independence(tree) == []
     assert check_no_test_models(tree) == []
@@ -138,6 +160,12 @@ def test_rule_1_catches_the_runtime_importing_ui(tree: Path, source: str) -> Non
         ("deputy_shiny/hooks.py", "from . import _engine\n"),
         ("deputy_shiny/hooks_builtin.py", "from .models.scripted import ScriptedModel\n"),
         ("deputy_shiny/sandbox.py", "import deputy_shiny.agent\n"),
+        # New modules inherit the rule: a new hooks_* module, a module in sandbox/.
+        ("deputy_shiny/hooks_extra.py", "from .models import ChatModel\n"),
+        (
+            "deputy_shiny/sandbox/_new.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .._engine import x\n",
+        ),
     ],
 )
 def test_rule_2_catches_policy_importing_the_engine(tree: Path, module: str, source: str) -> None:
@@ -193,3 +221,47 @@ def test_rule_4_counts_a_sub_package_init(tree: Path) -> None:
 def test_rule_5_catches_a_heavy_import(tmp_path: Path) -> None:
     write(tmp_path, {"fake_runtime/__init__.py": "import shiny\n"})
     assert "shiny" in heavy_imports(tmp_path, "fake_runtime")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from ..agent import Agent\n",
+        "def later():\n    from deputy_shiny._engine import loop\n",
+        "import typing\nif typing.TYPE_CHECKING:\n    from .._engine.deps import RunDeps\n",
+    ],
+)
+def test_rule_8_catches_a_new_models_module_importing_the_engine_or_the_agent(
+    tree: Path, source: str
+) -> None:
+    write(tree, {"deputy_shiny/_engine/__init__.py": "", "deputy_shiny/models/ok.py": ""})
+    write(tree, {"deputy_shiny/models/_ok.py": "from ..errors import X\nfrom . import scripted\n"})
+    assert check_models_independence(tree) == []
+    write(tree, {"deputy_shiny/models/_wire.py": source})
+    found = check_models_independence(tree)
+    assert len(found) == 1 and found[0].startswith("deputy_shiny.models._wire:")
+
+
+def test_rule_9_catches_a_cycle_between_folders_without_a_module_cycle(tree: Path) -> None:
+    # _engine/offload -> persistence/files and persistence/approvals -> _engine/durable: no
+    # module imports itself back, but the two folders depend on each other.
+    write(
+        tree,
+        {
+            "deputy_shiny/_engine/__init__.py": "",
+            "deputy_shiny/_engine/offload.py": "from ..persistence.files import read\n",
+            "deputy_shiny/_engine/durable.py": "class Suspension: ...\n",
+            "deputy_shiny/persistence/__init__.py": "",
+            "deputy_shiny/persistence/files.py": "def read(): ...\n",
+        },
+    )
+    assert check_folder_cycles(tree) == []
+    write(
+        tree,
+        {"deputy_shiny/persistence/approvals.py": "from .._engine.durable import Suspension\n"},
+    )
+    assert import_cycles(tree) == []  # the module-level check sees nothing
+    assert folder_cycles(tree) == [frozenset({"deputy_shiny._engine", "deputy_shiny.persistence"})]
+    assert check_folder_cycles(tree) == [
+        "folder cycle: deputy_shiny._engine <-> deputy_shiny.persistence"
+    ]

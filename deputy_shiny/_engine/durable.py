@@ -2,55 +2,29 @@
 
 The engine never reads or writes approval files. When a call needs approval, nobody can
 answer it live and the run has a :class:`DurableStore` (``RunDeps.durable``), the engine
-describes the pause as a :class:`Suspension` and the store saves it (returning its path);
-the run then stops with ``approval_pending``. A later run resumes a saved pause through a
-:class:`Resumption` (``RunOptions.resume``): the decided call is judged again, run once
-(the store records ``executing`` before the tool starts and ``continuing`` after it), and
-the run goes on from the saved conversation. :mod:`deputy_shiny.persistence.approvals`
-implements both.
+describes the pause as a :class:`~deputy_shiny.approvals.Suspension` and the store saves
+it (returning its path); the run then stops with ``approval_pending``. A later run resumes
+a saved pause through a :class:`Resumption` (``RunOptions.resume``): the decided call is
+judged again, run once (the store records ``executing`` before the tool starts and
+``continuing`` after it), and the run goes on from the saved conversation.
+:mod:`deputy_shiny.persistence.approvals` implements both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..approvals import ApprovalDecision, ApprovalRequest
-from ..messages import ContentToolRequest, ContentToolResult, Turn
-from ..usage import AgentUsage, UsageLimits
+from ..approvals import ApprovalDecision, ApprovalRequest, Suspension
+from ..messages import ContentToolRequest, ContentToolResult
+from ..usage import AgentUsage
 
-__all__ = ["NOT_EXECUTED", "DurableStore", "Resumption", "Suspension", "json_only_problem"]
+__all__ = ["NOT_EXECUTED", "DurableStore", "Resumption", "json_only_problem"]
 
 NOT_EXECUTED = (
     "Not executed: the run paused for a person's approval of an earlier call of this "
     "response, so this call did not run. Request it again if it is still needed."
 )
 """What the model is told about the calls after a paused one (they never run)."""
-
-
-@dataclass(frozen=True)
-class Suspension:
-    """One paused tool call, as the engine hands it to the store.
-
-    Attributes:
-        request: The approval request (the paused call, its validated JSON arguments).
-        calls: Every tool call of the paused response, in order (ids preserved).
-        results: The results so far: calls that ran (or were refused) before the pause,
-            and the calls after it, each answered :data:`NOT_EXECUTED`.
-        turns: The conversation up to and including the response that made the calls.
-        usage: The run's usage so far (it still counts toward the limits on resume).
-        limits: The run's limits.
-        run_id / run_context: The run that paused.
-    """
-
-    request: ApprovalRequest
-    calls: tuple[ContentToolRequest, ...]
-    results: tuple[ContentToolResult, ...]
-    turns: tuple[Turn, ...]
-    usage: AgentUsage
-    limits: UsageLimits
-    run_id: str
-    run_context: dict[str, Any]
 
 
 class DurableStore(Protocol):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from .._util.interrupt import Interrupter
-from ..approvals import ApprovalRequest
+from ..approvals import ApprovalRequest, Suspension
 from ..errors import (
     ToolArgumentsError,
     ToolInvocationError,
@@ -37,7 +37,7 @@ from ..messages import (
 )
 from ..tools import Tool, format_tool_output, tool_context
 from .budget import current_budget
-from .durable import NOT_EXECUTED, Resumption, Suspension
+from .durable import NOT_EXECUTED, Resumption
 from .gate import Verdict
 from .state import (
     LOOP_REPEATS,

@@ -60,8 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._engine.durable import Suspension
-from ..approvals import ApprovalDecision, ApprovalRequest
+from ..approvals import ApprovalDecision, ApprovalRequest, Suspension
 from ..errors import (
     ApprovalDecidedError,
     ApprovalResumeError,
