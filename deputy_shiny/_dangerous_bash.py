@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # =========================================================================== dangerous bash
@@ -98,6 +99,10 @@ class _Script:
     balanced: bool
 
 
+# Finds where nested code opened before ``start`` closes: (inner text, end, balanced).
+_Closer = Callable[[str, int], tuple[str, int, bool]]
+
+
 def _balanced(text: str, start: int) -> tuple[str, int, bool]:
     """The text from ``start`` up to the ``)`` closing an already opened ``(``."""
     depth, i, n = 1, start, len(text)
@@ -143,178 +148,209 @@ def _backtick(text: str, start: int) -> tuple[str, int, bool]:
     return text[start:], n, False
 
 
-def _lex(text: str) -> _Script:
-    commands: list[_Command] = []
-    skeleton: list[str] = []
-    balanced = True
-    cur = _Command()
-    word: list[str] | None = None
-    redirect: str | None = None
-    i, n = 0, len(text)
+class _Lexer:
+    """One left-to-right pass over a script, building its commands and skeleton.
 
-    def end_word() -> None:
-        nonlocal word, redirect
-        if word is None:
-            return
-        value, word = "".join(word), None
-        if redirect is not None:
-            cur.redirects.append((redirect, value))
-            redirect = None
-        else:
-            cur.words.append(value)
+    The state a shell lexer needs (the command being built, the word being built, a
+    pending redirection operator, the position) lives on the instance, and each kind
+    of token has one method; :meth:`_step` picks it from the next one or two
+    characters. The order of :meth:`_step`'s tests matters: ``<(`` before the other
+    redirections, ``&`` not followed by ``>`` before them too.
+    """
 
-    def end_command(pipe: bool) -> None:
-        nonlocal cur, redirect
-        end_word()
-        if redirect is not None:
-            cur.redirects.append((redirect, ""))
-            redirect = None
-        if cur.words or cur.redirects or cur.nested:
-            cur.pipes_into_next = pipe
-            commands.append(cur)
-        cur = _Command()
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.i = 0
+        self.commands: list[_Command] = []
+        self.skeleton: list[str] = []
+        self.balanced = True
+        self.cur = _Command()
+        self.word: list[str] | None = None
+        self.redirect: str | None = None
 
-    def add(text_part: str) -> None:
-        nonlocal word
-        if word is None:
-            word = []
-        word.append(text_part)
+    def run(self) -> _Script:
+        while self.i < self.n:
+            nxt = self.text[self.i + 1] if self.i + 1 < self.n else ""
+            self._step(self.text[self.i], nxt)
+        self._end_command(False)
+        return _Script(self.commands, "".join(self.skeleton), self.balanced)
 
-    while i < n:
-        c = text[i]
-        nxt = text[i + 1] if i + 1 < n else ""
+    def _step(self, c: str, nxt: str) -> None:
+        """Consume the token that starts at ``self.i`` with ``c`` (``nxt`` follows it)."""
         if c in " \t\r\f\v":
-            end_word()
-            skeleton.append(c)
-            i += 1
+            self._end_word()
+            self._emit(c, 1)
         elif c in "\n;":
-            end_command(False)
-            skeleton.append(c)
-            i += 1
+            self._end_command(False)
+            self._emit(c, 1)
         elif c == "&" and nxt != ">":
-            end_command(False)
-            skeleton.append("&&" if nxt == "&" else "&")
-            i += 2 if nxt == "&" else 1
+            self._end_command(False)
+            self._emit("&&" if nxt == "&" else "&", 2 if nxt == "&" else 1)
         elif c == "|":
-            end_command(nxt not in "|")
+            self._end_command(nxt not in "|")
             op = c + nxt if nxt in "|&" else c
-            skeleton.append(op)
-            i += len(op)
+            self._emit(op, len(op))
         elif c in "<>" and nxt == "(":
-            inner, end, ok = _balanced(text, i + 2)
-            balanced = balanced and ok
-            cur.nested.append(inner)
-            add(text[i:end])
-            skeleton.append(c + "(_)")
-            i = end
+            self._substitution(_balanced, self.i + 2, c + "(_)")
         elif c in "<>&":
-            if word is not None and "".join(word).isdigit():
-                word = None  # a file descriptor number, as in 2>
-            else:
-                end_word()
-            j = i
-            while j < n and j - i < 3 and text[j] in "<>&|-" and not (text[j] == "-" and j == i):
-                j += 1
-            op = text[i:j]
-            redirect = op
-            skeleton.append(op)
-            i = j
+            self._redirection()
         elif c == "'":
-            j = text.find("'", i + 1)
-            if j < 0:
-                balanced, j = False, n
-            add(text[i + 1 : j])
-            skeleton.append("''")
-            i = j + 1
+            self._single_quoted()
         elif c == "$" and nxt == "'":
-            j, part = i + 2, []
-            while j < n and text[j] != "'":
-                if text[j] == "\\" and j + 1 < n:
-                    part.append(text[j + 1])
-                    j += 2
-                else:
-                    part.append(text[j])
-                    j += 1
-            balanced = balanced and j < n
-            add("".join(part))
-            skeleton.append("''")
-            i = j + 1
+            self._ansi_c_quoted()
         elif c == '"':
-            j, part = i + 1, []
-            while j < n and text[j] != '"':
-                ch = text[j]
-                if ch == "\\" and j + 1 < n:
-                    part.append(text[j + 1] if text[j + 1] in '"\\$`\n' else text[j : j + 2])
-                    j += 2
-                elif ch == "$" and text.startswith("$(", j):
-                    inner, end, ok = _balanced(text, j + 2)
-                    balanced = balanced and ok
-                    cur.nested.append(inner)
-                    part.append(text[j:end])
-                    j = end
-                elif ch == "`":
-                    inner, end, ok = _backtick(text, j + 1)
-                    balanced = balanced and ok
-                    cur.nested.append(inner)
-                    part.append(text[j:end])
-                    j = end
-                else:
-                    part.append(ch)
-                    j += 1
-            balanced = balanced and j < n
-            add("".join(part))
-            skeleton.append('""')
-            i = j + 1
+            self._double_quoted()
         elif c == "\\":
-            if nxt == "\n":
-                i += 2
-            else:
-                add(nxt)
-                skeleton.append(text[i : i + 2])
-                i += 2
+            self._escape(nxt)
         elif c == "$" and nxt == "(":
-            inner, end, ok = _balanced(text, i + 2)
-            balanced = balanced and ok
-            cur.nested.append(inner)
-            add(text[i:end])
-            skeleton.append("$(_)")
-            i = end
+            self._substitution(_balanced, self.i + 2, "$(_)")
         elif c == "`":
-            inner, end, ok = _backtick(text, i + 1)
-            balanced = balanced and ok
-            cur.nested.append(inner)
-            add(text[i:end])
-            skeleton.append("`_`")
-            i = end
+            self._substitution(_backtick, self.i + 1, "`_`")
         elif c == "(":
-            inner, end, ok = _balanced(text, i + 1)
-            balanced = balanced and ok
-            if not inner.strip():  # name() of a function definition: the body is a command
-                end_command(False)
-                skeleton.append("()")
-            elif word is not None:  # arr=( ... ) and the like
-                add(text[i:end])
-                cur.nested.append(inner)
-                skeleton.append("(_)")
-            else:  # a ( ... ) subshell
-                cur.nested.append(inner)
-                if not cur.words:
-                    cur.group = inner
-                skeleton.append("(_)")
-            i = end
+            self._parenthesis()
         elif c == ")":
-            end_word()
-            skeleton.append(c)
-            i += 1
-        elif c == "#" and word is None:
-            j = text.find("\n", i)
-            i = n if j < 0 else j
+            self._end_word()
+            self._emit(c, 1)
+        elif c == "#" and self.word is None:  # a comment, up to the newline
+            j = self.text.find("\n", self.i)
+            self.i = self.n if j < 0 else j
         else:
-            add(c)
-            skeleton.append(c)
-            i += 1
-    end_command(False)
-    return _Script(commands, "".join(skeleton), balanced)
+            self._add(c)
+            self._emit(c, 1)
+
+    # ----------------------------------------------------------------- building blocks
+
+    def _emit(self, shape: str, width: int) -> None:
+        """Record ``shape`` in the skeleton and move past ``width`` characters."""
+        self.skeleton.append(shape)
+        self.i += width
+
+    def _add(self, part: str) -> None:
+        if self.word is None:
+            self.word = []
+        self.word.append(part)
+
+    def _end_word(self) -> None:
+        if self.word is None:
+            return
+        value, self.word = "".join(self.word), None
+        if self.redirect is not None:
+            self.cur.redirects.append((self.redirect, value))
+            self.redirect = None
+        else:
+            self.cur.words.append(value)
+
+    def _end_command(self, pipe: bool) -> None:
+        self._end_word()
+        if self.redirect is not None:
+            self.cur.redirects.append((self.redirect, ""))
+            self.redirect = None
+        if self.cur.words or self.cur.redirects or self.cur.nested:
+            self.cur.pipes_into_next = pipe
+            self.commands.append(self.cur)
+        self.cur = _Command()
+
+    def _nested(self, find: _Closer, start: int) -> tuple[str, int]:
+        """Record the code that ``find`` delimits from ``start`` as nested; its end."""
+        inner, end, ok = find(self.text, start)
+        self.balanced = self.balanced and ok
+        self.cur.nested.append(inner)
+        return inner, end
+
+    # ----------------------------------------------------------------- tokens
+
+    def _substitution(self, find: _Closer, start: int, shape: str) -> None:
+        """``$( )``, backticks, ``<( )`` or ``>( )`` outside quotes: part of a word."""
+        _, end = self._nested(find, start)
+        self._add(self.text[self.i : end])
+        self._emit(shape, end - self.i)
+
+    def _redirection(self) -> None:
+        text, i, n = self.text, self.i, self.n
+        if self.word is not None and "".join(self.word).isdigit():
+            self.word = None  # a file descriptor number, as in 2>
+        else:
+            self._end_word()
+        j = i
+        while j < n and j - i < 3 and text[j] in "<>&|-" and not (text[j] == "-" and j == i):
+            j += 1
+        self.redirect = text[i:j]
+        self._emit(self.redirect, j - i)
+
+    def _single_quoted(self) -> None:
+        j = self.text.find("'", self.i + 1)
+        if j < 0:
+            self.balanced, j = False, self.n
+        self._add(self.text[self.i + 1 : j])
+        self._emit("''", j + 1 - self.i)
+
+    def _ansi_c_quoted(self) -> None:
+        """``$'...'``: backslash escapes keep the escaped character."""
+        text, n = self.text, self.n
+        j, part = self.i + 2, []
+        while j < n and text[j] != "'":
+            if text[j] == "\\" and j + 1 < n:
+                part.append(text[j + 1])
+                j += 2
+            else:
+                part.append(text[j])
+                j += 1
+        self.balanced = self.balanced and j < n
+        self._add("".join(part))
+        self._emit("''", j + 1 - self.i)
+
+    def _double_quoted(self) -> None:
+        """``"..."``: data, except the ``$( )`` and backticks inside, which run."""
+        text, n = self.text, self.n
+        j, part = self.i + 1, []
+        while j < n and text[j] != '"':
+            ch = text[j]
+            if ch == "\\" and j + 1 < n:
+                part.append(text[j + 1] if text[j + 1] in '"\\$`\n' else text[j : j + 2])
+                j += 2
+            elif ch == "$" and text.startswith("$(", j):
+                _, end = self._nested(_balanced, j + 2)
+                part.append(text[j:end])
+                j = end
+            elif ch == "`":
+                _, end = self._nested(_backtick, j + 1)
+                part.append(text[j:end])
+                j = end
+            else:
+                part.append(ch)
+                j += 1
+        self.balanced = self.balanced and j < n
+        self._add("".join(part))
+        self._emit('""', j + 1 - self.i)
+
+    def _escape(self, nxt: str) -> None:
+        if nxt == "\n":  # a line continuation
+            self.i += 2
+        else:
+            self._add(nxt)
+            self._emit(self.text[self.i : self.i + 2], 2)
+
+    def _parenthesis(self) -> None:
+        inner, end, ok = _balanced(self.text, self.i + 1)
+        self.balanced = self.balanced and ok
+        if not inner.strip():  # name() of a function definition: the body is a command
+            self._end_command(False)
+            self.skeleton.append("()")
+        elif self.word is not None:  # arr=( ... ) and the like
+            self._add(self.text[self.i : end])
+            self.cur.nested.append(inner)
+            self.skeleton.append("(_)")
+        else:  # a ( ... ) subshell
+            self.cur.nested.append(inner)
+            if not self.cur.words:
+                self.cur.group = inner
+            self.skeleton.append("(_)")
+        self.i = end
+
+
+def _lex(text: str) -> _Script:
+    return _Lexer(text).run()
 
 
 def _program(word: str) -> str:

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, NoReturn, Self
 
 from pydantic import (
     AfterValidator,
@@ -415,69 +415,17 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
         >>> s.name, s.description, s.prompt
         ('concise', 'Short answers.', 'Be brief.')
     """
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise SkillLoadError(f"skill_load() needs the path of a skill directory, got {path!r:.60}.")
-    given = Path(path)
-    if not given.exists():
-        raise SkillLoadError(f"Skill directory {str(given)!r} does not exist.")
-    if not given.is_dir():
-        raise SkillLoadError(
-            f"{str(given)!r} is not a directory; pass the skill's folder, which holds "
-            f"{SKILL_MD} and/or {SKILL_YAML}."
-        )
-    root = given.resolve()
+    root = _skill_root(path)
     md_path, yaml_path = root / SKILL_MD, root / SKILL_YAML
     has_md, has_yaml = md_path.is_file(), yaml_path.is_file()
     if not has_md and not has_yaml:
-        near = sorted(
-            p.name
-            for p in root.iterdir()
-            if p.name.lower() in ("skill.md", "skill.yaml", "skill.yml")
-        )
-        hint = f" (found {', '.join(near)}; the names must be exactly these)" if near else ""
-        raise SkillLoadError(
-            f"Skill directory {str(root)!r} has neither {SKILL_MD} nor {SKILL_YAML}{hint}."
-        )
-
+        _no_skill_files(root)
     fields: dict[str, Any] = {}
     origin: dict[str, Path] = {}
-    body = ""
-    if has_md:
-        front, body, offset = _split_front_matter(_read_text(md_path), md_path, has_yaml)
-        if front is not None:
-            meta = _parse_yaml(front, md_path, offset)
-            if not isinstance(meta, dict):
-                raise SkillLoadError(
-                    f"{md_path}: the front matter must be a YAML mapping of 'key: value' "
-                    f"lines, got {yaml_kind(meta)}."
-                )
-            for key in _MD_KEYS:
-                if meta.get(key) is not None:
-                    fields[key], origin[key] = meta[key], md_path
-            if not has_yaml:
-                for key in ("name", "description"):
-                    value = meta.get(key)
-                    if value is None or (isinstance(value, str) and not value.strip()):
-                        raise SkillLoadError(
-                            f"{md_path}: the front matter lacks the required field {key!r}."
-                        )
+    # SKILL.md first, so that SKILL.yaml's fields overwrite its front matter's.
+    body = _read_skill_md(md_path, fields, origin, has_yaml=has_yaml) if has_md else ""
     if has_yaml:
-        meta = _parse_yaml(_read_text(yaml_path), yaml_path, 0)
-        if not isinstance(meta, dict):
-            raise SkillLoadError(
-                f"{yaml_path}: must be a YAML mapping of 'key: value' lines, got {yaml_kind(meta)}."
-            )
-        unknown = [str(k) for k in meta if k not in _YAML_KEYS]
-        if unknown:
-            raise SkillLoadError(
-                f"{yaml_path}: unknown field {unknown[0]!r}; the fields are "
-                f"{', '.join(_YAML_KEYS)}."
-            )
-        for key in _YAML_KEYS:
-            if meta.get(key) is not None:
-                fields[key], origin[key] = meta[key], yaml_path
-        if "name" not in fields:
-            raise SkillLoadError(f"{yaml_path}: missing the required field 'name'.")
+        _read_skill_yaml(yaml_path, fields, origin)
     body = body.strip()
     if body:
         given_prompt = fields.get("prompt")
@@ -498,6 +446,81 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
     specs = _tool_specs(tool_specs, root, origin["tools"])
     tools = _import_tools(specs, skill.name)
     return _validated_skill({**fields, "tools": tools}, origin)
+
+
+def _skill_root(path: str | os.PathLike[str]) -> Path:
+    """The resolved skill directory ``path`` names, or SkillLoadError saying what is wrong."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise SkillLoadError(f"skill_load() needs the path of a skill directory, got {path!r:.60}.")
+    given = Path(path)
+    if not given.exists():
+        raise SkillLoadError(f"Skill directory {str(given)!r} does not exist.")
+    if not given.is_dir():
+        raise SkillLoadError(
+            f"{str(given)!r} is not a directory; pass the skill's folder, which holds "
+            f"{SKILL_MD} and/or {SKILL_YAML}."
+        )
+    return given.resolve()
+
+
+def _no_skill_files(root: Path) -> NoReturn:
+    """Raise for a directory with neither file, naming near misses such as ``skill.md``."""
+    near = sorted(
+        p.name for p in root.iterdir() if p.name.lower() in ("skill.md", "skill.yaml", "skill.yml")
+    )
+    hint = f" (found {', '.join(near)}; the names must be exactly these)" if near else ""
+    raise SkillLoadError(
+        f"Skill directory {str(root)!r} has neither {SKILL_MD} nor {SKILL_YAML}{hint}."
+    )
+
+
+def _read_skill_md(
+    md_path: Path, fields: dict[str, Any], origin: dict[str, Path], *, has_yaml: bool
+) -> str:
+    """Record SKILL.md's front matter fields in ``fields`` (and ``origin``); its body.
+
+    Without a SKILL.yaml beside it, the front matter is required and must give a name
+    and a description.
+    """
+    front, body, offset = _split_front_matter(_read_text(md_path), md_path, has_yaml)
+    if front is None:
+        return body
+    meta = _parse_yaml(front, md_path, offset)
+    if not isinstance(meta, dict):
+        raise SkillLoadError(
+            f"{md_path}: the front matter must be a YAML mapping of 'key: value' "
+            f"lines, got {yaml_kind(meta)}."
+        )
+    for key in _MD_KEYS:
+        if meta.get(key) is not None:
+            fields[key], origin[key] = meta[key], md_path
+    if not has_yaml:
+        for key in ("name", "description"):
+            value = meta.get(key)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                raise SkillLoadError(
+                    f"{md_path}: the front matter lacks the required field {key!r}."
+                )
+    return body
+
+
+def _read_skill_yaml(yaml_path: Path, fields: dict[str, Any], origin: dict[str, Path]) -> None:
+    """Record SKILL.yaml's fields in ``fields`` (and ``origin``); an unknown key is an error."""
+    meta = _parse_yaml(_read_text(yaml_path), yaml_path, 0)
+    if not isinstance(meta, dict):
+        raise SkillLoadError(
+            f"{yaml_path}: must be a YAML mapping of 'key: value' lines, got {yaml_kind(meta)}."
+        )
+    unknown = [str(k) for k in meta if k not in _YAML_KEYS]
+    if unknown:
+        raise SkillLoadError(
+            f"{yaml_path}: unknown field {unknown[0]!r}; the fields are {', '.join(_YAML_KEYS)}."
+        )
+    for key in _YAML_KEYS:
+        if meta.get(key) is not None:
+            fields[key], origin[key] = meta[key], yaml_path
+    if "name" not in fields:
+        raise SkillLoadError(f"{yaml_path}: missing the required field 'name'.")
 
 
 def _read_text(path: Path) -> str:

@@ -14,9 +14,12 @@ may see.
 
 The server polls the lead (``observe_subagents`` / ``inspect_subagents``) every
 ``interval`` seconds from an effect that never awaits; the page is re-rendered only
-when what it shows changed. The tick comes from a task of the session's own that holds
-the reactive lock only to set a counter, and stops when the session ends. Model and
-tool output are untrusted: they render as escaped text, never as HTML.
+when what it shows changed. The panel's state and its answers to a poll or a click
+are :class:`_SubagentPanel`'s, plain Python that runs without Shiny; the server only
+wires it to the session's reactive values. The tick comes from a task of the
+session's own that holds the reactive lock only to set a counter, and stops when the
+session ends. Model and tool output are untrusted: they render as escaped text, never
+as HTML.
 
 Example:
     >>> from deputy_shiny.shiny import subagent_panel_ui
@@ -192,6 +195,164 @@ def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str
     )
 
 
+class _SubagentPanel:
+    """One session's panel: what it has seen of the lead, and how it answers a click.
+
+    Plain state, read and written only by the panel's effects (which never await): the
+    lead's subscription (for whom, to which lead), the newest events per delegation,
+    the delegations the requester may see now, whether one is still running, and
+    which transcripts were open at the last read. :meth:`poll` says what to show,
+    :meth:`click` acts on a button; :func:`subagent_panel_server` only wires them to
+    the Shiny session.
+
+    Args:
+        agent: The session's agent, or a function returning it.
+        requester: Whom the lead's disclosure policy judges, or a function returning it.
+
+    Example:
+        >>> _SubagentPanel(None, "ann").poll(frozenset(), ("loading",))
+        ('not_lead',)
+    """
+
+    def __init__(self, agent: AgentArg, requester: Any) -> None:
+        self._agent = agent
+        self._requester = requester
+        self.subscription: DelegationSubscription | None = None
+        self.subscribed_lead: Agent | None = None
+        self.subscribed_requester: Any = None
+        self.opened: frozenset[str] | None = None  # the transcripts open at the last read
+        self.live = False  # a delegation shown was running (or was just stopped)
+        self.recent: dict[str, deque[str]] = {}
+        self.visible: set[str] = set()
+
+    def lead(self) -> Agent | None:
+        agent = self._agent
+        target = agent() if callable(agent) and not isinstance(agent, Agent) else agent
+        return target if isinstance(target, Agent) else None
+
+    def who(self) -> Any:
+        return self._requester() if callable(self._requester) else self._requester
+
+    def poll(self, opened: frozenset[str], shown: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What the panel shows now, with ``opened`` transcripts open (``shown``: unchanged).
+
+        The result is ``("not_lead",)``, ``("denied",)`` or ``("rows", [(view, events,
+        transcript), ...])``, newest first. A failure is logged and changes nothing.
+        """
+        lead = self.lead()
+        if lead is None:
+            return ("not_lead",)
+        try:
+            return self._snapshot(lead, self.who(), opened, shown)
+        except Exception:
+            logger.warning("subagent panel: polling failed", exc_info=True)
+            return shown
+
+    def click(self, value: Any, opened: frozenset[str]) -> frozenset[str]:
+        """Act on a button's input ``value``; the transcripts open afterwards.
+
+        Only a delegation of this agent that this requester may see, and only these
+        actions: a forged value from the browser (another session's id, anything)
+        changes nothing.
+        """
+        if not isinstance(value, dict):
+            return opened
+        delegation_id, action = value.get("delegation_id"), value.get("action")
+        if not isinstance(delegation_id, str) or action not in ("interrupt", "transcript"):
+            return opened
+        lead = self.lead()
+        if lead is None or delegation_id not in self.visible:
+            return opened
+        try:
+            lead.inspect_subagents(self.who(), delegation_id)
+        except (DelegationDisclosureError, DelegationError):
+            return opened
+        if action == "interrupt":
+            lead.interrupt_subagent(delegation_id, "stopped from the panel")
+            self.live = True  # re-read at the next poll
+            return opened
+        return opened ^ {delegation_id}  # open or close this one
+
+    def _subscribe(self, lead: Agent, who: Any) -> DelegationSubscription | None:
+        """The subscription to ``lead`` for ``who``: kept while both stay the same."""
+        current = self.subscription
+        if (
+            current is not None
+            and self.subscribed_requester == who
+            and self.subscribed_lead is lead
+        ):
+            return current
+        if current is not None:
+            current.close()
+        self.recent.clear()
+        self.subscription, self.opened = None, None
+        self.subscribed_lead, self.subscribed_requester = lead, who
+        try:
+            self.subscription = lead.observe_subagents(who)
+        except DelegationDisclosureError:
+            return None
+        return self.subscription
+
+    def _snapshot(
+        self, lead: Agent, who: Any, opened: frozenset[str], shown: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        subscription = self._subscribe(lead, who)
+        if subscription is None:
+            self.visible.clear()
+            return ("denied",)
+        fresh = subscription.poll()
+        for event in fresh:
+            kept = self.recent.setdefault(event.delegation_id, deque(maxlen=RECENT_EVENTS))
+            if event.kind != "status":
+                kept.append(event.summary)
+        if not fresh and not self.live and opened == self.opened:
+            return shown  # nothing new, nothing running: keep what is shown
+        try:
+            views = lead.inspect_subagents(who)
+        except DelegationDisclosureError:
+            self.visible.clear()
+            return ("denied",)
+        views = views[-MAX_SHOWN:]
+        self.visible.clear()
+        self.visible.update(str(v.get("delegation_id")) for v in views)
+        self.live = any((v.get("observed") or {}).get("status") in _LIVE for v in views)
+        self.opened = opened
+        rows = []
+        for view in reversed(views):  # newest first
+            delegation_id = str(view.get("delegation_id"))
+            transcript = None
+            if delegation_id in opened:
+                transcript = _read_transcript(lead, who, delegation_id)
+            rows.append((view, list(self.recent.get(delegation_id, ())), transcript))
+        return ("rows", rows)
+
+
+def _panel(shown: tuple[Any, ...], input_id: str) -> Tag:
+    """The panel's content for what :meth:`_SubagentPanel.poll` said to show."""
+    kind, *rest = shown
+    if kind == "loading":
+        return tags.p("…", class_="text-muted small")
+    if kind == "not_lead":
+        return tags.p(_NOT_LEAD_NOTE, class_="text-muted small deputy-subagent-note")
+    if kind == "denied":
+        return tags.p(_DENIED_NOTE, class_="text-muted small deputy-subagent-note")
+    rows = rest[0]
+    if not rows:
+        return tags.p(_NONE_NOTE, class_="text-muted small deputy-subagent-note")
+    return tags.div(*[_row(view, events, t, input_id) for view, events, t in rows])
+
+
+async def _tick(tick: reactive.Value[int], interval: float) -> None:
+    """Count up ``tick`` every ``interval`` seconds, holding the lock only for the set."""
+    count = 0
+    while True:
+        await asyncio.sleep(interval)
+        count += 1
+        async with reactive.lock():
+            tick.set(count)
+            await reactive.flush()
+
+
 @module.server
 def subagent_panel_server(
     input: Any,
@@ -235,75 +396,12 @@ def subagent_panel_server(
     tick = reactive.value(0)
     shown = reactive.value[tuple[Any, ...]](("loading",))
     expanded = reactive.value[frozenset[str]](frozenset())
-    # Plain state of this session's panel (read and written only by its effects).
-    state: dict[str, Any] = {"subscription": None, "lead": None, "requester": None, "live": False}
-    recent: dict[str, deque[str]] = {}
-    visible: set[str] = set()
-
-    def _lead() -> Agent | None:
-        target = agent() if callable(agent) and not isinstance(agent, Agent) else agent
-        return target if isinstance(target, Agent) else None
-
-    def _who() -> Any:
-        return requester() if callable(requester) else requester
-
-    def _subscription(lead: Agent, who: Any) -> DelegationSubscription | None:
-        current = state["subscription"]
-        if current is not None and state["requester"] == who and state["lead"] is lead:
-            return current
-        if current is not None:
-            current.close()
-        recent.clear()
-        state.update(subscription=None, lead=lead, requester=who, opened=None)
-        try:
-            state["subscription"] = lead.observe_subagents(who)
-        except DelegationDisclosureError:
-            return None
-        return state["subscription"]
-
-    def _snapshot(lead: Agent, who: Any, opened: frozenset[str]) -> tuple[Any, ...]:
-        subscription = _subscription(lead, who)
-        if subscription is None:
-            visible.clear()
-            return ("denied",)
-        fresh = subscription.poll()
-        for event in fresh:
-            kept = recent.setdefault(event.delegation_id, deque(maxlen=RECENT_EVENTS))
-            if event.kind != "status":
-                kept.append(event.summary)
-        if not fresh and not state["live"] and opened == state.get("opened"):
-            return shown.get()  # nothing new, nothing running: keep what is shown
-        try:
-            views = lead.inspect_subagents(who)
-        except DelegationDisclosureError:
-            visible.clear()
-            return ("denied",)
-        views = views[-MAX_SHOWN:]
-        visible.clear()
-        visible.update(str(v.get("delegation_id")) for v in views)
-        state["live"] = any((v.get("observed") or {}).get("status") in _LIVE for v in views)
-        state["opened"] = opened
-        rows = []
-        for view in reversed(views):  # newest first
-            delegation_id = str(view.get("delegation_id"))
-            transcript = None
-            if delegation_id in opened:
-                transcript = _read_transcript(lead, who, delegation_id)
-            rows.append((view, list(recent.get(delegation_id, ())), transcript))
-        return ("rows", rows)
-
-    async def _ticker() -> None:
-        count = 0
-        while True:
-            await asyncio.sleep(interval)
-            count += 1
-            async with reactive.lock():
-                tick.set(count)
-                await reactive.flush()
-
+    panel = _SubagentPanel(agent, requester)
     # Not reactive.invalidate_later: a cancelled timer keeps its context (and with it
     # the session) alive until its deadline; this task's context holds nothing.
-    ticker = asyncio.get_running_loop().create_task(_ticker(), context=contextvars.Context())
+    ticker = asyncio.get_running_loop().create_task(
+        _tick(tick, interval), context=contextvars.Context()
+    )
     session.on_ended(ticker.cancel)
 
     @reactive.effect
@@ -311,56 +409,22 @@ def subagent_panel_server(
         tick()
         opened = expanded()
         with reactive.isolate():
-            lead = _lead()
-            if lead is None:
-                new: tuple[Any, ...] = ("not_lead",)
-            else:
-                try:
-                    new = _snapshot(lead, _who(), opened)
-                except Exception:
-                    logger.warning("subagent panel: polling failed", exc_info=True)
-                    return
-            if new != shown.get():
+            current = shown.get()
+            new = panel.poll(opened, current)
+            if new != current:
                 shown.set(new)
 
     @render.ui
     def delegations() -> Tag:
-        kind, *rest = shown()
-        if kind == "loading":
-            return tags.p("…", class_="text-muted small")
-        if kind == "not_lead":
-            return tags.p(_NOT_LEAD_NOTE, class_="text-muted small deputy-subagent-note")
-        if kind == "denied":
-            return tags.p(_DENIED_NOTE, class_="text-muted small deputy-subagent-note")
-        rows = rest[0]
-        if not rows:
-            return tags.p(_NONE_NOTE, class_="text-muted small deputy-subagent-note")
-        return tags.div(*[_row(view, events, t, input_id) for view, events, t in rows])
+        return _panel(shown(), input_id)
 
     @reactive.effect
     @reactive.event(input.action)  # no ignore_init: see _prompts.session_prompts
     def _clicked() -> None:
-        value = input.action()
-        if not isinstance(value, dict):
-            return
-        delegation_id, action = value.get("delegation_id"), value.get("action")
-        # Only a delegation of this agent this requester may see, only these actions:
-        # a forged value from the browser (another session's id, anything) changes nothing.
-        if not isinstance(delegation_id, str) or action not in ("interrupt", "transcript"):
-            return
-        lead = _lead()
-        if lead is None or delegation_id not in visible:
-            return
-        try:
-            lead.inspect_subagents(_who(), delegation_id)
-        except (DelegationDisclosureError, DelegationError):
-            return
-        if action == "interrupt":
-            lead.interrupt_subagent(delegation_id, "stopped from the panel")
-            state["live"] = True  # re-read at the next poll
-            return
         opened = expanded.get()
-        expanded.set(opened ^ {delegation_id})  # open or close this one
+        new = panel.click(input.action(), opened)
+        if new != opened:
+            expanded.set(new)
 
 
 def _read_transcript(lead: Agent, who: Any, delegation_id: str) -> Any:

@@ -14,7 +14,7 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import regex as _regex
@@ -417,6 +417,165 @@ class _BoundedSearch:
             ) from None
 
 
+# (opener, the path as shown): the opener returns a descriptor and its fstat.
+_Candidate = tuple[Callable[[], tuple[int, os.stat_result]], str]
+
+
+@dataclass
+class _GrepTally:
+    """What one grep_files call has found so far."""
+
+    max_results: int
+    results: list[str] = field(default_factory=list)
+    more: int = 0  # matching lines past max_results
+    searched: int = 0
+    too_big: list[str] = field(default_factory=list)
+
+    def add_matches(
+        self, shown: str, text: str, compiled: _regex.Pattern[str], search: _BoundedSearch
+    ) -> None:
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for number, line in enumerate(lines, start=1):
+            line = line.removesuffix("\r")
+            if not search(compiled, line):
+                continue
+            if len(self.results) >= self.max_results:
+                self.more += 1
+                continue
+            if len(line) > MAX_GREP_LINE_CHARS:
+                line = line[:MAX_GREP_LINE_CHARS] + "…"
+            self.results.append(f"{shown}:{number}: {line}")
+
+    def notes(self) -> list[str]:
+        notes: list[str] = []
+        if self.more:
+            notes.append(
+                f"[{len(self.results)} matches shown, {self.more} more not shown. Narrow the "
+                "pattern, path or glob, or raise max_results.]"
+            )
+        if self.too_big:
+            listed = ", ".join(self.too_big[:5]) + (", …" if len(self.too_big) > 5 else "")
+            notes.append(
+                f"[Skipped {plural(len(self.too_big), 'file')} over {_size(MAX_READ_BYTES)}: "
+                f"{listed}. Read them in parts with read_file.]"
+            )
+        return notes
+
+
+def _compile_pattern(pattern: str, ignore_case: bool) -> _regex.Pattern[str]:
+    try:
+        return _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
+    except _regex.error as exc:
+        raise ToolInvocationError(
+            f"Invalid regular expression {pattern!r}: {exc}. grep_files uses Python `re` "
+            "syntax; escape special characters such as ( [ . * + ? with a backslash to search "
+            "for them literally."
+        ) from None
+
+
+def _grep_filter(glob: str | None) -> Callable[[tuple[str, ...]], bool]:
+    """Which walked files (by path parts) to search: ``glob`` matched, hidden ones not.
+
+    A glob without ``/`` is matched against the file name; one with ``/`` against the
+    path below the searched directory. A name glob starting with ``.`` lets hidden files
+    through.
+    """
+    if glob is None:
+        return lambda parts: not parts[-1].startswith(".")
+    _check_glob(glob, "glob")
+    name_globs: list[str] = []
+    path_globs: list[_GlobPattern] = []
+    for g in _expand_braces(glob):
+        if "/" in g.replace("\\", "/").strip("/"):
+            path_globs.append(_GlobPattern(g))
+        else:
+            name_globs.append(g.strip("/\\"))
+    want_hidden = any(g.startswith(".") for g in name_globs)
+
+    def wanted(parts: tuple[str, ...]) -> bool:
+        if any(fnmatch.fnmatchcase(parts[-1], g) for g in name_globs):
+            return want_hidden or not parts[-1].startswith(".")
+        return any(g.matches(parts) for g in path_globs)
+
+    return wanted
+
+
+def _walked_candidates(
+    target: Path, ctx: ToolContext, wanted: Callable[[tuple[str, ...]], bool]
+) -> tuple[_Walker, Iterator[_Candidate]]:
+    """The walker over directory ``target`` and the wanted regular files it yields."""
+    shown_dir = _show(target, ctx, is_dir=True)
+    prefix = "" if shown_dir == "." else shown_dir
+    walker = _Walker(
+        target, _open_dir(target, shown_dir, ctx), ctx, lambda p: not p[-1].startswith(".")
+    )
+    files = (
+        (e.open_regular, prefix + "/".join(e.parts))
+        for e in walker
+        if not e.is_dir and not e.is_link and wanted(e.parts)
+    )
+    return walker, files
+
+
+def _read_candidate(
+    opener: Callable[[], tuple[int, os.stat_result]], shown: str, tally: _GrepTally, *, named: bool
+) -> str | None:
+    """The text of one file to search, or None to skip it.
+
+    A file the caller ``named`` (not found by the walk) that cannot be opened or is
+    binary is an error; a walked one is skipped. Files over MAX_READ_BYTES are noted.
+    Opened by descriptor (the walk's, or beneath the root), then checked with fstat:
+    what is read is what was listed, never a link swapped in meanwhile.
+    """
+    try:
+        fd, st = opener()
+    except (OSError, PathDenied) as exc:
+        if named:
+            raise _open_problem(exc, "open", shown) from None
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > MAX_READ_BYTES:
+            tally.too_big.append(shown)
+            return None
+        data = fh.read(MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        tally.too_big.append(shown)
+        return None
+    if b"\0" in data[:_SNIFF_BYTES]:
+        if named:
+            raise ToolInvocationError(
+                f"{shown} is a binary file, {len(data)} bytes; grep_files searches text only."
+            )
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _search_files(
+    files: Iterator[_Candidate],
+    pattern: str,
+    compiled: _regex.Pattern[str],
+    tally: _GrepTally,
+    *,
+    named: bool,
+) -> None:
+    # A whole-file search first skips the files without a match; it can miss a match only
+    # for patterns whose meaning changes at line edges (\A, \Z, lookarounds).
+    prefilter = None
+    if not re.search(r"\\[AZ]|\(\?<?[=!]", pattern):
+        prefilter = _regex.compile(pattern, compiled.flags | _regex.MULTILINE)
+    search = _BoundedSearch(pattern)
+    for opener, shown in files:
+        text = _read_candidate(opener, shown, tally, named=named)
+        if text is None:
+            continue
+        tally.searched += 1
+        if prefilter is not None and not search(prefilter, text):
+            continue
+        tally.add_matches(shown, text, compiled, search)
+
+
 def _grep_files(
     pattern: str,
     path: str = ".",
@@ -435,104 +594,22 @@ def _grep_files(
         max_results: The most matching lines to show.
     """
     ctx = current_tool_context()
-    try:
-        regex = _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
-    except _regex.error as exc:
-        raise ToolInvocationError(
-            f"Invalid regular expression {pattern!r}: {exc}. grep_files uses Python `re` "
-            "syntax; escape special characters such as ( [ . * + ? with a backslash to search "
-            "for them literally."
-        ) from None
+    compiled = _compile_pattern(pattern, ignore_case)
     _check_positive("max_results", max_results)
-    name_globs: list[str] = []
-    path_globs: list[_GlobPattern] = []
-    if glob is not None:
-        _check_glob(glob, "glob")
-        for g in _expand_braces(glob):
-            if "/" in g.replace("\\", "/").strip("/"):
-                path_globs.append(_GlobPattern(g))
-            else:
-                name_globs.append(g.strip("/\\"))
-    want_hidden = glob is not None and any(g.startswith(".") for g in name_globs)
-
-    def wanted(parts: tuple[str, ...]) -> bool:
-        if glob is None:
-            return not parts[-1].startswith(".")
-        if any(fnmatch.fnmatchcase(parts[-1], g) for g in name_globs):
-            return want_hidden or not parts[-1].startswith(".")
-        return any(g.matches(parts) for g in path_globs)
-
+    wanted = _grep_filter(glob)
     target = _confined(path, ctx, "read")
     walker: _Walker | None = None
-    files: Iterator[tuple[Callable[[], tuple[int, os.stat_result]], str]]  # (opener, as shown)
+    files: Iterator[_Candidate]
     info = _lstat(target, ctx, "read")
     searched_dir = info is not None and stat.S_ISDIR(info.st_mode)
     if info is not None and not searched_dir:
         root, rel = _located(target, ctx, "read")
         files = iter([(functools.partial(safe_fs.open_regular, root, rel), _show(target, ctx))])
     else:
-        shown_dir = _show(target, ctx, is_dir=True)
-        prefix = "" if shown_dir == "." else shown_dir
-        walker = _Walker(
-            target, _open_dir(target, shown_dir, ctx), ctx, lambda p: not p[-1].startswith(".")
-        )
-        files = (
-            (e.open_regular, prefix + "/".join(e.parts))
-            for e in walker
-            if not e.is_dir and not e.is_link and wanted(e.parts)
-        )
-
-    # A whole-file search first skips the files without a match; it can miss a match only
-    # for patterns whose meaning changes at line edges (\A, \Z, lookarounds).
-    prefilter = None
-    if not re.search(r"\\[AZ]|\(\?<?[=!]", pattern):
-        prefilter = _regex.compile(pattern, regex.flags | _regex.MULTILINE)
-    search = _BoundedSearch(pattern)
-    results: list[str] = []
-    more = searched = 0
-    too_big: list[str] = []
+        walker, files = _walked_candidates(target, ctx, wanted)
+    tally = _GrepTally(max_results)
     try:
-        for opener, shown in files:
-            # Opened by descriptor (the walk's, or beneath the root), then checked with fstat:
-            # what is read is what was listed, never a link swapped in meanwhile.
-            try:
-                fd, st = opener()
-            except (OSError, PathDenied) as exc:
-                if walker is None:
-                    raise _open_problem(exc, "open", shown) from None
-                continue
-            with os.fdopen(fd, "rb") as fh:
-                if st.st_size > MAX_READ_BYTES:
-                    too_big.append(shown)
-                    continue
-                data = fh.read(MAX_READ_BYTES + 1)
-            if len(data) > MAX_READ_BYTES:
-                too_big.append(shown)
-                continue
-            if b"\0" in data[:_SNIFF_BYTES]:
-                if walker is None:
-                    raise ToolInvocationError(
-                        f"{shown} is a binary file, {len(data)} bytes; grep_files searches "
-                        "text only."
-                    )
-                continue
-            searched += 1
-            text = data.decode("utf-8", errors="replace")
-            if prefilter is not None and not search(prefilter, text):
-                continue
-            lines = text.split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            for number, line in enumerate(lines, start=1):
-                line = line.removesuffix("\r")
-                if not search(regex, line):
-                    continue
-                if len(results) >= max_results:
-                    more += 1
-                    continue
-                if len(line) > MAX_GREP_LINE_CHARS:
-                    line = line[:MAX_GREP_LINE_CHARS] + "…"
-                results.append(f"{shown}:{number}: {line}")
+        _search_files(files, pattern, compiled, tally, named=walker is None)
     finally:
         # Release the walk's directory descriptors now, even when the pattern's time
         # budget ends the search early.
@@ -541,30 +618,17 @@ def _grep_files(
             close()
         if walker is not None:
             walker.close()
-    notes: list[str] = []
-    if more:
-        notes.append(
-            f"[{len(results)} matches shown, {more} more not shown. Narrow the pattern, path "
-            "or glob, or raise max_results.]"
-        )
-    if too_big:
-        listed = ", ".join(too_big[:5]) + (", …" if len(too_big) > 5 else "")
-        notes.append(
-            f"[Skipped {plural(len(too_big), 'file')} over {_size(MAX_READ_BYTES)}: {listed}. "
-            "Read them in parts with read_file.]"
-        )
     stopped = _stopped_note(walker) if walker is not None else ""
-    if not results:
-        where = _show(target, ctx, is_dir=searched_dir)
-        where = "the working directory" if where == "." else where
-        head = (
-            f"No matches for {pattern!r} in {where} "
-            f"({plural(searched, 'file')} searched"
-            + (f", glob {glob!r}" if glob is not None else "")
-            + ")."
-        )
-        return "\n".join([head, *notes]) + stopped
-    return "\n".join([*results, *notes]) + stopped
+    if tally.results:
+        return "\n".join([*tally.results, *tally.notes()]) + stopped
+    where = _show(target, ctx, is_dir=searched_dir)
+    where = "the working directory" if where == "." else where
+    head = (
+        f"No matches for {pattern!r} in {where} ({plural(tally.searched, 'file')} searched"
+        + (f", glob {glob!r}" if glob is not None else "")
+        + ")."
+    )
+    return "\n".join([head, *tally.notes()]) + stopped
 
 
 def tool_grep_files() -> Tool:
