@@ -6,7 +6,8 @@
   run methods (``run``, ``run_async``, ``run_sync``), all adapters of the one engine
   in :mod:`deputy_shiny._engine`;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,
-  ``stream*``) and the chunks they yield;
+  ``stream*``) and the chunks they yield; every run method takes the keywords
+  :class:`RunKeywords` declares (from ``_engine/options.py``);
 - ``_tool_registry.py``: the registered tools and provider-native search;
 - ``_approvals.py``: durable approvals (``pending_approval``, ``resume_approval``);
 - ``_context.py``: the context policy, compaction and saved sessions;
@@ -24,8 +25,9 @@ Example:
 
 from __future__ import annotations
 
+from .._engine.options import RunKeywords, StructuredKeywords
 from ..models import ModelLike
 from ..usage import ConversationCost
 from ._agent import Agent
 
-__all__ = ["Agent", "ConversationCost", "ModelLike"]
+__all__ = ["Agent", "ConversationCost", "ModelLike", "RunKeywords", "StructuredKeywords"]

@@ -30,14 +30,13 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from .._engine.budget import SharedBudget
 from .._engine.deps import Authority, RunDeps, RunReport
 from .._engine.loop import Engine
 from .._engine.offload import ToolResultStore, tool_read_tool_result
-from .._engine.options import TaskInput, ToolMode, build_run_options
-from .._engine.structured import Validator
+from .._engine.options import RunKeywords, TaskInput, build_run_options
 from .._util import sync as _sync
 from .._util.metadata import validate_run_context
 from ..approvals import ApprovalHandler
@@ -356,13 +355,8 @@ class Agent(
         self,
         task: TaskInput,
         *,
-        usage_limits: UsageLimits | None = None,
         include_partial_messages: bool = True,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
+        **kwargs: Unpack[RunKeywords],
     ) -> AsyncIterator[AgentEvent]:
         """Run a task, yielding :data:`~deputy_shiny.events.AgentEvent` objects as it goes.
 
@@ -371,19 +365,11 @@ class Agent(
 
         Args:
             task: The user's message: text, content objects, or a user Turn.
-            usage_limits: Limits for this run; None fields use the agent's, and a looser
-                value is clamped to the agent's.
             include_partial_messages: Yield a ``text`` event per streamed chunk (the
                 result records them either way).
-            run_context: Merged into the agent's; it cannot change ID fields (keys
-                ending in ``id``) the agent sets.
-            type: A type (pydantic model, dataclass, ``list[int]``...) to extract from
-                the conversation after the task into ``result.structured_output``.
-            validate: Checks the extracted value: True accepts, False or a message
-                rejects (the message is the model's feedback). Anything else, or an
-                exception, ends the run with an error.
-            max_corrections: How often a rejected value may be corrected.
-            tool_mode: ``"concurrent"`` runs one response's tool calls in parallel.
+            **kwargs: The run keywords (``usage_limits``, ``run_context``, ``type``,
+                ``validate``, ``max_corrections``, ``tool_mode``), documented in
+                :class:`~deputy_shiny.agent.RunKeywords`.
 
         Example:
             >>> import asyncio
@@ -399,13 +385,8 @@ class Agent(
             task,
             agent_limits=self._usage_limits,
             agent_run_context=self._run_context,
-            usage_limits=usage_limits,
+            keywords=kwargs,
             include_partial_messages=include_partial_messages,
-            run_context=run_context,
-            output_type=type,
-            validate=validate,
-            max_corrections=max_corrections,
-            tool_mode=tool_mode,
         )
         return self._engine.run(self._run_deps(), self._conversation, options)
 
@@ -423,31 +404,17 @@ class Agent(
             task,
             agent_limits=self._usage_limits,
             agent_run_context=self._run_context,
-            usage_limits=usage_limits,
-            include_partial_messages=True,
-            run_context=None,
-            output_type=None,
-            validate=None,
-            max_corrections=0,
-            tool_mode="concurrent",
+            keywords={"usage_limits": usage_limits},
         )
         deps = dataclasses.replace(
             self._run_deps(), parent_budget=parent_budget, ancestors=ancestors
         )
         return self._engine.run(deps, self._conversation, options)
 
-    async def run_async(
-        self,
-        task: TaskInput,
-        *,
-        usage_limits: UsageLimits | None = None,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
-    ) -> AgentResult:
+    async def run_async(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
         """Run a task to the end and return its :class:`~deputy_shiny.events.AgentResult`.
+
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Raises:
             ProviderError: the model request failed (after any fallbacks).
@@ -461,49 +428,22 @@ class Agent(
             >>> asyncio.run(Agent(ScriptedModel(["Done."])).run_async("Go")).stop_reason
             'complete'
         """
-        events = self.run(
-            task,
-            usage_limits=usage_limits,
-            run_context=run_context,
-            type=type,
-            validate=validate,
-            max_corrections=max_corrections,
-            tool_mode=tool_mode,
-        )
-        async for _ in events:
+        # include_partial_messages given here: passing it to run_async is a TypeError.
+        async for _ in self.run(task, include_partial_messages=True, **kwargs):
             pass
         return self._engine.finished_result()
 
-    def run_sync(
-        self,
-        task: TaskInput,
-        *,
-        usage_limits: UsageLimits | None = None,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
-    ) -> AgentResult:
+    def run_sync(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
         """Blocking :meth:`run_async` for scripts (an error inside a running event loop).
+
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Example:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["Done."])).run_sync("Go").response
             'Done.'
         """
-        return _sync.run_sync(
-            self.run_async(
-                task,
-                usage_limits=usage_limits,
-                run_context=run_context,
-                type=type,
-                validate=validate,
-                max_corrections=max_corrections,
-                tool_mode=tool_mode,
-            ),
-            "run_sync",
-        )
+        return _sync.run_sync(self.run_async(task, **kwargs), "run_sync")
 
     def last_run(self) -> AgentResult | None:
         """The result of the most recent run, or None before the first one ends."""
