@@ -73,6 +73,7 @@ from ..messages import (
 from ..models import ChatModel
 from ..usage import limit_reached
 from .budget import SharedBudget
+from .compaction import CompactionServices
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
 from .options import RunOptions
@@ -297,12 +298,14 @@ class Engine(ToolCalls):
             st.model,
             st.deps.hooks,
             st.deps.tool_schemas,
-            hook_context=st.gate.hook_context,
-            hook_events=st.gate.hook_events,
-            emit=partial(self._emit, st),
-            charge=partial(self._charge_summary, st),
-            may_request=partial(self._may_request, st),
-            guard=self.interrupter.guard,
+            CompactionServices(
+                hook_context=st.gate.hook_context,
+                charge=partial(self._charge_summary, st),
+                may_request=partial(self._may_request, st),
+                emit=partial(self._emit, st),
+                hook_events=st.gate.hook_events,
+                guard=self.interrupter.guard,
+            ),
         ):
             yield event
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from .._engine.compaction import Compactor, ContextRuntime
+from .._engine.compaction import CompactionServices, Compactor, ContextRuntime
 from .._engine.offload import ToolResultStore
 from .._provider import Response, estimate_prompt_tokens, known_cost
 from .._util import sync as _sync
@@ -176,8 +176,7 @@ class ContextMethods:
             self._context_policy,
             self._model,
             self._hooks,
-            hook_context=self._hook_context,
-            charge=self._charge_summary,
+            CompactionServices(hook_context=self._hook_context, charge=self._charge_summary),
             tool_schemas=tuple(self._tools.schemas()),
         )
         async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
