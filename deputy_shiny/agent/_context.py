@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from .._engine.compaction import CompactionServices, Compactor, ContextRuntime
+from .._engine.compaction import ContextRuntime
 from .._engine.offload import ToolResultStore
-from .._provider import Response, estimate_prompt_tokens, known_cost
 from .._util import sync as _sync
 from .._util.metadata import is_id_key, validate_run_context
 from ..context import (
@@ -39,7 +38,6 @@ from ..errors import (
     ToolResultReferenceError,
 )
 from ..events import AgentUsage
-from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..models import ChatModel
 from ..persistence.sessions import (
@@ -51,7 +49,9 @@ from ..persistence.sessions import (
 )
 
 if TYPE_CHECKING:
-    from ._tool_registry import ToolRegistry
+    from .._engine.deps import RunDeps
+    from .._engine.loop import Engine
+    from ..usage import UsageLimits
 
 __all__ = ["ContextMethods"]
 
@@ -68,13 +68,15 @@ class ContextMethods:
     _usage: AgentUsage
     _run_context: dict[str, Any]
     _model: ChatModel
-    _hooks: HookRegistry
-    _tools: ToolRegistry
     _agent_id: str
     _agent_name: str | None
     _session_id: str
+    _usage_limits: UsageLimits
+    _engine: Engine
 
     if TYPE_CHECKING:
+
+        def _run_deps(self) -> RunDeps: ...
 
         def _ensure_free(self, action: str) -> None: ...
 
@@ -171,45 +173,15 @@ class ContextMethods:
             raise ConfigurationError("summary must be a string or None")
         if fallback not in (None, "error", "text"):
             raise ConfigurationError('fallback must be "error", "text" or None')
-        compactor = Compactor(
+        # Charged through the engine: the same rule, limits and report as a run's.
+        return await self._engine.compact(
+            self._run_deps(),
             self._conversation,
-            self._context_policy,
-            self._model,
-            self._hooks,
-            CompactionServices(hook_context=self._hook_context, charge=self._charge_summary),
-            tool_schemas=tuple(self._tools.schemas()),
-        )
-        async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
-            pass
-        return compactor.record
-
-    def _hook_context(self, event: str, **extra: Any) -> HookContext:
-        return HookContext(
-            event=event,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
+            limits=self._usage_limits,
             run_context=self._run_context,
-            **extra,
-        )
-
-    def _charge_summary(
-        self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
-    ) -> None:
-        input_tokens = response.input_tokens
-        if input_tokens is None:
-            input_tokens = estimate_prompt_tokens(messages)
-        output_tokens = response.output_tokens
-        if output_tokens is None:
-            output_tokens = max(1, len("".join(response.text)) // 4)
-        cost = response.cost if response.cost is not None else None
-        if cost is None:
-            cost = known_cost(model, input_tokens, output_tokens)
-        self._usage = self._usage + AgentUsage(
-            requests=1,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-            cost_missing=0 if cost is not None else 1,
+            keep_last=keep_last,
+            summary=summary,
+            fallback=fallback,
         )
 
     def microcompact(
