@@ -202,7 +202,52 @@ async def test_chat_async_and_structured() -> None:
     agent = Agent(ScriptedModel(["hello", "ignored", "[1, 2, 3]"]))
     assert await agent.chat_async("hi") == "hello"
     assert await agent.chat_structured_async("numbers", type=list[int]) == [1, 2, 3]
-    assert agent.last_run().structured_output == [1, 2, 3]  # type: ignore[union-attr]
+    assert agent.last_run().structured_output == [1, 2, 3]
+
+
+# The run keywords are declared once (RunKeywords); each adapter takes them as
+# ``**kwargs: Unpack[RunKeywords]``. A wrong keyword is a mypy error (the ignores below
+# are checked: warn_unused_ignores is on for this module) and a TypeError at run time.
+
+WRONG_KEYWORD = "Unexpected keyword argument 'max_request' for a run.*RunKeywords"
+
+
+def test_a_wrong_run_keyword_is_a_type_error_in_the_blocking_adapters() -> None:
+    agent = Agent(ScriptedModel(["unused"]))
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.run_sync("go", max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.chat("go", max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.chat_structured("go", type=int, max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.stream("go", max_request=1)  # type: ignore[call-arg]
+    assert agent.last_run() is None and agent.usage().requests == 0
+
+
+async def test_a_wrong_run_keyword_is_a_type_error_in_the_async_adapters() -> None:
+    agent = Agent(ScriptedModel(["done"]))
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.run("go", max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        await agent.run_async("go", max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        await agent.chat_async("go", max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        await agent.chat_structured_async("go", type=int, max_request=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=WRONG_KEYWORD):
+        agent.stream_async("go", max_request=1)  # type: ignore[call-overload]
+    # include_partial_messages belongs to run() alone: a stream needs its text events.
+    with pytest.raises(TypeError, match="include_partial_messages"):
+        agent.stream_async("go", include_partial_messages=False)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="include_partial_messages"):
+        await agent.chat_async("go", include_partial_messages=False)  # type: ignore[call-arg]
+    assert agent.last_run() is None and agent.usage().requests == 0
+    # The right keywords reach the run, from every adapter alike.
+    limits = UsageLimits(max_requests=1)
+    assert await agent.chat_async("go", usage_limits=limits, tool_mode="sequential") == "done"
+    result = agent.last_run()
+    assert result is not None and result.stop_reason == "complete"
 
 
 # ------------------------------------------------------------------ conversation
@@ -213,9 +258,9 @@ def test_conversation_api() -> None:
     agent.add_turn("2+2?", "4")
     assert [t.role for t in agent.get_turns()] == ["user", "assistant"]
     assert agent.get_turns(include_system_prompt=True)[0].text == "Be kind."
-    assert agent.last_turn().text == "4"  # type: ignore[union-attr]
-    assert agent.last_turn("user").text == "2+2?"  # type: ignore[union-attr]
-    assert agent.last_turn("system").text == "Be kind."  # type: ignore[union-attr]
+    assert agent.last_turn().text == "4"
+    assert agent.last_turn("user").text == "2+2?"
+    assert agent.last_turn("system").text == "Be kind."
     assert agent.get_context_turns() == agent.get_turns()
 
     agent.set_system_prompt("Be terse.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -485,3 +486,100 @@ async def test_an_interrupt_during_the_summary_request_leaves_the_context() -> N
     assert agent.last_compaction() is None
     assert agent.get_context_turns() == agent.get_turns()
     assert agent._conversation.summary is None
+
+
+# ------------------------------------------------------------------ how compaction is charged
+
+
+class SummaryBiller:
+    """A FunctionModel script recording the summary requests' messages. ``reported``:
+    summaries and answers report their usage and cost; otherwise a summary stream
+    breaks off before its usage arrives, so the engine must estimate what it cost."""
+
+    def __init__(self, reported: bool) -> None:
+        self.reported = reported
+        self.summary_messages: list[list[dict[str, Any]]] = []
+        self.model = FunctionModel(self)
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if not is_summary_request(messages):
+            return ScriptedReply(
+                text="The answer.", usage={"prompt_tokens": 40, "completion_tokens": 3}, cost=0.5
+            )
+        self.summary_messages.append(messages)
+        text = "Summary: the user asked four questions."
+        if self.reported:
+            return ScriptedReply(
+                text=text, usage={"prompt_tokens": 321, "completion_tokens": 12}, cost=0.25
+            )
+        return ScriptedReply(
+            text=text, chunk_size=16, error=RuntimeError("cut off"), error_after_chunks=2
+        )
+
+
+@pytest.mark.parametrize("reported", [True, False], ids=["reported", "estimated"])
+async def test_manual_and_automatic_compaction_charge_the_same(reported: bool) -> None:
+    policy = ContextPolicy(max_tokens=600, fallback="text")
+    auto_model, manual_model = SummaryBiller(reported), SummaryBiller(reported)
+    auto = with_history(Agent(auto_model.model, context_policy=policy))
+    result = await auto.run_async("One more")
+    automatic = auto.last_compaction()
+    assert auto_model.summary_messages and automatic is not None
+    # The same conversation, compacted by hand instead, where the run compacted it.
+    manual = with_history(Agent(manual_model.model, context_policy=policy))
+    manual.set_turns([*manual.get_turns(), auto.get_turns()[-2]])  # the run's user turn
+    record = await manual.compact_async()
+    assert record is not None and record.turns_removed == automatic.turns_removed
+    assert record.method == automatic.method == ("model" if reported else "text")
+    assert manual_model.summary_messages == auto_model.summary_messages
+    # The run's usage is its summary request plus its answer (40 + 3 tokens, $0.5); the
+    # manual compaction's is the summary request alone, counted the same way.
+    charged = manual.usage()
+    assert auto.usage() == result.usage
+    assert charged.requests == 1 == result.usage.requests - 1
+    assert charged.input_tokens == result.usage.input_tokens - 40
+    assert charged.output_tokens == result.usage.output_tokens - 3
+    if reported:
+        assert (charged.input_tokens, charged.output_tokens) == (321, 12)
+        assert charged.cost == 0.25 and result.usage.cost == 0.75
+    else:
+        # No usage arrived: about four characters a token, of the messages sent and of
+        # the two chunks received; the cost is unknown.
+        sent = manual_model.summary_messages[0]
+        assert charged.input_tokens == len(json.dumps(sent)) // 4
+        assert charged.output_tokens == 32 // 4
+        assert charged.cost is None and charged.cost_missing == 1
+        assert result.usage.cost is None and result.usage.cost_missing == 1
+
+
+@pytest.mark.parametrize("how", ["automatic", "manual"])
+async def test_compaction_respects_the_agents_request_limit(how: str) -> None:
+    def cut_off(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if is_summary_request(messages):  # billed: chunks arrived before the failure
+            return ScriptedReply(
+                text=varied_text(20, 1), error=RuntimeError("cut off"), error_after_chunks=1
+            )
+        return "answer"
+
+    helper = Talker()
+    policy = ContextPolicy(max_tokens=600, summary_fallback_models=[helper.model])
+    agent = with_history(
+        Agent(
+            FunctionModel(cut_off),
+            usage_limits=UsageLimits(max_requests=1),
+            context_policy=policy,
+        )
+    )
+    if how == "automatic":
+        events = await collect(agent.run("One more"))
+        assert events[-1].stop_reason == "error"
+        error = next(e for e in events if e.type == "compaction_error").error
+    else:
+        with pytest.raises(CompactionError) as raised:
+            await agent.compact_async()
+        error = str(raised.value)
+    # The failed summary took the one request: the fallback model was never asked.
+    assert "request limit leaves no request" in error
+    assert helper.summaries == 0 and helper.requests == 0
+    assert agent.usage().requests == 1
+    assert agent.last_compaction() is None

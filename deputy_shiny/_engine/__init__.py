@@ -4,9 +4,12 @@ A run reads an explicit :class:`~deputy_shiny._engine.deps.RunDeps` (what it may
 and changes a :class:`~deputy_shiny.conversation.Conversation` (what it has done); it
 never reads an Agent's private state. The map, in the order a run meets it:
 
-* ``options``: one run's checked arguments (task, limits, structured output type);
+* ``options``: the run keywords (RunKeywords, declared once) and one run's checked
+  arguments (task, limits, structured output type);
 * ``deps``: RunDeps, everything one run may use (frozen), and RunReport;
-* ``budget``: SharedBudget, the limits a run shares with its delegations;
+* ``budget``: what runs spend: the one usage accumulator (UsageTally), the one charge
+  rule (response_usage), a run's Meter, and SharedBudget, the limits a run shares
+  with its delegations;
 * ``loop``: the Engine: requests, streaming, fallbacks, limits, stop reasons;
 * ``state``: what one run carries between steps, and error results;
 * ``tool_calls``: a response's tool calls: the gate, execution, results;

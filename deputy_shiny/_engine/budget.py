@@ -1,4 +1,14 @@
-"""Budgets that runs share: a lead's run and every delegated run under it.
+"""What runs spend: the one usage accumulator, the one charge rule, and the budgets
+runs share (a lead's run and every delegated run under it).
+
+* :class:`UsageTally` is the one accumulator: requests, tool calls, tokens and cost,
+  added up in one place (a run's own usage and every budget hold one);
+* :func:`response_usage` is the one charge rule: what a model response costs, the
+  provider's counts or, when it reports none, an estimate;
+* :class:`Meter` is what one run (or one ``agent.compact()``) spends: its own tally,
+  the budget it draws on, and its limits' checks;
+* :class:`SharedBudget` is the usage charged to a run by itself and by every run
+  delegated under it.
 
 Each run's usage limits hold for the run itself (the engine counts them). A delegated
 run also draws on the budget of every run above it: its requests, tool calls, tokens
@@ -24,12 +34,81 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..events import AgentUsage
-from ..usage import UsageLimits, limit_reached
+from ..models import ChatModel
+from ..models._provider import Response, estimate_prompt_tokens, known_cost
+from ..usage import TurnUsage, UsageLimits, limit_reached
 
-__all__ = ["SharedBudget", "current_budget"]
+__all__ = ["Meter", "SharedBudget", "UsageTally", "current_budget", "response_usage"]
+
+
+class UsageTally:
+    """Usage counters, added up in this one place (not thread-safe: a budget locks)."""
+
+    __slots__ = ("cost", "cost_missing", "input_tokens", "output_tokens", "requests", "tool_calls")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.tool_calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost = 0.0
+        self.cost_missing = 0
+
+    def add_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        """A response's tokens and cost (None: unknown, counted as missing)."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        if cost is None:
+            self.cost_missing += 1
+        else:
+            self.cost += cost
+
+    def add(self, usage: AgentUsage) -> None:
+        """Usage counted elsewhere (a paused run's, before it resumed)."""
+        self.requests += usage.requests
+        self.tool_calls += usage.tool_calls
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cost_missing += usage.cost_missing
+        self.cost += usage.cost or 0.0
+
+    def usage(self) -> AgentUsage:
+        """The counts as an :class:`~deputy_shiny.usage.AgentUsage` (cost None when any
+        is unknown)."""
+        return AgentUsage(
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost=None if self.cost_missing else self.cost,
+            cost_missing=self.cost_missing,
+        )
+
+
+def response_usage(
+    model: ChatModel, response: Response, messages: Callable[[], list[dict[str, Any]]]
+) -> TurnUsage:
+    """What a model response costs: the tokens and cost the provider reported.
+
+    A count the provider did not report is estimated (about four characters a token:
+    ``messages()``, the messages sent, for the input; the reply's text for the output),
+    so that token limits still hold; an unreported cost comes from litellm's price
+    table (None when it has no price for the model).
+    """
+    input_tokens = response.input_tokens
+    if input_tokens is None:
+        input_tokens = estimate_prompt_tokens(messages())
+    output_tokens = response.output_tokens
+    if output_tokens is None:
+        output_tokens = max(1, len("".join(response.text)) // 4)
+    cost = response.cost
+    if cost is None:
+        cost = known_cost(model, input_tokens, output_tokens)
+    return TurnUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
 
 
 class SharedBudget:
@@ -50,12 +129,7 @@ class SharedBudget:
         self.also = also
         self.label = label  # how stop messages name whose budget ran out
         self._lock = threading.Lock()
-        self._requests = 0
-        self._tool_calls = 0
-        self._input_tokens = 0
-        self._output_tokens = 0
-        self._cost = 0.0
-        self._cost_missing = 0
+        self._tally = UsageTally()
 
     def ancestors(self) -> Iterator[SharedBudget]:
         """The budgets above this one, nearest first, each once (``parent``'s line,
@@ -77,14 +151,7 @@ class SharedBudget:
     def usage(self) -> AgentUsage:
         """Everything charged here so far (this run and every run under it)."""
         with self._lock:
-            return AgentUsage(
-                requests=self._requests,
-                tool_calls=self._tool_calls,
-                input_tokens=self._input_tokens,
-                output_tokens=self._output_tokens,
-                cost=None if self._cost_missing else self._cost,
-                cost_missing=self._cost_missing,
-            )
+            return self._tally.usage()
 
     # ------------------------------------------------------------------ charges
 
@@ -92,36 +159,26 @@ class SharedBudget:
         """A request starts: one more request here and above."""
         for budget in self._chain():
             with budget._lock:
-                budget._requests += 1
+                budget._tally.requests += 1
 
     def charge_tool_call(self) -> None:
         """A tool call starts: one more tool call here and above."""
         for budget in self._chain():
             with budget._lock:
-                budget._tool_calls += 1
+                budget._tally.tool_calls += 1
 
     def charge_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
         """A response arrived: its tokens and cost (None: unknown) here and above."""
         for budget in self._chain():
             with budget._lock:
-                budget._input_tokens += input_tokens
-                budget._output_tokens += output_tokens
-                if cost is None:
-                    budget._cost_missing += 1
-                else:
-                    budget._cost += cost
+                budget._tally.add_tokens(input_tokens, output_tokens, cost)
 
     def charge_usage(self, usage: AgentUsage) -> None:
         """Work done before this run that counts toward its limits (a resumed approval's
         run, before it paused): charged here and above."""
         for budget in self._chain():
             with budget._lock:
-                budget._requests += usage.requests
-                budget._tool_calls += usage.tool_calls
-                budget._input_tokens += usage.input_tokens
-                budget._output_tokens += usage.output_tokens
-                budget._cost_missing += usage.cost_missing
-                budget._cost += usage.cost or 0.0
+                budget._tally.add(usage)
 
     # ------------------------------------------------------------------ checks
 
@@ -178,6 +235,79 @@ class SharedBudget:
                 if value is not None and (current is None or value < current):  # type: ignore[operator]
                     merged[name] = value
         return UsageLimits(**merged)  # type: ignore[arg-type]
+
+
+class Meter:
+    """What one run spends (or one compaction outside a run): its own usage, charged
+    to the budget it draws on as well, and the checks of its limits.
+
+    A request counts toward the budgets as it starts (:meth:`SharedBudget.charge_request`,
+    so that concurrent delegated runs cannot all pass one last-request check) and toward
+    the run's own usage when its response is counted (:meth:`count_response`).
+    """
+
+    __slots__ = ("budget", "limits", "own")
+
+    def __init__(self, limits: UsageLimits, budget: SharedBudget) -> None:
+        self.limits = limits
+        self.budget = budget
+        self.own = UsageTally()
+
+    def usage(self) -> AgentUsage:
+        """The run's own usage (without the runs it delegated to)."""
+        return self.own.usage()
+
+    def count_response(self, usage: TurnUsage) -> None:
+        """A response's tokens and cost: the run's and every budget's."""
+        self.own.requests += 1
+        self.own.add_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
+        self.budget.charge_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
+
+    def count_tool_call(self) -> None:
+        """A tool call starts: the run's and every budget's."""
+        self.own.tool_calls += 1
+        self.budget.charge_tool_call()
+
+    def count_prior(self, usage: AgentUsage) -> None:
+        """A resumed run's usage before it paused: the run's and every budget's."""
+        self.own.add(usage)
+        self.budget.charge_usage(usage)
+
+    def charge_summary(
+        self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
+    ) -> None:
+        """A compaction's summary request (automatic or manual alike): one request, and
+        what its response costs."""
+        self.budget.charge_request()
+        self.count_response(response_usage(model, response, lambda: messages))
+
+    # ------------------------------------------------------------------ checks
+
+    def stop_before_request(self) -> tuple[str, str] | None:
+        """The stop reason and message when no request is left (the budget counts the
+        runs delegated under this one too)."""
+        limit = self.limits.max_requests
+        if limit is not None and self.budget.usage().requests >= limit:
+            return "request_limit", f"The run reached its limit of {limit} model requests."
+        return self.budget.ancestor_stop_before_request()
+
+    def may_request(self) -> bool:
+        """Whether one more request is allowed (a compaction's summary asks)."""
+        return self.stop_before_request() is None
+
+    def stop_before_tool_call(self) -> tuple[str, str] | None:
+        """The stop reason and message when no tool call is left."""
+        limit = self.limits.max_tool_calls
+        if limit is not None and self.budget.usage().tool_calls >= limit:
+            return "tool_call_limit", f"The run reached its limit of {limit} tool calls."
+        return self.budget.ancestor_stop_before_tool_call()
+
+    def stop_after_request(self) -> tuple[str, str] | None:
+        """The token or cost limit passed, this run's or a budget's above."""
+        reached = limit_reached(self.limits, self.budget.usage())
+        if reached is None:
+            reached = self.budget.ancestor_stop_after_request()
+        return reached
 
 
 def _left(limit: int | None, used: int) -> int | None:

@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "SUMMARY_INSTRUCTIONS",
+    "CompactionServices",
     "Compactor",
     "ContextRuntime",
     "SummaryCharge",
@@ -245,26 +246,43 @@ def _cap(summary: str, max_chars: int) -> str:
 # ---------------------------------------------------------------- one compaction
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class CompactionServices:
+    """What a compaction calls back into: the run's (automatic compaction) or the
+    agent's (``agent.compact()``, outside a run).
+
+    Attributes:
+        hook_context: ``hook_context(event, **extra)`` makes the hooks' context.
+        charge: Counts one summary request's usage (``(model, response, messages)``).
+        may_request: Whether the budget allows one more summary request.
+        emit: ``emit(cls, **fields)`` makes an event; None outside a run (no events).
+        hook_events: The ``hook`` events of a hook run; None outside a run.
+        guard: Awaits the summary stream, raising if the run is interrupted.
+    """
+
+    hook_context: Callable[..., HookContext]
+    charge: SummaryCharge
+    may_request: Callable[[], bool] = _always
+    emit: Callable[..., Any] | None = None
+    hook_events: Callable[[str, HookRun], list[Any]] | None = None
+    guard: Guard[Any] = _unguarded
+
+
 @dataclass
 class Compactor:
-    """One compaction of ``conversation`` (see the module docstring for the steps).
-
-    ``emit(cls, **fields)`` makes an event (None outside a run: no events);
-    ``hook_context(event, **extra)`` the hooks' context; ``charge`` counts a summary
-    request's usage; ``may_request()`` says whether the budget allows one.
-    """
+    """One compaction of ``conversation`` (see the module docstring for the steps),
+    calling back through ``services``."""
 
     conversation: Conversation
     policy: ContextPolicy
     model: ChatModel
     hooks: HookRegistry
-    hook_context: Callable[..., HookContext]
-    charge: SummaryCharge
+    services: CompactionServices
     tool_schemas: Sequence[dict[str, Any]] = ()
-    emit: Callable[..., Any] | None = None
-    hook_events: Callable[[str, HookRun], list[Any]] | None = None
-    may_request: Callable[[], bool] = lambda: True
-    guard: Guard[Any] = _unguarded
     record: CompactionRecord | None = field(default=None, init=False)
 
     async def run(
@@ -359,19 +377,21 @@ class Compactor:
         ]
         errors: list[str] = []
         for model in (self.model, *self.policy.summary_fallback_models):
-            if not self.may_request():
+            if not self.services.may_request():
                 errors.append("the run's request limit leaves no request for a summary")
                 break
             response = Response()
             try:
-                async for _ in stream_response(model, messages, [], {}, response, self.guard):
+                async for _ in stream_response(
+                    model, messages, [], {}, response, self.services.guard
+                ):
                     pass
             except ProviderFailed as failed:
                 errors.append(f"{model.model}: {failed.error}")
                 continue
             finally:
                 if response.chunks:
-                    self.charge(model, response, messages)
+                    self.services.charge(model, response, messages)
             written = "".join(response.text).strip()
             if written:
                 return written, model.model
@@ -410,22 +430,24 @@ class Compactor:
         )
 
     def _events(self, cls: type[Any], **fields: Any) -> list[Any]:
-        return [] if self.emit is None else [self.emit(cls, **fields)]
+        emit = self.services.emit
+        return [] if emit is None else [emit(cls, **fields)]
 
     async def _hooks(self, event: str, reason: str, details: dict[str, Any]) -> HookRun:
         if not self.hooks.matchers(event):
             return HookRun(event)
         run = await self.hooks.run(
-            event, context=self.hook_context(event, reason=reason, details=details)
+            event, context=self.services.hook_context(event, reason=reason, details=details)
         )
         if run.failure is not None:
             logger.warning("%s hook failed: %s", event, run.failure)
         return run
 
     def _hook_events(self, event: str, run: HookRun) -> list[Any]:
-        if self.hook_events is None or not run.records:
+        hook_events = self.services.hook_events
+        if hook_events is None or not run.records:
             return []
-        return self.hook_events(event, run)
+        return hook_events(event, run)
 
 
 # ---------------------------------------------------------------- per-run capability
@@ -453,13 +475,10 @@ class ContextRuntime:
         model: ChatModel,
         hooks: HookRegistry,
         tool_schemas: Sequence[dict[str, Any]],
-        **run: Any,
+        services: CompactionServices,
     ) -> AsyncIterator[Any]:
-        """Compact when the context passes ``max_tokens``, yielding the events.
-
-        ``run`` holds the run's callbacks for :class:`Compactor` (``hook_context``,
-        ``hook_events``, ``emit``, ``charge``, ``may_request``, ``guard``).
-        """
+        """Compact when the context passes ``max_tokens``, yielding the events
+        (``services``: the run's callbacks)."""
         limit = self.policy.max_tokens
         if limit is None:
             return
@@ -468,7 +487,7 @@ class ContextRuntime:
         if tokens <= limit:
             return
         compactor = Compactor(
-            conversation, self.policy, model, hooks, tool_schemas=tool_schemas, **run
+            conversation, self.policy, model, hooks, services, tool_schemas=tool_schemas
         )
         async for event in compactor.run(automatic=True, tokens_before=tokens):
             yield event

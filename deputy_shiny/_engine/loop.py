@@ -30,10 +30,12 @@ from functools import partial
 from typing import Any
 
 from .._util.interrupt import Interrupted, Interrupter
+from ..context import CompactionRecord
 from ..conversation import Conversation
 from ..errors import (
     AgentBusyError,
     AgentRunError,
+    ContextPolicyError,
     DeputyError,
     ProviderError,
     StructuredOutputError,
@@ -58,6 +60,7 @@ from ..events import (
     TextEvent,
     UsageEvent,
 )
+from ..hooks import HookContext
 from ..messages import (
     ContentText,
     Turn,
@@ -67,12 +70,11 @@ from ..models import ChatModel
 from ..models._provider import (
     ProviderFailed,
     Response,
-    estimate_prompt_tokens,
-    known_cost,
     stream_response,
 )
-from ..usage import limit_reached
-from .budget import SharedBudget
+from ..usage import UsageLimits
+from .budget import Meter, SharedBudget, response_usage
+from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
 from .options import RunOptions
@@ -168,9 +170,7 @@ class Engine(ToolCalls):
             conversation=conversation,
             model=deps.model,
         )
-        st.budget = SharedBudget(
-            options.limits, parent=deps.parent_budget, label=deps.agent_name or "lead agent"
-        )
+        st.meter = Meter(options.limits, _run_budget(deps, options.limits))
         st.gate = ToolGate(
             deps,
             conversation,
@@ -297,47 +297,63 @@ class Engine(ToolCalls):
             st.model,
             st.deps.hooks,
             st.deps.tool_schemas,
-            hook_context=st.gate.hook_context,
-            hook_events=st.gate.hook_events,
-            emit=partial(self._emit, st),
-            charge=partial(self._charge_summary, st),
-            may_request=partial(self._may_request, st),
-            guard=self.interrupter.guard,
+            CompactionServices(
+                hook_context=st.gate.hook_context,
+                charge=st.meter.charge_summary,
+                may_request=st.meter.may_request,
+                emit=partial(self._emit, st),
+                hook_events=st.gate.hook_events,
+                guard=self.interrupter.guard,
+            ),
         ):
             yield event
 
-    def _may_request(self, st: RunState) -> bool:
-        limit = st.options.limits.max_requests
-        if limit is not None and st.budget.usage().requests >= limit:
-            return False
-        return st.budget.ancestor_stop_before_request() is None
+    async def compact(
+        self,
+        deps: RunDeps,
+        conversation: Conversation,
+        *,
+        limits: UsageLimits,
+        run_context: dict[str, Any],
+        keep_last: int | None,
+        summary: str | None,
+        fallback: str | None,
+    ) -> CompactionRecord | None:
+        """A compaction outside a run (``agent.compact()``): its summary requests are
+        charged, limited by ``limits`` (the agent's, as for a run) and reported through
+        ``deps.report``, as an automatic compaction's are within a run. No events."""
+        runtime = deps.context
+        if runtime is None:
+            raise ContextPolicyError("There is no context policy to compact with.")
+        meter = Meter(limits, _run_budget(deps, limits))
 
-    def _charge_summary(
-        self, st: RunState, model: ChatModel, response: Response, messages: list[dict[str, Any]]
-    ) -> None:
-        st.budget.charge_request()
-        input_tokens = response.input_tokens
-        if input_tokens is None:
-            input_tokens = estimate_prompt_tokens(messages)
-        output_tokens = response.output_tokens
-        if output_tokens is None:
-            output_tokens = max(1, len("".join(response.text)) // 4)
-        cost = response.cost
-        if cost is None:
-            cost = known_cost(model, input_tokens, output_tokens)
-        self._count_request(st, input_tokens, output_tokens, cost)
+        def hook_context(event: str, **extra: Any) -> HookContext:
+            return HookContext(
+                event=event,
+                agent_id=deps.agent_id,
+                session_id=deps.session_id,
+                run_context=run_context,
+                **extra,
+            )
 
-    def _count_request(
-        self, st: RunState, input_tokens: int, output_tokens: int, cost: float | None
-    ) -> None:
-        st.requests += 1
-        st.budget.charge_tokens(input_tokens, output_tokens, cost)
-        st.input_tokens += input_tokens
-        st.output_tokens += output_tokens
-        if cost is None:
-            st.cost_missing += 1
-        else:
-            st.cost += cost
+        compactor = Compactor(
+            conversation,
+            runtime.policy,
+            deps.model,
+            deps.hooks,
+            CompactionServices(
+                hook_context=hook_context,
+                charge=meter.charge_summary,
+                may_request=meter.may_request,
+            ),
+            tool_schemas=deps.tool_schemas,
+        )
+        try:
+            async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
+                pass
+        finally:
+            deps.report(RunReport(meter.usage(), deps.model, 0))
+        return compactor.record
 
     def _add_turn(self, st: RunState, turn: Turn) -> None:
         st.conversation.append(turn)
@@ -346,20 +362,15 @@ class Engine(ToolCalls):
     # ---------------------------------------------------------------- limits
 
     def _limit_before_request(self, st: RunState) -> bool:
-        # The run's budget also counts the runs it delegated to: they spend its limits.
-        limit = st.options.limits.max_requests
-        if limit is not None and st.budget.usage().requests >= limit:
-            st.stop("request_limit", f"The run reached its limit of {limit} model requests.")
-            return True
-        spent = st.budget.ancestor_stop_before_request()  # a delegated run's lead budgets
+        # The run's budget also counts the runs it delegated to: they spend its limits
+        # (and a delegated run's lead budgets stop it too).
+        spent = st.meter.stop_before_request()
         if spent is not None:
             st.stop(*spent)
         return spent is not None
 
     def _limit_after_request(self, st: RunState) -> bool:
-        reached = limit_reached(st.options.limits, st.budget.usage())
-        if reached is None:
-            reached = st.budget.ancestor_stop_after_request()
+        reached = st.meter.stop_after_request()
         if reached is not None:
             st.stop(*reached)
         return reached is not None
@@ -383,7 +394,7 @@ class Engine(ToolCalls):
         while True:
             model = st.model
             yield self._emit(
-                st, RequestStartEvent, request_index=st.requests + 1, model=model.model
+                st, RequestStartEvent, request_index=st.meter.own.requests + 1, model=model.model
             )
             try:
                 async for event in self._stream(st, model, messages, tools, response, extra):
@@ -432,20 +443,9 @@ class Engine(ToolCalls):
 
     def _finish_response(self, st: RunState, response: Response) -> Turn:
         st.partial = None
-        input_tokens = response.input_tokens
-        output_tokens = response.output_tokens
-        if input_tokens is None or output_tokens is None:
-            # The provider reported no usage: estimate (about four characters a token)
-            # so that token limits still hold.
-            input_tokens = estimate_prompt_tokens(st.conversation.messages())
-            output_tokens = max(1, len("".join(response.text)) // 4)
-        cost = response.cost
-        if cost is None:
-            cost = known_cost(st.model, input_tokens, output_tokens)
-        self._count_request(st, input_tokens, output_tokens, cost)
-        turn = response.turn(
-            TurnUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
-        )
+        usage = response_usage(st.model, response, st.conversation.messages)
+        st.meter.count_response(usage)
+        turn = response.turn(usage)
         self._add_turn(st, turn)
         st.response_text = turn.text
         return turn
@@ -510,7 +510,7 @@ class Engine(ToolCalls):
             events=list(st.events),
             usage=usage,
             cost=CostSummary(
-                total=usage.cost, complete=st.cost_missing == 0, missing=st.cost_missing
+                total=usage.cost, complete=usage.cost_missing == 0, missing=usage.cost_missing
             ),
             duration=time.monotonic() - st.started,
             stop_reason=st.stop_reason or "interrupted",
@@ -540,3 +540,8 @@ class Engine(ToolCalls):
     def last_error(self) -> BaseException | None:
         """The error that ended the last run (provider or engine failure), if any."""
         return self._last_error
+
+
+def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:
+    """A run's budget: its limits, drawing on the budget of the run that delegated it."""
+    return SharedBudget(limits, parent=deps.parent_budget, label=deps.agent_name or "lead agent")

@@ -24,7 +24,7 @@ from ..models._provider import (
     Response,
 )
 from ..tools import Tool
-from .budget import SharedBudget
+from .budget import Meter, SharedBudget
 from .deps import RunDeps
 from .gate import ToolGate, Verdict
 from .options import RunOptions
@@ -59,17 +59,12 @@ class RunState:
     conversation: Conversation
     model: ChatModel
     gate: ToolGate = field(init=False)
-    budget: SharedBudget = field(init=False)  # shared with the runs it delegates to
+    meter: Meter = field(init=False)  # its usage, and the budget it shares with the
+    # runs it delegates to
     fallbacks_used: int = 0
     started: float = field(default_factory=time.monotonic)
     events: list[AgentEvent] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
-    requests: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    cost_missing: int = 0
     progressed: bool = False  # a chunk arrived or a tool ran: fallbacks no longer apply
     stop_reason: str | None = None
     stop_message: str = ""
@@ -82,15 +77,12 @@ class RunState:
     loop_counts: Counter[str] = field(default_factory=Counter)
     hook_stop: str | None = None
 
+    @property
+    def budget(self) -> SharedBudget:
+        return self.meter.budget
+
     def usage(self) -> AgentUsage:
-        return AgentUsage(
-            requests=self.requests,
-            tool_calls=self.tool_calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cost=None if self.cost_missing else self.cost,
-            cost_missing=self.cost_missing,
-        )
+        return self.meter.usage()
 
     def stop(self, reason: str, message: str = "") -> None:
         if self.stop_reason is None:

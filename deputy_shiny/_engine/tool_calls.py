@@ -72,18 +72,13 @@ class ToolCalls:
         st.pending_calls = list(requests)
         st.results = {}
         ready: list[Ready] = []
-        limit = st.options.limits.max_tool_calls
         for index, request in enumerate(requests):
             self.interrupter.check()
-            if limit is not None and st.budget.usage().tool_calls >= limit:
-                st.stop("tool_call_limit", f"The run reached its limit of {limit} tool calls.")
-                break
-            spent = st.budget.ancestor_stop_before_tool_call()
+            spent = st.meter.stop_before_tool_call()
             if spent is not None:
                 st.stop(*spent)
                 break
-            st.tool_calls += 1
-            st.budget.charge_tool_call()
+            st.meter.count_tool_call()
             st.progressed = True
             yield self._emit(
                 st,
@@ -191,11 +186,7 @@ class ToolCalls:
     async def _resume(self, st: RunState, resume: Resumption) -> AsyncIterator[AgentEvent]:
         """Apply a durable approval's decision to its saved call, then answer the paused
         response (earlier results as saved, later calls "Not executed")."""
-        st.budget.charge_usage(resume.prior_usage)
-        prior = resume.prior_usage
-        st.requests, st.tool_calls = prior.requests, prior.tool_calls
-        st.input_tokens, st.output_tokens = prior.input_tokens, prior.output_tokens
-        st.cost, st.cost_missing = prior.cost or 0.0, prior.cost_missing
+        st.meter.count_prior(resume.prior_usage)
         st.progressed = True
         st.pending_calls = list(resume.calls)
         st.results = {r.call_id: r for r in resume.results}

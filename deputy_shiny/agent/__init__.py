@@ -11,7 +11,8 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_guard.py``: :class:`~deputy_shiny.agent._guard.Guard`, the one "retained by another
   agent / running a task" check every component uses;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,
-  ``stream*``) and the chunks they yield;
+  ``stream*``) and the chunks they yield; every run method takes the keywords
+  :class:`RunKeywords` declares (from ``_engine/options.py``);
 - ``_tool_registry.py``: ``AgentTools``, the registered tools and provider-native search;
 - ``_skills.py``: ``Skills``, the loaded skills;
 - ``_approvals.py``: ``Approvals``, the approval handler and durable approvals
@@ -32,8 +33,9 @@ Example:
 
 from __future__ import annotations
 
+from .._engine.options import RunKeywords, StructuredKeywords
 from ..models import ModelLike
 from ..usage import ConversationCost
 from ._agent import Agent
 
-__all__ = ["Agent", "ConversationCost", "ModelLike"]
+__all__ = ["Agent", "ConversationCost", "ModelLike", "RunKeywords", "StructuredKeywords"]

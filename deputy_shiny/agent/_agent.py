@@ -29,14 +29,13 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 from .._engine.budget import SharedBudget
 from .._engine.deps import Authority, RunDeps, RunReport
 from .._engine.loop import Engine
 from .._engine.offload import ToolResultStore, tool_read_tool_result
-from .._engine.options import TaskInput, ToolMode, build_run_options
-from .._engine.structured import Validator
+from .._engine.options import RunKeywords, TaskInput, build_run_options
 from .._util import sync as _sync
 from .._util.metadata import validate_run_context
 from ..approvals import ApprovalHandler
@@ -181,29 +180,14 @@ class Agent(
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
-        if usage_limits is None:
-            usage_limits = UsageLimits(max_requests=25)
-        if not isinstance(usage_limits, UsageLimits):
-            raise InvalidLimitError(
-                f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
-            )
-        self._usage_limits = usage_limits
+        self._usage_limits = _checked_limits(usage_limits)
         self._working_dir = _existing_dir(working_dir)
         self._session_id = _identifier(session_id, "session_id", "session")
         self._agent_id = _identifier(agent_id, "agent_id", "agent")
-        if agent_name is not None and not isinstance(agent_name, str):
-            raise ConfigurationError("agent_name must be a string")
-        self._agent_name = agent_name
+        self._agent_name = _optional_text(agent_name, "agent_name")
         self._run_context = validate_run_context(run_context or {})
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise ConfigurationError("system_prompt must be a string or None")
-        self._conversation = Conversation(system_prompt)
-        if context_policy is None:
-            context_policy = ContextPolicy()
-        if not isinstance(context_policy, ContextPolicy):
-            raise ContextPolicyError(
-                f"context_policy must be a ContextPolicy, not {type(context_policy).__name__}"
-            )
+        self._conversation = Conversation(_optional_text(system_prompt, "system_prompt"))
+        context_policy = _checked_context_policy(context_policy)
         tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
@@ -226,23 +210,12 @@ class Agent(
         self._checkpoints = FileCheckpoints(journal, self._guard)
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
-        if permissions is None:
-            permissions = permissions_standard()
-        if not isinstance(permissions, Permissions):
-            raise ConfigurationError(
-                f"permissions must be a Permissions (e.g. permissions_standard()), not "
-                f"{type(permissions).__name__}"
-            )
-        self._permissions = permissions.for_working_dir(self._working_dir)
+        self._permissions = _checked_permissions(permissions).for_working_dir(self._working_dir)
         self._hooks = HookRegistry()
         for matcher in hooks:
             self._hooks.add(matcher)
-        if approval_handler is not None and not callable(approval_handler):
-            raise ConfigurationError(
-                "approval_handler must be an async function (request) -> decision"
-            )
         self._approvals = Approvals(
-            approval_handler,
+            _checked_handler(approval_handler),
             None if approval_dir is None else _existing_dir(approval_dir, "approval_dir"),
             agent_id=self._agent_id,
             session_id=self._session_id,
@@ -269,13 +242,14 @@ class Agent(
             context_policy,
             tool_results,
             conversation=self._conversation,
-            hooks=self._hooks,
-            tools=self._tools,
             guard=self._guard,
+            engine=self._engine,
             agent_id=self._agent_id,
             agent_name=self._agent_name,
             session_id=self._session_id,
+            usage_limits=self._usage_limits,
             model=weakly(lambda agent: agent._model, self),
+            run_deps=weakly(Agent._run_deps, self),
             usage=weakly(lambda agent: agent._usage, self),
             set_usage=weakly(Agent._set_usage, self),
             run_context=weakly(lambda agent: agent._run_context, self),
@@ -396,13 +370,8 @@ class Agent(
         self,
         task: TaskInput,
         *,
-        usage_limits: UsageLimits | None = None,
         include_partial_messages: bool = True,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
+        **kwargs: Unpack[RunKeywords],
     ) -> AsyncIterator[AgentEvent]:
         """Run a task, yielding :data:`~deputy_shiny.events.AgentEvent` objects as it goes.
 
@@ -411,19 +380,11 @@ class Agent(
 
         Args:
             task: The user's message: text, content objects, or a user Turn.
-            usage_limits: Limits for this run; None fields use the agent's, and a looser
-                value is clamped to the agent's.
             include_partial_messages: Yield a ``text`` event per streamed chunk (the
                 result records them either way).
-            run_context: Merged into the agent's; it cannot change ID fields (keys
-                ending in ``id``) the agent sets.
-            type: A type (pydantic model, dataclass, ``list[int]``...) to extract from
-                the conversation after the task into ``result.structured_output``.
-            validate: Checks the extracted value: True accepts, False or a message
-                rejects (the message is the model's feedback). Anything else, or an
-                exception, ends the run with an error.
-            max_corrections: How often a rejected value may be corrected.
-            tool_mode: ``"concurrent"`` runs one response's tool calls in parallel.
+            **kwargs: The run keywords (``usage_limits``, ``run_context``, ``type``,
+                ``validate``, ``max_corrections``, ``tool_mode``), documented in
+                :class:`~deputy_shiny.agent.RunKeywords`.
 
         Example:
             >>> import asyncio
@@ -439,13 +400,8 @@ class Agent(
             task,
             agent_limits=self._usage_limits,
             agent_run_context=self._run_context,
-            usage_limits=usage_limits,
+            keywords=kwargs,
             include_partial_messages=include_partial_messages,
-            run_context=run_context,
-            output_type=type,
-            validate=validate,
-            max_corrections=max_corrections,
-            tool_mode=tool_mode,
         )
         return self._engine.run(self._run_deps(), self._conversation, options)
 
@@ -463,31 +419,17 @@ class Agent(
             task,
             agent_limits=self._usage_limits,
             agent_run_context=self._run_context,
-            usage_limits=usage_limits,
-            include_partial_messages=True,
-            run_context=None,
-            output_type=None,
-            validate=None,
-            max_corrections=0,
-            tool_mode="concurrent",
+            keywords={"usage_limits": usage_limits},
         )
         deps = dataclasses.replace(
             self._run_deps(), parent_budget=parent_budget, ancestors=ancestors
         )
         return self._engine.run(deps, self._conversation, options)
 
-    async def run_async(
-        self,
-        task: TaskInput,
-        *,
-        usage_limits: UsageLimits | None = None,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
-    ) -> AgentResult:
+    async def run_async(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
         """Run a task to the end and return its :class:`~deputy_shiny.events.AgentResult`.
+
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Raises:
             ProviderError: the model request failed (after any fallbacks).
@@ -501,49 +443,22 @@ class Agent(
             >>> asyncio.run(Agent(ScriptedModel(["Done."])).run_async("Go")).stop_reason
             'complete'
         """
-        events = self.run(
-            task,
-            usage_limits=usage_limits,
-            run_context=run_context,
-            type=type,
-            validate=validate,
-            max_corrections=max_corrections,
-            tool_mode=tool_mode,
-        )
-        async for _ in events:
+        # include_partial_messages given here: passing it to run_async is a TypeError.
+        async for _ in self.run(task, include_partial_messages=True, **kwargs):
             pass
         return self._engine.finished_result()
 
-    def run_sync(
-        self,
-        task: TaskInput,
-        *,
-        usage_limits: UsageLimits | None = None,
-        run_context: dict[str, Any] | None = None,
-        type: Any = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-        tool_mode: ToolMode = "concurrent",
-    ) -> AgentResult:
+    def run_sync(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
         """Blocking :meth:`run_async` for scripts (an error inside a running event loop).
+
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Example:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["Done."])).run_sync("Go").response
             'Done.'
         """
-        return _sync.run_sync(
-            self.run_async(
-                task,
-                usage_limits=usage_limits,
-                run_context=run_context,
-                type=type,
-                validate=validate,
-                max_corrections=max_corrections,
-                tool_mode=tool_mode,
-            ),
-            "run_sync",
-        )
+        return _sync.run_sync(self.run_async(task, **kwargs), "run_sync")
 
     def last_run(self) -> AgentResult | None:
         """The result of the most recent run, or None before the first one ends."""
@@ -841,6 +756,50 @@ def _add_callback(registry: list[Any], callback: Callable[..., object]) -> Calla
             registry.remove(callback)
 
     return remove
+
+
+def _checked_limits(usage_limits: UsageLimits | None) -> UsageLimits:
+    """The agent's limits: 25 requests a run unless given."""
+    if usage_limits is None:
+        return UsageLimits(max_requests=25)
+    if not isinstance(usage_limits, UsageLimits):
+        raise InvalidLimitError(
+            f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
+        )
+    return usage_limits
+
+
+def _checked_context_policy(policy: ContextPolicy | None) -> ContextPolicy:
+    if policy is None:
+        return ContextPolicy()
+    if not isinstance(policy, ContextPolicy):
+        raise ContextPolicyError(
+            f"context_policy must be a ContextPolicy, not {type(policy).__name__}"
+        )
+    return policy
+
+
+def _checked_permissions(permissions: Permissions | None) -> Permissions:
+    if permissions is None:
+        return permissions_standard()
+    if not isinstance(permissions, Permissions):
+        raise ConfigurationError(
+            f"permissions must be a Permissions (e.g. permissions_standard()), not "
+            f"{type(permissions).__name__}"
+        )
+    return permissions
+
+
+def _checked_handler(handler: ApprovalHandler | None) -> ApprovalHandler | None:
+    if handler is not None and not callable(handler):
+        raise ConfigurationError("approval_handler must be an async function (request) -> decision")
+    return handler
+
+
+def _optional_text(value: str | None, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"{name} must be a string or None")
+    return value
 
 
 def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir") -> Path:

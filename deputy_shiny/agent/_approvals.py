@@ -259,13 +259,11 @@ class Approvals:
             f"(resuming the approval of {record.request.tool_name})",
             agent_limits=ceiling,
             agent_run_context=self._run_context(),
-            usage_limits=usage_limits,
-            include_partial_messages=True,
-            run_context=record.context,
-            output_type=None,
-            validate=None,
-            max_corrections=0,
-            tool_mode="sequential",
+            keywords={
+                "usage_limits": usage_limits,
+                "run_context": record.context,
+                "tool_mode": "sequential",
+            },
         )
 
 

@@ -8,10 +8,9 @@ agent.py stays configuration and runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from .._engine.options import TaskInput, ToolMode
-from .._engine.structured import Validator
+from .._engine.options import RunKeywords, StructuredKeywords, TaskInput
 from .._util import sync as _sync
 from ..errors import ConfigurationError
 from ..events import AgentEvent, AgentResult
@@ -20,7 +19,6 @@ from ..messages import (
     UserContent,
     user_turn,
 )
-from ..usage import UsageLimits
 from ._streams import StreamContent, content_chunks, text_chunks
 
 if TYPE_CHECKING:
@@ -41,36 +39,22 @@ class ChatMethods:
             self,
             task: TaskInput,
             *,
-            usage_limits: UsageLimits | None = None,
             include_partial_messages: bool = True,
-            run_context: dict[str, Any] | None = None,
-            type: Any = None,
-            validate: Validator | None = None,
-            max_corrections: int = 0,
-            tool_mode: ToolMode = "concurrent",
+            **kwargs: Unpack[RunKeywords],
         ) -> AsyncIterator[AgentEvent]: ...
 
         async def run_async(
-            self,
-            task: TaskInput,
-            *,
-            usage_limits: UsageLimits | None = None,
-            run_context: dict[str, Any] | None = None,
-            type: Any = None,
-            validate: Validator | None = None,
-            max_corrections: int = 0,
-            tool_mode: ToolMode = "concurrent",
+            self, task: TaskInput, **kwargs: Unpack[RunKeywords]
         ) -> AgentResult: ...
 
     # ------------------------------------------------------------ ellmer-style adapters
+    # Each takes the run keywords as ``**kwargs: Unpack[RunKeywords]`` (documented once,
+    # in RunKeywords) and hands them on untouched.
 
-    async def chat_async(
-        self,
-        *content: UserContent,
-        tool_mode: ToolMode = "concurrent",
-        run_context: dict[str, Any] | None = None,
-    ) -> str:
+    async def chat_async(self, *content: UserContent, **kwargs: Unpack[RunKeywords]) -> str:
         """Send a message and return the reply text; :meth:`last_run` has the full result.
+
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Example:
             >>> import asyncio
@@ -79,12 +63,10 @@ class ChatMethods:
             >>> asyncio.run(Agent(ScriptedModel(["Hello!"])).chat_async("Hi"))
             'Hello!'
         """
-        result = await self.run_async(
-            _content_task(content), tool_mode=tool_mode, run_context=run_context
-        )
+        result = await self.run_async(_content_task(content), **kwargs)
         return result.response
 
-    def chat(self, *content: UserContent, run_context: dict[str, Any] | None = None) -> str:
+    def chat(self, *content: UserContent, **kwargs: Unpack[RunKeywords]) -> str:
         """Blocking :meth:`chat_async`.
 
         Example:
@@ -93,19 +75,16 @@ class ChatMethods:
             >>> Agent(ScriptedModel(["Hello!"])).chat("Hi")
             'Hello!'
         """
-        return _sync.run_sync(self.chat_async(*content, run_context=run_context), "chat")
+        return _sync.run_sync(self.chat_async(*content, **kwargs), "chat")
 
     async def chat_structured_async(
-        self,
-        *content: UserContent,
-        type: Any,
-        run_context: dict[str, Any] | None = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
+        self, *content: UserContent, **kwargs: Unpack[StructuredKeywords]
     ) -> Any:
         """Extract data of ``type`` (a pydantic model, dataclass, ``list[int]``...) from a reply.
 
-        Every attempt counts toward the usage limits.
+        ``type`` is required; the other run keywords are optional
+        (:class:`~deputy_shiny.agent.RunKeywords`). Every attempt counts toward the
+        usage limits.
 
         Raises:
             StructuredOutputError: the value was still rejected after ``max_corrections``.
@@ -121,25 +100,12 @@ class ChatMethods:
             >>> asyncio.run(agent.chat_structured_async("Capital of France?", type=City))
             City(name='Paris')
         """
-        if type is None:
+        if kwargs.get("type") is None:
             raise ConfigurationError("chat_structured needs a type")
-        result = await self.run_async(
-            _content_task(content),
-            type=type,
-            run_context=run_context,
-            validate=validate,
-            max_corrections=max_corrections,
-        )
+        result = await self.run_async(_content_task(content), **kwargs)
         return result.structured_output
 
-    def chat_structured(
-        self,
-        *content: UserContent,
-        type: Any,
-        run_context: dict[str, Any] | None = None,
-        validate: Validator | None = None,
-        max_corrections: int = 0,
-    ) -> Any:
+    def chat_structured(self, *content: UserContent, **kwargs: Unpack[StructuredKeywords]) -> Any:
         """Blocking :meth:`chat_structured_async`.
 
         Example:
@@ -148,47 +114,36 @@ class ChatMethods:
             >>> Agent(ScriptedModel(["", "[1, 2]"])).chat_structured("Two numbers", type=list[int])
             [1, 2]
         """
-        return _sync.run_sync(
-            self.chat_structured_async(
-                *content,
-                type=type,
-                run_context=run_context,
-                validate=validate,
-                max_corrections=max_corrections,
-            ),
-            "chat_structured",
-        )
+        return _sync.run_sync(self.chat_structured_async(*content, **kwargs), "chat_structured")
 
     @overload
     def stream_async(
         self,
         *content: UserContent,
-        tool_mode: ToolMode = ...,
         stream: Literal["text"] = ...,
-        run_context: dict[str, Any] | None = ...,
+        **kwargs: Unpack[RunKeywords],
     ) -> AsyncIterator[str]: ...
 
     @overload
     def stream_async(
         self,
         *content: UserContent,
-        tool_mode: ToolMode = ...,
         stream: Literal["content"],
-        run_context: dict[str, Any] | None = ...,
+        **kwargs: Unpack[RunKeywords],
     ) -> AsyncIterator[StreamContent]: ...
 
     def stream_async(
         self,
         *content: UserContent,
-        tool_mode: ToolMode = "concurrent",
         stream: Literal["text", "content"] = "text",
-        run_context: dict[str, Any] | None = None,
+        **kwargs: Unpack[RunKeywords],
     ) -> AsyncIterator[str] | AsyncIterator[StreamContent]:
         """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
 
         ``"content"`` yields :class:`ContentText` chunks, :class:`ContentToolRequest`
         as a call starts and :class:`ContentToolResult` as it ends. Errors raise
-        after the stream, as in :meth:`run_async`.
+        after the stream, as in :meth:`run_async`. ``kwargs`` are the run keywords
+        (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Example:
             >>> import asyncio
@@ -202,7 +157,8 @@ class ChatMethods:
         """
         if stream not in ("text", "content"):
             raise ConfigurationError('stream must be "text" or "content"')
-        events = self.run(_content_task(content), tool_mode=tool_mode, run_context=run_context)
+        # include_partial_messages given here: a stream needs the text events.
+        events = self.run(_content_task(content), include_partial_messages=True, **kwargs)
         finish = self._engine.finished_result
         if stream == "text":
             return text_chunks(events, finish)
@@ -212,7 +168,7 @@ class ChatMethods:
         self,
         *content: UserContent,
         stream: Literal["text", "content"] = "text",
-        run_context: dict[str, Any] | None = None,
+        **kwargs: Unpack[RunKeywords],
     ) -> Iterator[str | StreamContent]:
         """Blocking :meth:`stream_async`, for scripts.
 
@@ -223,9 +179,7 @@ class ChatMethods:
             'Hi!'
         """
         _sync.ensure_no_running_loop("stream")
-        chunks: AsyncIterator[Any] = self.stream_async(
-            *content, stream=stream, run_context=run_context
-        )
+        chunks: AsyncIterator[Any] = self.stream_async(*content, stream=stream, **kwargs)
         return _sync.iterate_sync(chunks, "stream")
 
 

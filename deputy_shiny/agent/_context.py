@@ -17,9 +17,9 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from .._engine.compaction import Compactor, ContextRuntime
+from .._engine.compaction import ContextRuntime
 from .._engine.offload import ToolResultStore
 from .._util import sync as _sync
 from .._util.metadata import is_id_key, validate_run_context
@@ -39,13 +39,15 @@ from ..errors import (
     ToolResultReferenceError,
 )
 from ..events import AgentUsage
-from ..hooks import HookContext, HookRegistry
 from ..messages import Turn
 from ..models import ChatModel
-from ..models._provider import Response, estimate_prompt_tokens, known_cost
 from ..persistence.sessions import Commit, read_session, write_session
 from ._guard import Guard
-from ._tool_registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from .._engine.deps import RunDeps
+    from .._engine.loop import Engine
+    from ..usage import UsageLimits
 
 __all__ = ["ContextMethods", "ConversationContext"]
 
@@ -58,9 +60,11 @@ class ConversationContext:
     Args:
         policy: The :class:`~deputy_shiny.context.ContextPolicy` (checked by the Agent).
         tool_results: Where large tool results are offloaded.
-        conversation / hooks / tools / guard: The agent's.
-        agent_id / agent_name / session_id: The agent's (fixed).
+        conversation / guard / engine: The agent's.
+        agent_id / agent_name / session_id / usage_limits: The agent's (fixed).
         model: Returns the model requests go to now.
+        run_deps: Returns what a run of the agent may use now (a manual compaction is
+            charged through the engine with it, as a run's compaction is).
         usage / set_usage: Read and replace the agent's conversation usage.
         run_context / set_run_context: Read and replace the agent's run context.
     """
@@ -71,13 +75,14 @@ class ConversationContext:
         tool_results: ToolResultStore,
         *,
         conversation: Conversation,
-        hooks: HookRegistry,
-        tools: ToolRegistry,
         guard: Guard,
+        engine: Engine,
         agent_id: str,
         agent_name: str | None,
         session_id: str,
+        usage_limits: UsageLimits,
         model: Callable[[], ChatModel],
+        run_deps: Callable[[], RunDeps],
         usage: Callable[[], AgentUsage],
         set_usage: Callable[[AgentUsage], None],
         run_context: Callable[[], dict[str, Any]],
@@ -86,13 +91,14 @@ class ConversationContext:
         self.policy = policy
         self.tool_results = tool_results
         self._conversation = conversation
-        self._hooks = hooks
-        self._tools = tools
         self._guard = guard
+        self._engine = engine
         self._agent_id = agent_id
         self._agent_name = agent_name
         self._session_id = session_id
+        self._usage_limits = usage_limits
         self._model = model
+        self._run_deps = run_deps
         self._usage = usage
         self._set_usage = set_usage
         self._run_context = run_context
@@ -134,49 +140,15 @@ class ConversationContext:
             raise ConfigurationError("summary must be a string or None")
         if fallback not in (None, "error", "text"):
             raise ConfigurationError('fallback must be "error", "text" or None')
-        compactor = Compactor(
+        # Charged through the engine: the same rule, limits and report as a run's.
+        return await self._engine.compact(
+            self._run_deps(),
             self._conversation,
-            self.policy,
-            self._model(),
-            self._hooks,
-            hook_context=self._hook_context,
-            charge=self._charge_summary,
-            tool_schemas=tuple(self._tools.schemas()),
-        )
-        async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
-            pass
-        return compactor.record
-
-    def _hook_context(self, event: str, **extra: Any) -> HookContext:
-        return HookContext(
-            event=event,
-            agent_id=self._agent_id,
-            session_id=self._session_id,
+            limits=self._usage_limits,
             run_context=self._run_context(),
-            **extra,
-        )
-
-    def _charge_summary(
-        self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
-    ) -> None:
-        input_tokens = response.input_tokens
-        if input_tokens is None:
-            input_tokens = estimate_prompt_tokens(messages)
-        output_tokens = response.output_tokens
-        if output_tokens is None:
-            output_tokens = max(1, len("".join(response.text)) // 4)
-        cost = response.cost if response.cost is not None else None
-        if cost is None:
-            cost = known_cost(model, input_tokens, output_tokens)
-        self._set_usage(
-            self._usage()
-            + AgentUsage(
-                requests=1,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                cost=cost,
-                cost_missing=0 if cost is not None else 1,
-            )
+            keep_last=keep_last,
+            summary=summary,
+            fallback=fallback,
         )
 
     def microcompact(self, keep_last: int | float, keep_tools: Iterable[str], marker: str) -> int:
