@@ -59,8 +59,7 @@ class RunState:
     conversation: Conversation
     model: ChatModel
     gate: ToolGate = field(init=False)
-    meter: Meter = field(init=False)  # its usage, and the budget it shares with the
-    # runs it delegates to
+    meter: Meter = field(init=False)  # its usage; its budget is shared with delegations
     fallbacks_used: int = 0
     started: float = field(default_factory=time.monotonic)
     events: list[AgentEvent] = field(default_factory=list)
