@@ -10,15 +10,7 @@ Example:
     'Hello from a scripted model.'
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
-
-try:
-    __version__: str = _distribution_version("deputy_shiny")
-    """The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
-except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed
-    __version__ = "0.0.0"
-
+from ._util.version import package_version
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
 from .context import CompactionRecord, ContextPolicy
@@ -123,6 +115,10 @@ from .tools import (
 from .tools._tool_threads import set_tool_threads, tool_threads
 from .trusted import TrustedResults, result_trusted_results
 from .usage import UsageLimits
+
+__version__: str = package_version()
+"""The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
+
 
 # Of the exceptions, only the family roots an app catches are here; every other one is
 # in deputy_shiny.errors, whose docstring lists each family under its root.

@@ -207,6 +207,19 @@ def check_models_independence(root: Path) -> list[str]:
     )
 
 
+def check_no_root_imports(root: Path) -> list[str]:
+    """Rule 10: no module of the package imports the package root (``from .. import
+    __version__``): the root re-exports everything, so such an import always points up
+    (the root's own names live in leaves, e.g. ``_util/version.py``)."""
+    return _unique(
+        _show(imp)
+        for module, imps in import_graph(root).items()
+        if _within(module, [PACKAGE]) and module != PACKAGE
+        for imp in imps
+        if imp.target == PACKAGE
+    )
+
+
 def folder_of(module: str) -> str:
     """The top-level unit a module belongs to: ``deputy_shiny.tools.web`` ->
     ``deputy_shiny.tools``; a top-level module (``deputy_shiny.usage``) is its own."""

@@ -29,16 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # entry must still be needed (test_the_allowances_are_still_needed): remove it when the
 # work named here lands.
 WIDE_ALLOWED = {
-    # The run methods are being reshaped by the run-keyword TypedDict and the services
-    # object between Agent and _engine/ (other steps of #20).
-    "Agent.run",
     # The Agent's own model and permissions (not a component's state): switching them
     # also updates the tools (provider-native search) and, for set_model, the history.
     "Agent.set_model",
     "Agent.set_permission_mode",
 }
-# ChatMethods restates Agent.run/run_async under TYPE_CHECKING; the run keywords
-# declared once (a TypedDict with Unpack, another step of #20) remove that copy.
+# ChatMethods restates Agent.run/run_async (and _engine) under TYPE_CHECKING: the chat
+# and stream adapters are written over them. The copy is two signatures that take the
+# run keywords as Unpack[RunKeywords], and mypy holds them to Agent's real ones.
 STUBS_ALLOWED = {"ChatMethods has a conditional block (TYPE_CHECKING stubs)"}
 
 

@@ -552,6 +552,30 @@ async def test_manual_and_automatic_compaction_charge_the_same(reported: bool) -
         assert result.usage.cost is None and result.usage.cost_missing == 1
 
 
+async def test_a_run_started_during_a_manual_compaction_is_refused() -> None:
+    import asyncio
+
+    from deputy_shiny.errors import AgentBusyError
+
+    # A slow summary: the compaction is still waiting on the model when the run starts.
+    model = ScriptedModel([ScriptedReply(text=varied_text(30, 7), delay=0.05), "Answer."])
+    agent = with_history(Agent(model, context_policy=ContextPolicy(max_tokens=600)))
+    before = agent.get_turns()
+    compaction = asyncio.create_task(agent.compact_async())
+    for _ in range(1000):  # at most 10 s until the summary request is in flight
+        if model.requests:
+            break
+        await asyncio.sleep(0.01)
+    assert model.requests and agent.running
+    with pytest.raises(AgentBusyError, match="already running"):
+        await agent.run_async("Meanwhile")
+    record = await compaction
+    assert record is not None and record.turns_removed > 0
+    assert not agent.running
+    assert agent.get_turns() == before  # the refused run added nothing
+    assert (await agent.run_async("Now")).response == "Answer."
+
+
 @pytest.mark.parametrize("how", ["automatic", "manual"])
 async def test_compaction_respects_the_agents_request_limit(how: str) -> None:
     def cut_off(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:

@@ -15,6 +15,7 @@ from ._layering import (
     check_engine_independence,
     check_folder_cycles,
     check_models_independence,
+    check_no_root_imports,
     check_no_test_models,
     check_policy_independence,
     check_ui_direction,
@@ -123,6 +124,16 @@ def test_rule_6_catches_a_util_module_importing_the_package(tree: Path) -> None:
     assert check_util_leaves(tree) == []
     write(tree, {"deputy_shiny/_util/late.py": "def f():\n    from ..agent import Agent\n"})
     assert check_util_leaves(tree) == ["deputy_shiny._util.late:2 imports deputy_shiny.agent"]
+
+
+def test_no_module_imports_the_package_root() -> None:
+    assert check_no_root_imports(ROOT) == []
+
+
+def test_rule_10_catches_a_lazy_import_of_the_package_root(tree: Path) -> None:
+    assert check_no_root_imports(tree) == []
+    write(tree, {"deputy_shiny/tools/late.py": "def f():\n    from .. import __version__\n"})
+    assert check_no_root_imports(tree) == ["deputy_shiny.tools.late:2 imports deputy_shiny"]
 
 
 def test_a_clean_tree_passes(tree: Path) -> None:

@@ -321,10 +321,17 @@ class Engine(ToolCalls):
     ) -> CompactionRecord | None:
         """A compaction outside a run (``agent.compact()``): its summary requests are
         charged, limited by ``limits`` (the agent's, as for a run) and reported through
-        ``deps.report``, as an automatic compaction's are within a run. No events."""
+        ``deps.report``, as an automatic compaction's are within a run. No events.
+
+        It holds the agent as a run does: a run started meanwhile is refused
+        (:class:`~deputy_shiny.errors.AgentBusyError`) rather than racing it for the
+        conversation.
+        """
         runtime = deps.context
         if runtime is None:
             raise ContextPolicyError("There is no context policy to compact with.")
+        if self.running:
+            raise AgentBusyError("Cannot compact the conversation while the agent is running.")
         meter = Meter(limits, _run_budget(deps, limits))
 
         def hook_context(event: str, **extra: Any) -> HookContext:
@@ -348,10 +355,12 @@ class Engine(ToolCalls):
             ),
             tool_schemas=deps.tool_schemas,
         )
+        self.running = True
         try:
             async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
                 pass
         finally:
+            self.running = False
             deps.report(RunReport(meter.usage(), deps.model, 0))
         return compactor.record
 

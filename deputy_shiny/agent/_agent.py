@@ -395,12 +395,18 @@ class Agent(
             >>> asyncio.run(main())[:2]
             ['start', 'request_start']
         """
+        return self._direct_run(task, kwargs, include_partial_messages)
+
+    def _direct_run(
+        self, task: TaskInput, keywords: RunKeywords, include_partial_messages: bool
+    ) -> AsyncIterator[AgentEvent]:
+        """A run its caller asked for (a retained agent refuses: its retainer runs it)."""
         self._ensure_free("run a task directly")
         options = build_run_options(
             task,
             agent_limits=self._usage_limits,
             agent_run_context=self._run_context,
-            keywords=kwargs,
+            keywords=keywords,
             include_partial_messages=include_partial_messages,
         )
         return self._engine.run(self._run_deps(), self._conversation, options)

@@ -23,6 +23,7 @@ from .._engine.compaction import ContextRuntime
 from .._engine.offload import ToolResultStore
 from .._util import sync as _sync
 from .._util.metadata import is_id_key, validate_run_context
+from .._util.version import package_version
 from ..context import (
     DEFAULT_MICROCOMPACT_MARKER,
     CompactionRecord,
@@ -183,11 +184,10 @@ class ConversationContext:
         """Save ``owner`` (this context's agent) to ``path``; see
         :meth:`ContextMethods.save_session`."""
         self._guard.idle("save the session")
-        from .. import __version__
 
         model = self._model()
         metadata = {
-            "deputy_shiny_version": __version__,
+            "deputy_shiny_version": package_version(),
             "provider": model.provider,
             "model": model.model,
             "agent_id": self._agent_id,

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, TypeVar, cast
 
+from .._util.version import package_version
 from ..errors import McpBusyError, McpConnectionError, McpError, McpTimeoutError
 from ._process import capture_spawns, is_alive, stop_process_group, track, untrack
 from .config import McpHttpServer, McpInProcessServer, McpServerConfig, McpStdioServer
@@ -102,8 +103,6 @@ class SessionOwner:
         from mcp import Client
         from mcp_types import Implementation
 
-        from .. import __version__
-
         assert self._stop is not None
         # The stderr file stays open until the failure is recorded, so the error can
         # quote the server's last words.
@@ -113,7 +112,7 @@ class SessionOwner:
                 client = Client(
                     self._transport(stderr),
                     cache=None,
-                    client_info=Implementation(name="deputy_shiny", version=__version__),
+                    client_info=Implementation(name="deputy_shiny", version=package_version()),
                     mode=self.mode,
                 )
                 with capture_spawns(self._spawned):

@@ -34,7 +34,7 @@ from shiny import module, reactive, render, ui
 from shiny.session import Session
 from shinychat import Chat, chat_ui
 
-from .. import __version__
+from .._util.version import package_version
 from ..agent import Agent
 from ..approvals import new_request_id
 from ..errors import ConfigurationError
@@ -71,7 +71,7 @@ def kit_dependency() -> HTMLDependency:
     """The kit's script and stylesheet (modals, MCP panel buttons)."""
     return HTMLDependency(
         name="deputy_shiny",
-        version=__version__,
+        version=package_version(),
         source={"package": "deputy_shiny", "subdir": "shiny/www"},
         script={"src": "deputy_shiny.js"},
         stylesheet={"href": "deputy_shiny.css"},
