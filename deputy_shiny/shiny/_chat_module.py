@@ -58,6 +58,7 @@ from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._session_asks import SessionAsks
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
+from ._warm import warm_up_in_background
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +154,11 @@ class AgentChatHandle:
 def agent_chat_ui(**chat_ui_options: Any) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
 
-    Extra keyword arguments go to shinychat's ``chat_ui``.
+    Extra keyword arguments go to shinychat's ``chat_ui``. The first call (or the first
+    ``agent_chat_server``) starts importing litellm in a worker thread, so the first
+    reply does not wait for it.
     """
+    warm_up_in_background()  # the UI is built as the app starts: litellm loads meanwhile
     options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
     return TagList(
         kit_dependency(),
@@ -219,9 +223,10 @@ def agent_chat_server(
             ``X-Forwarded-Host`` rather than the request's ``Host``: only when a reverse
             proxy in front of the app sets them (any client can send them).
     """
-    running = reactive.value(False)
-    usage_value = reactive.value(AgentUsage())
-    tool_events = reactive.value(0)
+    warm_up_in_background()  # an Express app builds no UI before its first session
+    running = reactive.value(False, name="deputy_running")
+    usage_value = reactive.value(AgentUsage(), name="deputy_usage")
+    tool_events = reactive.value(0, name="deputy_tool_events")
     origins = normalize_origins(allowed_image_origins)
     autoconnect = tuple(mcp_servers)
     if autoconnect and mcp_config is None:
@@ -229,7 +234,13 @@ def agent_chat_server(
     allowed = normalize_allowed_origins(allowed_origins)
     if session.is_stub_session():
         return AgentChatHandle(
-            None, running, usage_value, reactive.value(0), tool_events, None, SessionMcp(None)
+            None,
+            running,
+            usage_value,
+            reactive.value(0, name="deputy_pending_approvals"),
+            tool_events,
+            None,
+            SessionMcp(None),
         )
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
         return _foreign_session(running, usage_value, tool_events)
@@ -338,7 +349,13 @@ def _foreign_session(
         return _usage_text(usage_value())
 
     return AgentChatHandle(
-        None, running, usage_value, reactive.value(0), tool_events, None, SessionMcp(None)
+        None,
+        running,
+        usage_value,
+        reactive.value(0, name="deputy_pending_approvals"),
+        tool_events,
+        None,
+        SessionMcp(None),
     )
 
 

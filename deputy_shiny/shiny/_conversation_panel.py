@@ -125,7 +125,7 @@ def conversation_panel_server(
     if session.is_stub_session():
         return
     input_id = session.ns("rewind")
-    changed = reactive.value(0)
+    changed = reactive.value(0, name="deputy_conversation_changed")
     tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(work: Any) -> None:

@@ -87,7 +87,7 @@ class SessionMcp:
         }
         self._closed = False
         self._changes = 0  # a plain count: tasks may not read reactive values
-        self.version = reactive.value(0)
+        self.version = reactive.value(0, name="deputy_mcp_version")
 
     @property
     def configured(self) -> tuple[str, ...]:

@@ -44,7 +44,7 @@ def permission_mode_server(
     ``agent`` may be the Agent or a function returning it (e.g. ``lambda: handle.agent``).
     The new mode applies from the next tool call. Returns the current mode.
     """
-    current = reactive.value("")
+    current = reactive.value("", name="deputy_permission_mode")
 
     def _agent() -> Agent | None:
         return agent if isinstance(agent, Agent) else agent()

@@ -73,7 +73,7 @@ class SessionPrompts:
         self._queue: deque[_Prompt] = deque()
         self._current: _Prompt | None = None
         self._closed = False
-        self.pending = reactive.value(0)
+        self.pending = reactive.value(0, name="deputy_prompts_pending")
         self.effects: list[Any] = []
 
     @property

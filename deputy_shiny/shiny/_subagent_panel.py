@@ -393,7 +393,7 @@ def subagent_panel_server(
     if session.is_stub_session():
         return
     input_id = session.ns("action")
-    tick = reactive.value(0)
+    tick = reactive.value(0, name="deputy_subagent_tick")
     shown = reactive.value[tuple[Any, ...]](("loading",))
     expanded = reactive.value[frozenset[str]](frozenset())
     panel = _SubagentPanel(agent, requester)
