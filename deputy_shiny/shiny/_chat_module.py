@@ -233,15 +233,7 @@ def agent_chat_server(
         raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
     allowed = normalize_allowed_origins(allowed_origins)
     if session.is_stub_session():
-        return AgentChatHandle(
-            None,
-            running,
-            usage_value,
-            reactive.value(0, name="deputy_pending_approvals"),
-            tool_events,
-            None,
-            SessionMcp(None),
-        )
+        return _handle_without_agent(running, usage_value, tool_events)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
         return _foreign_session(running, usage_value, tool_events)
 
@@ -326,6 +318,23 @@ async def _set(value: reactive.Value[Any], new: Any) -> None:
 _foreign_chats: set[asyncio.Task[None]] = set()
 
 
+def _handle_without_agent(
+    running: reactive.Value[bool],
+    usage_value: reactive.Value[AgentUsage],
+    tool_events: reactive.Value[int],
+) -> AgentChatHandle:
+    """The handle of a session that gets no agent (Express's stub, another origin's page)."""
+    return AgentChatHandle(
+        None,
+        running,
+        usage_value,
+        reactive.value(0, name="deputy_pending_approvals"),
+        tool_events,
+        None,
+        SessionMcp(None),
+    )
+
+
 def _foreign_session(
     running: reactive.Value[bool],
     usage_value: reactive.Value[AgentUsage],
@@ -348,15 +357,7 @@ def _foreign_session(
     def usage() -> str:
         return _usage_text(usage_value())
 
-    return AgentChatHandle(
-        None,
-        running,
-        usage_value,
-        reactive.value(0, name="deputy_pending_approvals"),
-        tool_events,
-        None,
-        SessionMcp(None),
-    )
+    return _handle_without_agent(running, usage_value, tool_events)
 
 
 __all__ = ["AgentChatContext", "AgentChatHandle", "agent_chat_server", "agent_chat_ui"]
