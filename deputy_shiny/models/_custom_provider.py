@@ -26,7 +26,10 @@ Usage
     whose ``usage`` is recomputed by ``litellm.stream_chunk_builder`` over *all* chunks
     (it keeps the handler's numbers). For a 20,000-chunk stream that rebuild alone takes
     about 2 s (in a worker thread), and litellm spends about 0.25 ms per chunk in the
-    wrapper, whatever the handler does.
+    wrapper, whatever the handler does. The engine's streams skip that rebuild while no
+    app listens to litellm (:func:`~deputy_shiny.models._provider.lighten`): their
+    usage chunk then carries the handler's numbers through litellm's
+    ``calculate_total_usage``.
 
 Errors a consumer of ``litellm.acompletion`` sees when the handler raises
     * At request time (ScriptedModel exception replies, a sync FunctionModel function

@@ -55,6 +55,33 @@ def get_litellm() -> ModuleType:
     return _module
 
 
+# litellm's hooks an app can register; while all are empty (and no cache is set), the
+# work litellm does at the end of a stream for them (rebuilding the whole response over
+# every chunk, cost and logging payloads) has no reader but us (see _provider.lighten).
+_LISTENER_LISTS = (
+    "callbacks",
+    "success_callback",
+    "_async_success_callback",
+    "service_callback",
+)
+
+
+def app_listens() -> bool:
+    """True if an app registered a litellm success callback or cache (litellm is loaded).
+
+    Example:
+        >>> from deputy_shiny.models import _litellm
+        >>> _litellm.app_listens() in (True, False)
+        True
+    """
+    litellm: Any = _module
+    if litellm is None:
+        return False
+    if litellm.cache is not None:
+        return True
+    return any(getattr(litellm, name, None) for name in _LISTENER_LISTS)
+
+
 def is_loaded() -> bool:
     """True once litellm has been imported through :func:`get_litellm`."""
     return _module is not None

@@ -414,6 +414,7 @@ async def stream_response(
                     **kwargs,
                 )
             )
+            lighten(stream)
             iterator = stream.__aiter__()
             while True:
                 try:
@@ -452,6 +453,57 @@ async def stream_response(
     finally:
         if stream is not None:
             await _close_stream(stream)
+
+
+def lighten(stream: Any) -> None:
+    """Spare one litellm stream the work only an app's litellm callbacks or cache would read.
+
+    litellm's stream wrapper does, for every stream, work whose only readers are
+    litellm's success callbacks and its cache: at the end it rebuilds the whole
+    response over all chunks (``stream_chunk_builder``, in a worker thread; a third of
+    the process's CPU with 20 users streaming) and then computes the cost and logging
+    payload for the callbacks; on each chunk it probes eight absent delta fields for
+    the Router's mid-stream continuation (we own fallbacks and never continue a
+    stream). This stream is ours alone, so while no app registered a litellm callback
+    or cache (:func:`_litellm.app_listens`, nor a per-request callback) those steps
+    are switched off on this instance only: the usage chunk is made by litellm's own
+    best-effort path (``calculate_total_usage`` over the provider-reported usage, the
+    numbers the rebuild keeps). A provider that reports no usage keeps the rebuild,
+    which estimates it. Anything unexpected leaves the stream as litellm made it.
+    """
+    logging_obj = getattr(stream, "logging_obj", None)
+    if _litellm.app_listens() or logging_obj is None or _has_request_callbacks(logging_obj):
+        return
+    try:
+        from litellm.litellm_core_utils import streaming_handler
+    except ImportError:  # pragma: no cover - a litellm without that module
+        return
+    total_usage = getattr(streaming_handler, "calculate_total_usage", None)
+    rebuild = getattr(stream, "_async_build_complete_streaming_response", None)
+    if total_usage is None or rebuild is None or not hasattr(stream, "chunks"):
+        return
+
+    async def reported_usage() -> Any:
+        chunks = stream.chunks
+        if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
+            return await rebuild()  # nothing reported: litellm estimates it
+        return stream.model_response_creator(chunk={"usage": total_usage(chunks=chunks)})
+
+    async def no_listeners(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    stream._async_build_complete_streaming_response = reported_usage
+    logging_obj.dispatch_success_handlers = no_listeners
+    if hasattr(stream, "_emitted_disqualifying_content"):
+        stream._emitted_disqualifying_content = True
+
+
+def _has_request_callbacks(logging_obj: Any) -> bool:
+    """Callbacks passed with the request itself (``success_callback=[...]`` in params)."""
+    return any(
+        getattr(logging_obj, name, None)
+        for name in ("dynamic_success_callbacks", "dynamic_async_success_callbacks")
+    )
 
 
 async def load_litellm() -> Any:
