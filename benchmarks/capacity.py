@@ -528,7 +528,11 @@ async def one_step(
             await settle(servers)
             log(f"N={n}: {mode} {app.label}: others idle after {time.monotonic() - began:.1f} s")
             warm = await warm_up(server.port, app.chat_input)
+            cpu, wall = time.process_time(), time.monotonic()
             samples = await measure(server.port, app, n, config) if warm.complete else []
+            # If the clients (this process) were near a full core, they were the limit.
+            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            log(f"N={n}: {mode} {app.label}: clients used {cpu:.1f} s CPU in {wall:.1f} s")
             server.stop()  # its memory and any lagging streams go before the next app
             result = judge(app.label, n, samples, config)
             if not warm.complete:
