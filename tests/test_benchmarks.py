@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -80,3 +81,67 @@ async def test_capacity_runs_both_modes_and_every_app_holds_two_sessions(
     ]
     assert lines[-10] == "ratio kit/minimal sessions held: 1.00"
     assert lines[-3] == "ratio kit/chatlas sessions held: 1.00"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    """Loads a benchmark as ``python benchmarks/<name>.py`` would see it: its siblings
+    (apps, shared helpers) import by name, and it is in ``sys.modules`` (dataclasses
+    look their module up there)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+
+    def load_registered(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, name, module)
+        spec.loader.exec_module(module)
+        return module
+
+    return load_registered
+
+
+def test_first_token_prints_both_apps_and_its_ratio_last(
+    bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratio = bench("first_token").main(tries=2, starts=1)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"ratio first reply/warm median (kit): {ratio:.2f}" and ratio > 0
+    fresh = [line.split()[0] for line in lines if "fresh process: serving after" in line]
+    assert fresh == ["kit", "minimal"]
+    warm = [line for line in lines if "warm median" in line and "first reply after start" in line]
+    assert [line.split()[0] for line in warm] == ["kit", "minimal"]
+    assert lines[-2].startswith("warm median kit/minimal: ")
+
+
+async def test_concurrent_sessions_prints_paired_rounds_and_the_median_ratio_last(
+    bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratio = await bench("concurrent_sessions").main(sessions=2, rounds=1)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"median of the per-round p99 ratios loaded/baseline: {ratio:.3f}"
+    assert ratio > 0
+    rounds = [line for line in lines if line.startswith("round ")]
+    assert len(rounds) == 1 and "baseline p50" in rounds[0] and "loaded p50" in rounds[0]
+    worst = next(line for line in lines if line.startswith("worst gap in the loaded rounds:"))
+    assert float(worst.split(":")[1].split()[0]) > 0
+
+
+async def test_load_drives_every_kind_of_turn_and_prints_a_verdict_last(
+    bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = await bench("load").main(users=3, seconds=10)
+    lines = capsys.readouterr().out.strip().splitlines()
+    verdict = "PASS" if result.passed else "FAIL"
+    assert lines[-1].startswith(f"{verdict}: errors {result.errors} (target 0); left over ")
+    # The warm-up user took every action once, answering each modal it was shown.
+    warm_up = next(line for line in lines if line.startswith("warm-up: "))
+    assert warm_up.startswith("warm-up: 10 turns") and "errors []" in warm_up
+    for answered in ("write:", "bash:", "ask:"):
+        assert answered in warm_up
+    assert result.turns >= 3  # every user said hello at least
+    left = next(line for line in lines if line.startswith("left after every session ended"))
+    for kind in ("tasks", "threads", "child processes", "sandboxes", "cgroups", "sessions"):
+        assert f"{kind} {result.leftovers[kind]}" in left
+    assert any(line.startswith("RSS: baseline ") for line in lines)
+    assert any(line.startswith("text chunks timed: ") for line in lines)
