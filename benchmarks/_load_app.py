@@ -9,8 +9,9 @@ sets it; nothing here is part of the package) this module adds two things:
 * ``GET /__load/diagnostics`` answers JSON with what the process holds right now, after
   ``gc.collect()``: its asyncio tasks, threads, child processes (those running bwrap are
   sandboxes), leftover per-call cgroups, the live shiny sessions, Agents and shinychat
-  Chats, and those log counts. Ended sessions must leave none of these behind
-  (ARCHITECTURE.md rule 9; ``tests/test_session_release.py`` checks it per session).
+  Chats, the most numerous kinds of object, and those log counts. Ended sessions must
+  leave none of these behind (ARCHITECTURE.md rule 9; ``tests/test_session_release.py``
+  checks it per session).
 
 It serves on loopback only (load.py starts it with ``--host 127.0.0.1``).
 """
@@ -115,6 +116,14 @@ def _live(kind: type) -> int:
     return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
 
 
+def _types(top: int = 300) -> dict[str, int]:
+    """The most numerous kinds of object the collector tracks (a leak shows as growth)."""
+    counts = collections.Counter(
+        f"{type(obj).__module__}.{type(obj).__qualname__}" for obj in gc.get_objects()
+    )
+    return dict(counts.most_common(top))
+
+
 def diagnostics() -> dict[str, Any]:
     """What the process holds now (call on the event loop: it lists the loop's tasks)."""
     gc.collect()
@@ -130,6 +139,7 @@ def diagnostics() -> dict[str, Any]:
         "sessions": _live(AppSession),
         "agents": _live(Agent),
         "chats": _live(Chat),
+        "types": _types(),
         "log_counts": dict(COUNTER.counts),
         "log_errors": COUNTER.errors,
         "log_warnings": dict(COUNTER.warnings.most_common(10)),

@@ -16,8 +16,10 @@ answered as the browser does: through the ``deputy_modal_answer`` input, with th
 request id from the modal and the key from the ``deputy-prompt-key`` message. After a
 few actions the user leaves (closes the socket) and comes back as a new session.
 
-One warm-up user does every action once first (litellm's import, first requests,
-thread pools); the baseline is read once its session has ended. When the time is up
+First a warm-up, not counted: one user does every action once while every other user
+opens a session, says hello and chats once (litellm's import, first requests, thread
+pools, the allocator's working size at full concurrency); the baseline is read once
+those sessions have ended. When the time is up
 every user finishes its turn and leaves; once the server holds no session, the final
 state is read. It prints:
 
@@ -27,7 +29,8 @@ state is read. It prints:
 * what is left after every session ended, against the baseline: asyncio tasks,
   threads (idle workers of the bounded pools are shown apart), child processes,
   sandboxes (bwrap) and per-call cgroups, live sessions, Agents and Chats;
-* the server's RSS at the baseline and at the end, and its growth;
+* the server's RSS before any session, at the baseline and at the end, and its growth
+  from the baseline to the end;
 * the p50, p99 and worst gap between consecutive text chunks of a reply.
 
 The last line is PASS or FAIL against the targets: 0 errors, nothing left over, RSS
@@ -146,6 +149,8 @@ class User:
         self.tally = tally
         self.keys: dict[str, str] = {}
         self.pause = 1.0  # scales the think times (the warm-up user hardly thinks)
+        self.doing = ""  # for error messages: where the user was
+        self.seen: collections.deque[str] = collections.deque(maxlen=4)  # the last messages
 
     async def run(self, deadline: float, plan: list[str] | None = None) -> None:
         """Sessions until ``deadline`` (monotonic); with ``plan``, one session of those actions."""
@@ -163,6 +168,7 @@ class User:
     async def session(self, deadline: float, plan: list[str] | None) -> None:
         url = f"ws://127.0.0.1:{self.port}/websocket/"
         async with websockets.connect(url, max_size=None, open_timeout=60) as ws:
+            self.doing = "waiting for the session's first values"
             await ws.send(json.dumps({"method": "init", "data": {}}))
             while "values" not in await self.receive(ws):
                 pass
@@ -188,8 +194,12 @@ class User:
         try:
             raw = await asyncio.wait_for(ws.recv(), TURN_TIMEOUT)
         except TimeoutError:
-            raise ProtocolError(f"nothing from the server for {TURN_TIMEOUT:.0f} s") from None
+            raise ProtocolError(
+                f"nothing from the server for {TURN_TIMEOUT:.0f} s, {self.doing}; "
+                f"the last messages: {list(self.seen)}"
+            ) from None
         message: dict[str, Any] = json.loads(raw)
+        self.seen.append(_kind(message))
         errors = message.get("errors")
         if errors:
             self.tally.error(f"output error: {json.dumps(errors)[:200]}")
@@ -201,6 +211,7 @@ class User:
     async def turn(self, ws: Any, action: str) -> str:
         """Send one message and read its reply to the end; "left" if the user left."""
         text = self.rng.choice(CHATTER) if action == "chat" else MESSAGES[action]
+        self.doing = f"in a {action!r} turn (turn {self.tally.turns[action] + 1} of its kind)"
         await send_input(ws, {CHAT_INPUT: {"text": text, "attachments": []}})
         self.tally.turns[action] += 1
         last: float | None = None
@@ -258,6 +269,19 @@ class User:
         self.tally.answers[f"{action}:{choice}"] += 1
         answer.update(request_id=request_id, key=key)
         await send_input(ws, {ANSWER_INPUT: answer})
+        self.doing += f", after answering {choice!r}"
+
+
+def _kind(message: dict[str, Any]) -> str:
+    """A short name for a server message (for error reports)."""
+    custom = message.get("custom", {})
+    if "shinyChatMessage" in custom:
+        return str(custom["shinyChatMessage"].get("action", {}).get("type"))
+    if custom:
+        return f"custom {next(iter(custom))}"
+    if "modal" in message:
+        return f"modal {message['modal'].get('type')}"
+    return next(iter(message), "empty")
 
 
 async def send_input(ws: Any, data: dict[str, Any]) -> None:
@@ -324,6 +348,18 @@ def tracebacks(log: Path) -> int:
     return log.read_text(errors="replace").count("Traceback (most recent call last)")
 
 
+async def warm_up(port: int, users: int, seed: int, tally: Tally) -> None:
+    """One user takes every action once while a wave of ``users`` sessions say hello and
+    chat once, all at the same time: the process reaches its working size (thread
+    pools, allocator arenas, caches) before the baseline is read, so RSS growth measures
+    what the run keeps, not the first peak."""
+    far = time.monotonic() + 600
+    every = [name for name, _ in MIX if name != "leave"]
+    first = User(port, random.Random(seed), tally).run(far, every)
+    wave = [User(port, random.Random(-seed - i), tally).run(far, ["chat"]) for i in range(users)]
+    await asyncio.gather(first, *wave)
+
+
 async def load(port: int, users: int, seconds: float, seed: int, tally: Tally) -> None:
     began = time.monotonic()
     deadline = began + seconds
@@ -337,7 +373,11 @@ async def load(port: int, users: int, seconds: float, seed: int, tally: Tally) -
 
 
 def report(
-    tally: Tally, base: dict[str, Any], end: dict[str, Any], rss: tuple[float, float], log: Path
+    tally: Tally,
+    base: dict[str, Any],
+    end: dict[str, Any],
+    rss: tuple[float, float, float],
+    log: Path,
 ) -> Result:
     """Print the figures and the verdict."""
     turns = sum(tally.turns.values())
@@ -370,9 +410,16 @@ def report(
     print(f"left after every session ended (beyond the baseline): {shown}")
     for name in names[:20]:
         print(f"  {name}")
-    start_rss, end_rss = rss
+    grown = collections.Counter(end["types"])
+    grown.subtract(base["types"])
+    shown = ", ".join(f"{name} {n:+d}" for name, n in grown.most_common(8) if n > 0)
+    print(f"objects that grew from the baseline to the end: {shown or 'none'}")
+    first_rss, start_rss, end_rss = rss
     growth = (end_rss - start_rss) / start_rss * 100
-    print(f"RSS: baseline {start_rss:.1f} MiB, end {end_rss:.1f} MiB, growth {growth:+.1f} %")
+    print(
+        f"RSS: {first_rss:.1f} MiB before any session, baseline (after the warm-up) "
+        f"{start_rss:.1f} MiB, end {end_rss:.1f} MiB: growth {growth:+.1f} %"
+    )
     left = sum(counts.values())
     passed = errors == 0 and left == 0 and growth < RSS_TARGET
     print(
@@ -391,14 +438,14 @@ async def main(users: int = 50, seconds: float = 300, seed: int = 1) -> Result:
         server, log = start(port, tmp)
         try:
             tally = Tally()
-            warm_up = [name for name, _ in MIX if name != "leave"]
+            first_rss = rss_mib(server.pid)
             began = time.monotonic()
-            await User(port, random.Random(seed), tally).run(time.monotonic() + 600, warm_up)
+            await warm_up(port, users, seed, tally)
             took = ", ".join(f"{a} {max(t):.1f} s" for a, t in tally.seconds.items())
             print(
                 f"warm-up: {sum(tally.turns.values())} turns in {time.monotonic() - began:.1f} s"
-                f" ({took}),"
-                f" modal answers {dict(sorted(tally.answers.items()))}, errors {tally.errors}"
+                f" ({took}), modal answers {dict(sorted(tally.answers.items()))},"
+                f" errors {tally.errors}"
             )
             base = await settle(port)
             start_rss = rss_mib(server.pid)
@@ -413,7 +460,7 @@ async def main(users: int = 50, seconds: float = 300, seed: int = 1) -> Result:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait(timeout=10)
-        return report(tally, base, end, (start_rss, end_rss), log)
+        return report(tally, base, end, (first_rss, start_rss, end_rss), log)
 
 
 if __name__ == "__main__":
