@@ -10,6 +10,8 @@ Example:
     'Hello from a scripted model.'
 """
 
+from typing import TYPE_CHECKING
+
 from ._util.version import package_version
 from .agent import Agent, ConversationCost
 from .approvals import ApprovalDecision, ApprovalRequest
@@ -116,8 +118,16 @@ from .tools._tool_threads import set_tool_threads, tool_threads
 from .trusted import TrustedResults, result_trusted_results
 from .usage import UsageLimits
 
-__version__: str = package_version()
-"""The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
+if TYPE_CHECKING:
+    __version__: str
+    """The installed distribution's version (``"0.0.0"`` when run from an uninstalled tree)."""
+else:
+
+    def __getattr__(name: str) -> str:
+        """``__version__``, read on first use: reading it imports importlib.metadata (~50 ms)."""
+        if name == "__version__":
+            return package_version()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Of the exceptions, only the family roots an app catches are here; every other one is

@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import itertools
 import os
@@ -321,6 +320,9 @@ def skill_check_requirements(skill: Skill, provider: str | None = None) -> Skill
         raise SkillError(
             f"provider= must be a provider name such as 'openai', or None; got {provider!r:.60}."
         )
+    # importlib.metadata costs ~50 ms to import: only a requirements check needs it.
+    import importlib.metadata
+
     from packaging.requirements import Requirement
     from packaging.version import InvalidVersion
 

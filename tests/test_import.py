@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_import_does_not_load_litellm() -> None:
@@ -55,3 +56,42 @@ def test_version_comes_from_the_package_metadata() -> None:
 
     assert deputy_shiny.__version__ == importlib.metadata.version("deputy_shiny")
     assert str(kit_dependency().version) == deputy_shiny.__version__
+
+
+def fresh_modules(code: str) -> set[str]:
+    """The names in ``sys.modules`` after ``code`` runs in a fresh interpreter."""
+    script = f"import sys\n{code}\nprint('\\n'.join(sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+# What the package imports on first use, not with itself (each costs 30-50 ms to import).
+LAZY_IMPORTS = ("jsonschema", "regex")
+
+
+def test_import_leaves_the_heavy_dependencies_to_their_first_use() -> None:
+    loaded = fresh_modules("import deputy_shiny")
+    assert {name for name in LAZY_IMPORTS if name in loaded} == set()
+    assert not {m for m in loaded if m.split(".")[0] in ("litellm", "shiny", "shinychat", "mcp")}
+
+
+def test_the_lazy_dependencies_load_when_used(tmp_path: Path) -> None:
+    """Each import moved to its user: a JSON-schema tool, a grep, the version."""
+    (tmp_path / "a.txt").write_text("needle\n")
+    code = (
+        "import asyncio\n"
+        "import deputy_shiny\n"
+        "from deputy_shiny import tool, tool_grep_files\n"
+        "from deputy_shiny.tools._context import ToolContext, tool_context\n"
+        "t = tool(lambda x: x, name='echo', description='Echo.',\n"
+        "         arguments={'type': 'object', 'properties': {'x': {'type': 'string'}}})\n"
+        "grep = tool_grep_files()\n"
+        f"root = {str(tmp_path.resolve())!r}\n"
+        "with tool_context(ToolContext(working_dir=root, read_roots=(root,), write_roots=())):\n"
+        "    found = asyncio.run(grep.invoke(grep.parse_arguments({'pattern': 'need'})))\n"
+        "assert 'a.txt:1: needle' in found, found\n"
+        "assert deputy_shiny.__version__\n"
+    )
+    loaded = fresh_modules(code)
+    assert {"jsonschema", "regex", "importlib.metadata"} <= loaded
