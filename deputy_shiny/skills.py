@@ -81,7 +81,9 @@ _PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 class _SkillValue(FrozenConfig):
     """A frozen value whose ``model_copy(update=...)`` is validated like the constructor."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
     _config_error: ClassVar[type[ConfigurationError]] = SkillError
 
     def __init__(self, **data: Any) -> None:

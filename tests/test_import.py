@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def test_import_does_not_load_litellm() -> None:
@@ -67,7 +69,21 @@ def fresh_modules(code: str) -> set[str]:
 
 
 # What the package imports on first use, not with itself (each costs 30-50 ms to import).
-LAZY_IMPORTS = ("jsonschema", "regex")
+# importlib.metadata comes with jsonschema, the version, or pydantic's plugin scan, which
+# runs as the first model's validator is built.
+LAZY_IMPORTS = ("jsonschema", "regex", "importlib.metadata", "pydantic.plugin._loader")
+
+# Prints the package's model classes in this process: how many, and which are built.
+MODEL_STATE = """
+import json, pydantic
+def models(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from models(sub)
+ours = {m for m in models(pydantic.BaseModel) if m.__module__.startswith('deputy_shiny')}
+built = sorted(m.__name__ for m in ours if m.__pydantic_complete__)
+print(json.dumps({'models': len(ours), 'built': built}))
+"""
 
 
 def test_import_leaves_the_heavy_dependencies_to_their_first_use() -> None:
@@ -95,3 +111,33 @@ def test_the_lazy_dependencies_load_when_used(tmp_path: Path) -> None:
     )
     loaded = fresh_modules(code)
     assert {"jsonschema", "regex", "importlib.metadata"} <= loaded
+
+
+def model_state(code: str) -> dict[str, Any]:
+    """The package's models after ``code`` runs in a fresh interpreter (see MODEL_STATE)."""
+    out = subprocess.run([sys.executable, "-c", code + MODEL_STATE], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    state: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return state
+
+
+def test_import_builds_no_pydantic_validator() -> None:
+    """Every model of the package is ``defer_build``: none is built at import, none made."""
+    state = model_state("import deputy_shiny, deputy_shiny.testing, deputy_shiny.mcp")
+    assert state["models"] > 50
+    assert state["built"] == []
+
+
+def test_the_warm_up_helper_builds_every_deferred_model() -> None:
+    state = model_state(
+        "import deputy_shiny\n"
+        "from deputy_shiny._util.config import complete_deferred_models\n"
+        "assert complete_deferred_models() > 50\n"
+        "assert complete_deferred_models() == 0\n"
+    )
+    assert len(state["built"]) == state["models"] > 50
+
+
+def test_warm_up_leaves_no_model_to_build_on_a_users_first_run() -> None:
+    state = model_state("import deputy_shiny\ndeputy_shiny.warm_up()\n")
+    assert len(state["built"]) == state["models"] > 50
