@@ -63,7 +63,11 @@ def tree_env(tree: Path, cache: str) -> dict[str, str]:
 
 
 def sample(body: str, env: dict[str, str]) -> tuple[float, float, float]:
-    """Wall and CPU seconds one fresh interpreter spends on ``body``, and its process's wall."""
+    """Wall and CPU seconds one fresh interpreter spends on ``body``, and its process's wall.
+
+    It runs in the tree that ``env`` names first (``python -c`` puts its working
+    directory first on the path, so a run elsewhere could import another checkout).
+    """
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", TIMED.format(body=body)],
@@ -71,7 +75,7 @@ def sample(body: str, env: dict[str, str]) -> tuple[float, float, float]:
         text=True,
         check=True,
         env=env,
-        cwd=ROOT,
+        cwd=env["PYTHONPATH"].split(os.pathsep)[0],
     )
     process = time.perf_counter() - started
     wall, cpu = (float(x) for x in out.stdout.strip().splitlines()[-1].split())
