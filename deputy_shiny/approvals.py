@@ -57,7 +57,7 @@ class ApprovalRequest(BaseModel):
         (True, 'c1')
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     request_id: str = Field(default_factory=new_request_id)
     call_id: str
@@ -100,7 +100,7 @@ class ApprovalDecision(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     approved: bool
     updated_input: dict[str, Any] | None = None

@@ -92,7 +92,9 @@ class ContextPolicy(FrozenConfig):
     """
 
     _config_error: ClassVar[type[ConfigurationError]] = ContextPolicyError
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     max_tokens: int | None = Field(default=32000, ge=64, strict=True)
     compact_to: float = Field(default=0.5, gt=0.0, lt=1.0)
@@ -145,7 +147,7 @@ class CompactionRecord(BaseModel):
         12
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     method: CompactionMethod
     tokens_before: int

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,10 @@ CONTINUATION_TEXT = "[Earlier turns are summarised in the system prompt. Continu
 first (providers expect the conversation to open with a user message)."""
 
 
-_CONTINUATION = Turn(role="user", contents=[ContentText(text=CONTINUATION_TEXT)])
+@functools.cache
+def _continuation() -> Turn:
+    # Made on first use: a Turn made at import would build the message models' schemas.
+    return Turn(role="user", contents=[ContentText(text=CONTINUATION_TEXT)])
 
 
 class Conversation:
@@ -125,7 +129,7 @@ class Conversation:
         if self.cleared:
             turns = [self._view(turn) for turn in turns]
         if turns and turns[0].role == "assistant":
-            turns.insert(0, _CONTINUATION)
+            turns.insert(0, _continuation())
         return turns
 
     def _view(self, turn: Turn) -> Turn:

@@ -51,7 +51,7 @@ LIMIT_STOP_REASONS = frozenset(
 
 
 class _EventBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     agent_id: str
     session_id: str
@@ -274,7 +274,10 @@ AgentEvent = Annotated[
 ]
 """Any event of a run; dispatch on ``event.type``."""
 
-agent_event_adapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+# Built on its first use, not at import (as every model here: defer_build).
+agent_event_adapter: TypeAdapter[AgentEvent] = TypeAdapter(
+    AgentEvent, config=ConfigDict(defer_build=True)
+)
 
 
 class AgentResult(BaseModel):
@@ -298,7 +301,9 @@ class AgentResult(BaseModel):
         ('Hello!', 'complete')
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     response: str
     turns: list[Turn]

@@ -29,7 +29,7 @@ from .usage import TurnUsage
 
 
 class _Content(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ContentText(_Content):
@@ -126,7 +126,8 @@ Content = Annotated[
     ContentText | ContentThinking | ContentToolRequest | ContentToolResult | ContentImage,
     Field(discriminator="type"),
 ]
-_content_adapter: TypeAdapter[Content] = TypeAdapter(Content)
+# Built on its first use, not at import (as every model here: defer_build).
+_content_adapter: TypeAdapter[Content] = TypeAdapter(Content, config=ConfigDict(defer_build=True))
 
 
 class Turn(BaseModel):
@@ -140,7 +141,7 @@ class Turn(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     role: Literal["user", "assistant", "system"]
     contents: list[Content] = Field(default_factory=list)

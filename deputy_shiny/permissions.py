@@ -128,7 +128,9 @@ class Permissions(FrozenConfig):
         True
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
     _config_error: ClassVar[type[ConfigurationError]] = PermissionsError
 
     mode: PermissionMode = "standard"

@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import itertools
 import os
@@ -82,7 +81,9 @@ _PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 class _SkillValue(FrozenConfig):
     """A frozen value whose ``model_copy(update=...)`` is validated like the constructor."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
     _config_error: ClassVar[type[ConfigurationError]] = SkillError
 
     def __init__(self, **data: Any) -> None:
@@ -321,6 +322,9 @@ def skill_check_requirements(skill: Skill, provider: str | None = None) -> Skill
         raise SkillError(
             f"provider= must be a provider name such as 'openai', or None; got {provider!r:.60}."
         )
+    # importlib.metadata costs ~50 ms to import: only a requirements check needs it.
+    import importlib.metadata
+
     from packaging.requirements import Requirement
     from packaging.version import InvalidVersion
 

@@ -80,7 +80,9 @@ class TrustedResults(BaseModel):
         ('forecast', None)
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     results: dict[str, str]
     on_result: Callable[[TrustedResultEvent], Any] | None = None

@@ -37,7 +37,7 @@ __all__ = [
 class TurnUsage(BaseModel):
     """Tokens and cost of the request that produced an assistant turn."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -47,7 +47,7 @@ class TurnUsage(BaseModel):
 class RequestUsage(BaseModel):
     """Tokens of one model request (the ``usage`` of a ``request_end`` event)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -65,7 +65,7 @@ class AgentUsage(BaseModel):
         cost_missing: How many requests had no known cost.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     requests: int = 0
     tool_calls: int = 0
@@ -103,7 +103,7 @@ class AgentUsage(BaseModel):
 class CostSummary(BaseModel):
     """The cost of a run: ``total`` is None unless every request's cost was known."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     total: float | None = 0.0
     complete: bool = True
@@ -124,7 +124,7 @@ class ConversationCost(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     input_tokens: int
     output_tokens: int

@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 
 __all__ = ["package_version"]
 
@@ -20,6 +19,9 @@ __all__ = ["package_version"]
 @cache
 def package_version() -> str:
     """The installed distribution's version (``"0.0.0"`` in a tree that is not installed)."""
+    # importlib.metadata (with zipfile, email, csv) costs ~50 ms to import: only on demand.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("deputy_shiny")
     except PackageNotFoundError:  # pragma: no cover - only in a tree that is not installed

@@ -62,7 +62,9 @@ _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _ServerBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     name: str = Field(description="The server's name in the configuration.")
     timeout: float = Field(
@@ -133,7 +135,7 @@ class McpConfig(BaseModel):
         'time'
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     source: str | None = Field(

@@ -42,7 +42,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from .._util.sync import ensure_no_running_loop
 from ..errors import ConfigurationError, McpError, ToolInvocationError
-from ..tools import Tool, ToolAnnotations, ToolSource, ToolState
+from ..tools import Tool, ToolSource, ToolState, tool_annotations
 from ._convert import RejectedTool, ToolBinding, content_text, convert_tool, resource_text
 from ._loop import block_on_mcp_loop, on_loop, on_mcp_thread, submit
 from ._owner import McpStatus, SessionOwner
@@ -58,7 +58,7 @@ CatalogueKind = Literal["tools", "resources", "prompts"]
 _MAX_TOOL_PAGES = 100
 _CLOSE_WAIT = 15.0
 
-_CAPABILITY_ANNOTATIONS = ToolAnnotations(
+_CAPABILITY_ANNOTATIONS = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=True, idempotent_hint=True
 )
 

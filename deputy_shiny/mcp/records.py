@@ -31,7 +31,7 @@ class McpLoadRecord(BaseModel):
         'empty'
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     status: McpLoadStatus = Field(
         description="connected (tools loaded), empty (the servers offer none), failed (see "
@@ -52,7 +52,7 @@ class McpPage(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     kind: Literal["tools", "resources", "prompts"]
     items: tuple[dict[str, Any], ...] = Field(
@@ -69,7 +69,7 @@ class McpPromptMessage(BaseModel):
         'user'
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     role: Literal["user", "assistant"]
     text: str

@@ -48,7 +48,7 @@ class ChatModel(BaseModel):
         'openai'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     model: str
     api_key: SecretStr | None = None

@@ -5,7 +5,7 @@ the network at import. So nothing imports it at module level: :func:`get_litellm
 imports it once (thread-safe), with the local cost map and debug output off, and
 installs the custom providers (test models, the demo model) registered before then.
 Apps call :func:`warm_up` in a worker thread at start so no user pays the import on
-the event loop.
+the event loop (nor the package's deferred pydantic validators, which it builds too).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from .._util.config import complete_deferred_models
 
 _lock = threading.RLock()
 _module: ModuleType | None = None
@@ -88,8 +90,12 @@ def is_loaded() -> bool:
 
 
 def warm_up() -> None:
-    """Import litellm now (call it in a worker thread when an app starts)."""
+    """Import litellm now (call it in a worker thread when an app starts).
+
+    It also builds the package's pydantic validators, which import defers to first use.
+    """
     get_litellm()
+    complete_deferred_models()
 
 
 def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:

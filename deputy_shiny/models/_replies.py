@@ -74,7 +74,7 @@ class ScriptedToolCall(BaseModel):
         'call_1'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1)
     arguments: dict[str, Any] | str = Field(default_factory=dict)
@@ -136,7 +136,9 @@ class ScriptedReply(BaseModel):
         >>> broken = ScriptedReply(text="partial", error=ProviderFailure(503), error_after_chunks=1)
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     text: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)

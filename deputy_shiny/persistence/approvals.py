@@ -124,7 +124,7 @@ class ApprovalSource(BaseModel):
         agent_id / session_id / run_id / call_id: The agent, session, run and tool call.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     approval_dir: str
@@ -139,7 +139,7 @@ class SavedPermissions(BaseModel):
     """The permission ceiling saved with an approval: the settings, and whether a
     ``can_use_tool`` callback was set (the resuming agent must have one too)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     settings: dict[str, Any]
     callback: bool = False
@@ -172,7 +172,7 @@ class ApprovalContinuation(BaseModel):
         created_at / updated_at: Unix times.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     status: ApprovalRecordStatus

@@ -110,7 +110,7 @@ class FileCheckpoint(BaseModel):
         changes: The file changes recorded after it and before the next checkpoint.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str | None = None
@@ -129,7 +129,7 @@ class FileRewind(BaseModel):
         paths: The files restored or deleted, relative to the working directory.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     checkpoint: FileCheckpoint
     restored_changes: int

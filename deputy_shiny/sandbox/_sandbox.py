@@ -114,7 +114,7 @@ class Sandbox(BaseModel):
         ('/usr/share/dict',)
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["bwrap", "none"] = "bwrap"
     network: bool = False

@@ -42,7 +42,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import jsonschema  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, PydanticJsonSchemaWarning
@@ -657,6 +656,9 @@ class _JsonSchemaSchema(ArgumentsSchema):
         if not isinstance(properties, Mapping):
             raise InvalidToolError(f"{prefix} 'properties' must be an object, got {properties!r}.")
         schema_dict.setdefault("additionalProperties", False)
+        # jsonschema (with referencing, attrs, rpds) costs ~50 ms to import: only here.
+        import jsonschema  # type: ignore[import-untyped]
+
         validator_cls = jsonschema.validators.validator_for(
             schema, default=jsonschema.Draft202012Validator
         )

@@ -68,7 +68,7 @@ class ToolAnnotations(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
     read_only_hint: bool | None = Field(default=None, description="Does not change state.")
     destructive_hint: bool | None = Field(default=None, description="May delete or overwrite data.")
@@ -109,6 +109,18 @@ def tool_annotations(
         >>> tool_annotations(read_only_hint=True, open_world_hint=False).read_only_hint
         True
     """
+    hints = (read_only_hint, destructive_hint, open_world_hint, idempotent_hint)
+    if all(h is None or type(h) is bool for h in hints) and (title is None or type(title) is str):
+        # Exactly what strict validation accepts unchanged, so the same value; and it keeps
+        # the tool modules' annotation constants from building the model's schema (and
+        # pydantic's plugin scan) at import.
+        return ToolAnnotations.model_construct(
+            read_only_hint=read_only_hint,
+            destructive_hint=destructive_hint,
+            open_world_hint=open_world_hint,
+            idempotent_hint=idempotent_hint,
+            title=title,
+        )
     return _coerce_annotations(
         {
             "read_only_hint": read_only_hint,
@@ -189,7 +201,7 @@ class ToolSource(BaseModel):
         'deputy_shiny'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: Literal["function", "package", "mcp"]
     module: str | None = Field(default=None, description='For "function": the module of fn.')

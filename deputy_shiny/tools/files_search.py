@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import regex as _regex
+from typing import TYPE_CHECKING
 
 from .._paths import PathDenied, confine
 from .._util import safe_fs
@@ -40,6 +39,10 @@ from ._files_common import (
     _size,
 )
 from ._tool import Tool, builtin_source, tool
+
+if TYPE_CHECKING:
+    # The regex engine costs ~30 ms to import: the first grep imports it, not the package.
+    import regex as _regex
 
 # --------------------------------------------------------------------------- walking
 
@@ -465,9 +468,11 @@ class _GrepTally:
 
 
 def _compile_pattern(pattern: str, ignore_case: bool) -> _regex.Pattern[str]:
+    import regex
+
     try:
-        return _regex.compile(pattern, _regex.IGNORECASE if ignore_case else 0)
-    except _regex.error as exc:
+        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+    except regex.error as exc:
         raise ToolInvocationError(
             f"Invalid regular expression {pattern!r}: {exc}. grep_files uses Python `re` "
             "syntax; escape special characters such as ( [ . * + ? with a backslash to search "
@@ -564,7 +569,9 @@ def _search_files(
     # for patterns whose meaning changes at line edges (\A, \Z, lookarounds).
     prefilter = None
     if not re.search(r"\\[AZ]|\(\?<?[=!]", pattern):
-        prefilter = _regex.compile(pattern, compiled.flags | _regex.MULTILINE)
+        import regex
+
+        prefilter = regex.compile(pattern, compiled.flags | regex.MULTILINE)
     search = _BoundedSearch(pattern)
     for opener, shown in files:
         text = _read_candidate(opener, shown, tally, named=named)

@@ -179,7 +179,7 @@ class FileEdit(BaseModel):
         False
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     old_string: str = Field(description="The exact text to replace (must match the file).")
     new_string: str = Field(description="The text to put in its place.")

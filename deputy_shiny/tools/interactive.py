@@ -89,7 +89,7 @@ class Option(BaseModel):
         'Yes'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     label: Annotated[str, Field(min_length=1)] = Field(
         description="The choice as shown to the user (1-5 words)."
@@ -108,7 +108,7 @@ class Question(BaseModel):
         ['src', 'tests']
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     header: Annotated[str, Field(min_length=1, max_length=12)] = Field(
         description="A very short label for the question (at most 12 characters)."

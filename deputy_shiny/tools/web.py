@@ -554,7 +554,7 @@ class SearchResult(BaseModel):
         'https://python.org'
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     title: str = ""
     url: str
@@ -731,7 +731,7 @@ class NativeWebSearch(BaseModel):
         False
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: Literal["web_search"] = "web_search"
     provider: str | None = None

@@ -73,7 +73,7 @@ class RouteSpec(BaseModel):
         'reviewer'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     target: str = Field(min_length=1)
     description: str = Field(min_length=1)

@@ -239,7 +239,7 @@ class ResultPage(BaseModel):
         True
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     text: str
     offset: int

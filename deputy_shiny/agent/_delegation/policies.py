@@ -47,7 +47,9 @@ class DelegationDisclosure(FrozenConfig):
         False
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     authorize: Authorize | None = None
     redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None

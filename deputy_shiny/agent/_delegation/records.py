@@ -47,7 +47,7 @@ class DelegationManifest(BaseModel):
         ()
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     agent_name: str
     task: str
@@ -77,7 +77,7 @@ class SubagentRecord(BaseModel):
         'oversized'
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     delegation_id: str
     agent_name: str
@@ -112,7 +112,7 @@ class DelegationEventRecord(BaseModel):
         1
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     cursor: int
     delegation_id: str
