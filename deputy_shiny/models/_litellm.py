@@ -10,6 +10,8 @@ the event loop (nor the package's deferred pydantic validators, which it builds 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import threading
 from collections import deque
@@ -18,6 +20,8 @@ from types import ModuleType
 from typing import Any
 
 from .._util.config import complete_deferred_models
+
+logger = logging.getLogger(__name__)
 
 _lock = threading.RLock()
 _module: ModuleType | None = None
@@ -92,10 +96,61 @@ def is_loaded() -> bool:
 def warm_up() -> None:
     """Import litellm now (call it in a worker thread when an app starts).
 
-    It also builds the package's pydantic validators, which import defers to first use.
+    It also builds the package's pydantic validators, which import defers to first use,
+    and makes one offline request (see :func:`_first_request`), so the first user's
+    first reply costs what the hundredth's does.
+
+    Example:
+        >>> from deputy_shiny import warm_up
+        >>> warm_up()  # seconds the first time in a process, then nothing
     """
     get_litellm()
     complete_deferred_models()
+    _first_request()
+
+
+_warmed = False
+
+
+def _first_request() -> None:
+    """Run litellm's first request path once, offline, before any user's.
+
+    After the import, litellm's first ``acompletion`` still loads modules and builds
+    pydantic types in its worker thread, and its first ``token_counter`` loads the
+    tiktoken vocabulary: about 0.9 s here, paid by whoever asks first. A streamed
+    ``mock_response`` request walks that path without the network or a provider.
+    An app's litellm callbacks would see that request, so with any registered (or a
+    cache) it is skipped and the first reply pays instead. It never raises.
+    """
+    global _warmed
+    litellm: Any = get_litellm()
+    if _warmed or app_listens():
+        return
+    _warmed = True
+    try:
+        litellm.token_counter(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(_mock_stream(litellm))
+        else:  # called on an event loop's thread: the request runs on a loop of its own
+            thread = threading.Thread(target=asyncio.run, args=(_mock_stream(litellm),))
+            thread.start()
+            thread.join()
+    except Exception:  # a warm-up that fails leaves the first reply to pay, nothing more
+        logger.debug("litellm's warm-up request failed", exc_info=True)
+
+
+async def _mock_stream(litellm: Any) -> None:
+    stream = await litellm.acompletion(
+        model="openai/gpt-4o-mini",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        mock_response="ok",
+    )
+    async for _chunk in stream:
+        pass
 
 
 def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:
