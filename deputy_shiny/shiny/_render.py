@@ -19,15 +19,24 @@ the tool name and the arguments shinychat shows as text itself.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import enum
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
 from shinychat.types import ChatMessage
 
+from ..errors import ConfigurationError
 from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
+
+DEFAULT_FLUSH_INTERVAL = 0.04
+"""Seconds between text updates a chat session sends (the agent chat module's default):
+about 25 a second, smooth to read, instead of one websocket message per model chunk."""
 
 _STOP_NOTES = {
     "interrupted": "Stopped.",
@@ -145,8 +154,16 @@ async def render_events(
     *,
     allowed_image_origins: Iterable[str] = (),
     on_event: Callable[[AgentEvent], Any] | None = None,
-) -> AsyncIterator[str | ChatMessage]:
+    flush_interval: float = 0.0,
+) -> AsyncGenerator[str | ChatMessage, None]:
     """Turn a run's events into shinychat chunks; ``on_event`` sees every event first.
+
+    ``flush_interval`` (seconds) coalesces text: at most one text chunk every that long,
+    what arrives meanwhile is buffered and goes out when the interval has passed, even if
+    the model pauses (a timer, not the next event, sends it). Anything else (a tool card,
+    a note, the end) first sends the buffered text, then goes out at once. ``0`` yields
+    one chunk per text event. The agent chat module passes
+    :data:`DEFAULT_FLUSH_INTERVAL`.
 
     Example:
         >>> import asyncio
@@ -154,50 +171,207 @@ async def render_events(
         >>> from deputy_shiny.testing import ScriptedModel
         >>> async def main():
         ...     agent = Agent(ScriptedModel(["Hi there"]))
-        ...     return [c async for c in render_events(agent.run("Hello"))]
+        ...     return [c async for c in render_events(agent.run("Hello"), flush_interval=0.04)]
         >>> asyncio.run(main())
         ['Hi there']
     """
+    interval = check_flush_interval(flush_interval)
     guard = ImageGuard(allowed_image_origins)
     # A card's request is held until the call is allowed (then it shows as running) or
     # has ended: a denied call's card is then sent whole, titled with its denial, so it
     # stands alone. Every denial's result starts with "Denied: " (the engine's format).
     waiting: dict[str, ToolStartEvent] = {}
-    async for event in events:
-        if on_event is not None:
-            on_event(event)
-        if isinstance(event, TextEvent):
-            safe = guard.feed(event.text)
-            if safe:
-                yield safe
-            continue
-        held = guard.flush()
-        if held:
-            yield held
-        if isinstance(event, ToolStartEvent):
-            waiting[event.call_id] = event
-        elif isinstance(event, PermissionEvent) and event.decision == "allow":
-            start = waiting.pop(event.call_id, None)
-            if start is not None:
-                yield tool_request_block(_card(start), start.tool_name, start.arguments)
-        elif isinstance(event, ToolEndEvent):
-            denied = event.is_error and event.output.startswith("Denied: ")
-            title = event.output.splitlines()[0][:300] if denied else None
-            start = waiting.pop(event.call_id, None)
-            if start is not None:
-                yield tool_request_block(
-                    _card(start), start.tool_name, start.arguments, title=title
-                )
-            yield tool_result_block(
-                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
-            )
-        elif isinstance(event, StopEvent):
-            note = stop_note(event.stop_reason, event.message)
-            if note:
-                yield note_chunk(note)
-    held = guard.flush()
+    clock = asyncio.get_running_loop().time
+    paced = _Paced(events)
+    buffered: list[str] = []  # raw model text not yet through the guard
+    sent_at = -math.inf  # when text last went out (the loop's clock)
+    try:
+        while True:
+            try:
+                # A deadline only while text waits: otherwise no timer, no task.
+                event = await paced.next(sent_at + interval if buffered else None)
+            except Exception:
+                held = _release(guard, buffered)  # the text before a failure still shows
+                if held:
+                    yield held
+                raise
+            if event is _Mark.END:
+                break
+            if event is _Mark.DUE or isinstance(event, TextEvent):
+                if isinstance(event, TextEvent):
+                    if on_event is not None:
+                        on_event(event)
+                    buffered.append(event.text)
+                    if clock() - sent_at < interval:
+                        continue  # it goes with the next flush
+                # The guard runs per flush and holds back a construct still open (an
+                # image's URL, a "<"), so what goes out never ends in a half-open tag.
+                safe = guard.feed("".join(buffered))
+                buffered.clear()
+                if safe:
+                    sent_at = clock()
+                    yield safe
+                continue
+            if on_event is not None:
+                on_event(event)
+            held = _release(guard, buffered)  # text first, in order: nothing waits behind it
+            if held:
+                yield held
+            for chunk in _event_chunks(event, waiting):
+                yield chunk
+    finally:
+        await paced.aclose()
+    held = _release(guard, buffered)
     if held:
         yield held
+
+
+def _release(guard: ImageGuard, buffered: list[str]) -> str:
+    """All text so far, through the guard, nothing held back (the text part has ended)."""
+    text = guard.feed("".join(buffered)) if buffered else ""
+    buffered.clear()
+    return text + guard.flush()
+
+
+def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list[str | ChatMessage]:
+    """The chunks a non-text event shows: tool cards, a stop note (or none)."""
+    if isinstance(event, ToolStartEvent):
+        waiting[event.call_id] = event
+    elif isinstance(event, PermissionEvent) and event.decision == "allow":
+        start = waiting.pop(event.call_id, None)
+        if start is not None:
+            return [tool_request_block(_card(start), start.tool_name, start.arguments)]
+    elif isinstance(event, ToolEndEvent):
+        denied = event.is_error and event.output.startswith("Denied: ")
+        title = event.output.splitlines()[0][:300] if denied else None
+        chunks: list[str | ChatMessage] = []
+        start = waiting.pop(event.call_id, None)
+        if start is not None:
+            chunks.append(
+                tool_request_block(_card(start), start.tool_name, start.arguments, title=title)
+            )
+        chunks.append(
+            tool_result_block(
+                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
+            )
+        )
+        return chunks
+    elif isinstance(event, StopEvent):
+        note = stop_note(event.stop_reason, event.message)
+        if note:
+            return [note_chunk(note)]
+    return []
+
+
+class _Mark(enum.Enum):
+    """What :meth:`_Paced.next` returns when it has no event."""
+
+    DUE = "due"  # the buffered text's deadline passed first
+    END = "end"  # the run's events are over
+
+
+class _Paced:
+    """A run's events, read so that buffered text need not wait for the next one.
+
+    Without a deadline it awaits the next event in the caller's task, as ``async for``
+    does. With one, the next event is read in a task of its own, raced against the
+    deadline; when the deadline comes first the task is kept (never cancelled: the
+    generator stays in the middle of its step) and the next call waits on it again.
+    So a step of the run may run in that task; the run keeps no cancel scope or context
+    variable across a yield, so it cannot tell. :meth:`aclose` cancels a step still
+    running and closes the events.
+    """
+
+    def __init__(self, events: AsyncIterator[AgentEvent]) -> None:
+        self._events = events
+        self._pending: asyncio.Task[AgentEvent | _Mark] | None = None
+
+    async def next(self, deadline: float | None) -> AgentEvent | _Mark:
+        """The next event, ``_Mark.END`` after the last, or ``_Mark.DUE`` when ``deadline``
+        (the loop's clock) passes first."""
+        pending = self._pending
+        if deadline is None:
+            if pending is None:
+                return await _step(self._events)  # the fast path: no task, no timer
+            self._pending = None
+            return await pending  # cancelling the caller cancels the step, as above
+        loop = asyncio.get_running_loop()
+        if pending is None:
+            if deadline <= loop.time():
+                return _Mark.DUE
+            pending = self._pending = loop.create_task(_step(self._events))
+        if not pending.done():
+            await _first_of(loop, pending, deadline)
+            if not pending.done():
+                return _Mark.DUE
+        self._pending = None
+        return pending.result()
+
+    async def aclose(self) -> None:
+        """Stop a step still running (the stream was cancelled or closed), then close
+        the events, so no task is left behind and no exception goes unretrieved."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait((pending,))
+            if not pending.cancelled():
+                pending.exception()  # retrieved: a step that failed as it was stopped
+        close = getattr(self._events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _step(events: AsyncIterator[AgentEvent]) -> AgentEvent | _Mark:
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return _Mark.END
+
+
+async def _first_of(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float) -> None:
+    """Wait until ``task`` is done or the loop's clock reaches ``when``, whichever is first.
+
+    The timer and the callback run in an empty context: a cancelled timer stays in the
+    loop's heap until its time, and must not keep the session's context alive meanwhile
+    (see :mod:`deputy_shiny._util.timeouts`).
+    """
+    waiter = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_at(when, wake, context=contextvars.Context())
+    task.add_done_callback(wake, context=contextvars.Context())
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+
+
+def check_flush_interval(value: float) -> float:
+    """``value`` as a flush interval in seconds: a finite number, at least 0.
+
+    Example:
+        >>> check_flush_interval(0.04)
+        0.04
+        >>> try:
+        ...     check_flush_interval(float("nan"))
+        ... except ConfigurationError as exc:
+        ...     print(exc)
+        flush_interval must be a finite number of seconds, at least 0 (got nan)
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigurationError(
+            f"flush_interval must be a finite number of seconds, at least 0 (got {value!r})"
+        )
+    return float(value)
 
 
 def _card(event: Any) -> str:
