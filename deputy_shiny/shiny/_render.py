@@ -181,56 +181,43 @@ async def render_events(
     # has ended: a denied call's card is then sent whole, titled with its denial, so it
     # stands alone. Every denial's result starts with "Denied: " (the engine's format).
     waiting: dict[str, ToolStartEvent] = {}
-    clock = asyncio.get_running_loop().time
-    paced = _Paced(events)
-    buffered: list[str] = []  # raw model text not yet through the guard
-    sent_at = -math.inf  # when text last went out (the loop's clock)
+    paced = _Paced(events, interval, on_event)
     try:
         while True:
             try:
-                # A deadline only while text waits: otherwise no timer, no task.
-                event = await paced.next(sent_at + interval if buffered else None)
+                event = await paced.next()
             except Exception:
-                held = _release(guard, buffered)  # the text before a failure still shows
+                held = _release(guard, paced.take())  # the text before a failure still shows
                 if held:
                     yield held
                 raise
             if event is _Mark.END:
                 break
-            if event is _Mark.DUE or isinstance(event, TextEvent):
-                if isinstance(event, TextEvent):
-                    if on_event is not None:
-                        on_event(event)
-                    buffered.append(event.text)
-                    if clock() - sent_at < interval:
-                        continue  # it goes with the next flush
+            if event is _Mark.FLUSH:
                 # The guard runs per flush and holds back a construct still open (an
                 # image's URL, a "<"), so what goes out never ends in a half-open tag.
-                safe = guard.feed("".join(buffered))
-                buffered.clear()
+                safe = guard.feed(paced.take())
                 if safe:
-                    sent_at = clock()
+                    paced.sent()
                     yield safe
                 continue
             if on_event is not None:
                 on_event(event)
-            held = _release(guard, buffered)  # text first, in order: nothing waits behind it
+            held = _release(guard, paced.take())  # text first, in order: nothing waits
             if held:
                 yield held
             for chunk in _event_chunks(event, waiting):
                 yield chunk
     finally:
         await paced.aclose()
-    held = _release(guard, buffered)
+    held = _release(guard, paced.take())
     if held:
         yield held
 
 
-def _release(guard: ImageGuard, buffered: list[str]) -> str:
-    """All text so far, through the guard, nothing held back (the text part has ended)."""
-    text = guard.feed("".join(buffered)) if buffered else ""
-    buffered.clear()
-    return text + guard.flush()
+def _release(guard: ImageGuard, text: str) -> str:
+    """``text`` through the guard, nothing held back (the text part has ended)."""
+    return (guard.feed(text) if text else "") + guard.flush()
 
 
 def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list[str | ChatMessage]:
@@ -264,58 +251,121 @@ def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list
 
 
 class _Mark(enum.Enum):
-    """What :meth:`_Paced.next` returns when it has no event."""
+    """What :meth:`_Paced.next` returns when it returns no event."""
 
-    DUE = "due"  # the buffered text's deadline passed first
+    FLUSH = "flush"  # the text gathered is due: take it
     END = "end"  # the run's events are over
 
 
 class _Paced:
-    """A run's events, read so that buffered text need not wait for the next one.
+    """A run's events, its text gathered until it is due (every ``interval`` seconds).
 
-    Without a deadline it awaits the next event in the caller's task, as ``async for``
-    does. With one, the next event is read in a task of its own, raced against the
-    deadline; when the deadline comes first the task is kept (never cancelled: the
-    generator stays in the middle of its step) and the next call waits on it again.
-    So a step of the run may run in that task; the run keeps no cancel scope or context
-    variable across a yield, so it cannot tell. :meth:`aclose` cancels a step still
-    running and closes the events.
+    With no text waiting, :meth:`next` awaits the run in the caller's task, as ``async
+    for`` does: no task, no timer. Once text waits for its time, a reader task takes
+    the run's events, gathering text (and calling ``on_event`` for it) until a non-text
+    event or the end, while :meth:`next` waits for the text's deadline, for text after
+    a flush, or for the reader. So a model pausing mid-reply delays nothing: the
+    deadline sends the text, the reader's step is never cancelled on a timeout, and a
+    stream of text costs one timer per flush, not a task per event. The run keeps no
+    cancel scope or context variable across a yield, so a step running in the reader
+    cannot tell. :meth:`aclose` cancels a step still running and closes the events.
     """
 
-    def __init__(self, events: AsyncIterator[AgentEvent]) -> None:
+    def __init__(
+        self,
+        events: AsyncIterator[AgentEvent],
+        interval: float,
+        on_event: Callable[[AgentEvent], Any] | None,
+    ) -> None:
         self._events = events
-        self._pending: asyncio.Task[AgentEvent | _Mark] | None = None
+        self._interval = interval
+        self._on_event = on_event
+        self._loop = asyncio.get_running_loop()
+        self._text: list[str] = []  # raw model text not yet taken
+        self._sent_at = -math.inf  # when text last went out (the loop's clock)
+        self._reader: asyncio.Task[AgentEvent | _Mark] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # next() waiting on the reader
 
-    async def next(self, deadline: float | None) -> AgentEvent | _Mark:
-        """The next event, ``_Mark.END`` after the last, or ``_Mark.DUE`` when ``deadline``
-        (the loop's clock) passes first."""
-        pending = self._pending
-        if deadline is None:
-            if pending is None:
-                return await _step(self._events)  # the fast path: no task, no timer
-            self._pending = None
-            return await pending  # cancelling the caller cancels the step, as above
-        loop = asyncio.get_running_loop()
-        if pending is None:
-            if deadline <= loop.time():
-                return _Mark.DUE
-            pending = self._pending = loop.create_task(_step(self._events))
-        if not pending.done():
-            await _first_of(loop, pending, deadline)
-            if not pending.done():
-                return _Mark.DUE
-        self._pending = None
-        return pending.result()
+    def take(self) -> str:
+        """The text gathered so far (it is no longer held here)."""
+        text = "".join(self._text)
+        self._text.clear()
+        return text
+
+    def sent(self) -> None:
+        """Text just went out: the next goes an interval from now."""
+        self._sent_at = self._loop.time()
+
+    async def next(self) -> AgentEvent | _Mark:
+        """``FLUSH`` when the gathered text is due, else the next non-text event (text
+        events are gathered), or ``END`` after the last."""
+        while True:
+            if self._text and self._loop.time() >= self._sent_at + self._interval:
+                return _Mark.FLUSH
+            reader = self._reader
+            if reader is None:
+                if not self._text:
+                    event = await _step(self._events)  # the fast path
+                    if not isinstance(event, TextEvent):
+                        return event
+                    self._gather(event)
+                    continue
+                reader = self._reader = self._loop.create_task(self._read())
+            if not reader.done():
+                await self._wait(reader, self._sent_at + self._interval if self._text else None)
+            if reader.done():
+                self._reader = None
+                return reader.result()  # text gathered before it is taken first
+
+    async def _read(self) -> AgentEvent | _Mark:
+        while True:
+            event = await _step(self._events)
+            if not isinstance(event, TextEvent):
+                return event
+            self._gather(event)
+
+    def _gather(self, event: TextEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+        self._text.append(event.text)
+        waiter = self._waiter
+        if len(self._text) == 1 and waiter is not None and not waiter.done():
+            waiter.set_result(None)  # text after a flush: next() sets its deadline
+
+    async def _wait(self, reader: asyncio.Task[Any], deadline: float | None) -> None:
+        """Until the reader is done, text arrives while none waits, or ``deadline``.
+
+        The timer and the callback run in an empty context: a cancelled timer stays in
+        the loop's heap until its time, and must not keep the session's context alive
+        meanwhile (see :mod:`deputy_shiny._util.timeouts`).
+        """
+        waiter = self._waiter = self._loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        timer = None
+        if deadline is not None:
+            timer = self._loop.call_at(deadline, wake, context=contextvars.Context())
+        reader.add_done_callback(wake, context=contextvars.Context())
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+            reader.remove_done_callback(wake)
 
     async def aclose(self) -> None:
         """Stop a step still running (the stream was cancelled or closed), then close
         the events, so no task is left behind and no exception goes unretrieved."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.cancel()
-            await asyncio.wait((pending,))
-            if not pending.cancelled():
-                pending.exception()  # retrieved: a step that failed as it was stopped
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            await asyncio.wait((reader,))
+            if not reader.cancelled():
+                reader.exception()  # retrieved: a step that failed as it was stopped
         close = getattr(self._events, "aclose", None)
         if close is not None:
             await close()
@@ -326,28 +376,6 @@ async def _step(events: AsyncIterator[AgentEvent]) -> AgentEvent | _Mark:
         return await anext(events)
     except StopAsyncIteration:
         return _Mark.END
-
-
-async def _first_of(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], when: float) -> None:
-    """Wait until ``task`` is done or the loop's clock reaches ``when``, whichever is first.
-
-    The timer and the callback run in an empty context: a cancelled timer stays in the
-    loop's heap until its time, and must not keep the session's context alive meanwhile
-    (see :mod:`deputy_shiny._util.timeouts`).
-    """
-    waiter = loop.create_future()
-
-    def wake(_: object = None) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    timer = loop.call_at(when, wake, context=contextvars.Context())
-    task.add_done_callback(wake, context=contextvars.Context())
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        task.remove_done_callback(wake)
 
 
 def check_flush_interval(value: float) -> float:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, WebSocket, expect
 
 from deputy_shiny.shiny.playwright import AgentChat
 from tests.e2e.apps._shared import numbered_words
@@ -58,8 +58,16 @@ def test_coalesced_text_arrives_whole_with_its_tool_card(page: Page, app: AppSer
     # The model sends ~430 small chunks in about a second; the kit coalesces them
     # (flush_interval 0.04 by default), and the browser still shows all of it, the card,
     # and the text after the card.
-    frames: list[str] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: frames.append(frame)))
+    frames: list[str | bytes] = []
+
+    def record(socket: WebSocket) -> None:
+        # A function, not the bound builtin ``frames.append`` (Playwright can't wrap it).
+        def received(frame: str | bytes) -> None:
+            frames.append(frame)
+
+        socket.on("framereceived", received)
+
+    page.on("websocket", record)
     chat = open_chat(page, app)
     chat.send("burst")
     expect(chat.tool_card("quick_tool")).to_be_visible()
