@@ -56,6 +56,7 @@ from ._mcp_session import SessionMcp
 from ._modals import confirm_modal
 from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
+from ._render import DEFAULT_FLUSH_INTERVAL, check_flush_interval
 from ._session_asks import SessionAsks
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._warm import warm_up_in_background
@@ -186,6 +187,7 @@ def agent_chat_server(
     keep_workspaces: bool = False,
     approval_timeout: float | None = 600,
     allowed_image_origins: Iterable[str] = (),
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL,
     mcp_config: McpConfigInput | McpConfig | None = None,
     mcp_servers: Iterable[str] = (),
     persistence: KitPersistence | None = None,
@@ -203,6 +205,11 @@ def agent_chat_server(
             (or declined). None waits as long as the session lasts.
         allowed_image_origins: Origins (``https://images.example``) from which images in
             model text may load; every other remote image is blocked.
+        flush_interval: Seconds between the text updates a session sends the browser
+            (default 0.04): model text arriving meanwhile goes together, also when the
+            model pauses. Tool cards, approvals, questions, notes and the end of a reply
+            are never delayed (the text before them goes first). 0 sends each model
+            chunk on its own; a negative or non-finite value is a ``ConfigurationError``.
         mcp_config: The MCP config (path, dict or ``McpConfig``) whose servers this
             session may connect (``handle.mcp.connect``, the MCP panel).
         mcp_servers: Servers of ``mcp_config`` to connect as each session starts, in the
@@ -228,6 +235,7 @@ def agent_chat_server(
     usage_value = reactive.value(AgentUsage(), name="deputy_usage")
     tool_events = reactive.value(0, name="deputy_tool_events")
     origins = normalize_origins(allowed_image_origins)
+    interval = check_flush_interval(flush_interval)
     autoconnect = tuple(mcp_servers)
     if autoconnect and mcp_config is None:
         raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
@@ -259,6 +267,7 @@ def agent_chat_server(
         conversation=conversation,
         working_dir=working_dir,
         image_origins=origins,
+        flush_interval=interval,
         keep_workspace=keep_workspaces,
         close_session=session.close,
     )

@@ -40,7 +40,7 @@ from ._answers import decision_from_answer
 from ._escape import markdown_text
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
-from ._render import note_chunk, render_events
+from ._render import DEFAULT_FLUSH_INTERVAL, note_chunk, render_events
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation
 from ._transcript import transcript_messages
@@ -105,6 +105,8 @@ class _ChatSession:
         conversation: The saved conversation (with persistence), else None.
         working_dir: The session's workspace.
         image_origins: Origins images in model text may load from (normalized).
+        flush_interval: Seconds between text updates sent to the browser (0: one per
+            model chunk); see :func:`~._render.render_events`.
         keep_workspace: Keep ``working_dir`` when the session ends (without persistence).
         close_session: Closes the browser session (a newer one took the conversation).
 
@@ -124,6 +126,7 @@ class _ChatSession:
         conversation: SessionConversation | None,
         working_dir: Path,
         image_origins: frozenset[str] = frozenset(),
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         keep_workspace: bool = False,
         close_session: Callable[[], Awaitable[None]],
     ) -> None:
@@ -135,6 +138,7 @@ class _ChatSession:
         self.conversation = conversation
         self.working_dir = working_dir
         self.image_origins = image_origins
+        self.flush_interval = flush_interval
         self.keep_workspace = keep_workspace
         self._close_session = close_session
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
@@ -310,6 +314,7 @@ class _ChatSession:
                     _until_paused(events, paused),
                     allowed_image_origins=self.image_origins,
                     on_event=self._on_event,
+                    flush_interval=self.flush_interval,
                 ):
                     yield chunk
                 if not paused:
@@ -386,12 +391,18 @@ async def _until_paused(
     events: AsyncIterator[AgentEvent], paused: list[bool]
 ) -> AsyncIterator[AgentEvent]:
     """The run's events, less its ``approval_pending`` stop (the modal comes next, not a
-    "Stopped" note); ``paused`` gets True when it paused."""
-    async for event in events:
-        if isinstance(event, StopEvent) and event.stop_reason == "approval_pending":
-            paused.append(True)
-            continue
-        yield event
+    "Stopped" note); ``paused`` gets True when it paused. Closed early (the stream was
+    cancelled), it closes the run at once rather than when the run is collected."""
+    try:
+        async for event in events:
+            if isinstance(event, StopEvent) and event.stop_reason == "approval_pending":
+                paused.append(True)
+                continue
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def resume_failure(exc: ApprovalResumeError) -> str:

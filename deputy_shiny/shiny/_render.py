@@ -4,7 +4,9 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
 
 * ``text`` events: plain ``str`` chunks of markdown, made inert first by
   :class:`~deputy_shiny.shiny._image_guard.ImageGuard` (no raw HTML; images only from
-  origins the app allowed);
+  origins the app allowed), coalesced to at most one every ``flush_interval`` seconds:
+  each chunk costs shinychat and the websocket a message (~40 us of shinychat's Python
+  and ~150 us to send, here), while a model sends tens of chunks a second;
 * ``tool_start`` / ``tool_end``: a ``tool_request`` block, then the matching
   ``tool_result`` block (shinychat pairs them into one collapsible card). The block
   schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool
@@ -19,15 +21,24 @@ the tool name and the arguments shinychat shows as text itself.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import enum
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
 from shinychat.types import ChatMessage
 
+from ..errors import ConfigurationError
 from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
+
+DEFAULT_FLUSH_INTERVAL = 0.04
+"""Seconds between text updates a chat session sends (the agent chat module's default):
+about 25 a second, smooth to read, instead of one websocket message per model chunk."""
 
 _STOP_NOTES = {
     "interrupted": "Stopped.",
@@ -145,8 +156,16 @@ async def render_events(
     *,
     allowed_image_origins: Iterable[str] = (),
     on_event: Callable[[AgentEvent], Any] | None = None,
-) -> AsyncIterator[str | ChatMessage]:
+    flush_interval: float = 0.0,
+) -> AsyncGenerator[str | ChatMessage, None]:
     """Turn a run's events into shinychat chunks; ``on_event`` sees every event first.
+
+    ``flush_interval`` (seconds) coalesces text: at most one text chunk every that long,
+    what arrives meanwhile is buffered and goes out when the interval has passed, even if
+    the model pauses (a timer, not the next event, sends it). Anything else (a tool card,
+    a note, the end) first sends the buffered text, then goes out at once. ``0`` yields
+    one chunk per text event. The agent chat module passes
+    :data:`DEFAULT_FLUSH_INTERVAL`.
 
     Example:
         >>> import asyncio
@@ -154,50 +173,235 @@ async def render_events(
         >>> from deputy_shiny.testing import ScriptedModel
         >>> async def main():
         ...     agent = Agent(ScriptedModel(["Hi there"]))
-        ...     return [c async for c in render_events(agent.run("Hello"))]
+        ...     return [c async for c in render_events(agent.run("Hello"), flush_interval=0.04)]
         >>> asyncio.run(main())
         ['Hi there']
     """
+    interval = check_flush_interval(flush_interval)
     guard = ImageGuard(allowed_image_origins)
     # A card's request is held until the call is allowed (then it shows as running) or
     # has ended: a denied call's card is then sent whole, titled with its denial, so it
     # stands alone. Every denial's result starts with "Denied: " (the engine's format).
     waiting: dict[str, ToolStartEvent] = {}
-    async for event in events:
-        if on_event is not None:
-            on_event(event)
-        if isinstance(event, TextEvent):
-            safe = guard.feed(event.text)
-            if safe:
-                yield safe
-            continue
-        held = guard.flush()
-        if held:
-            yield held
-        if isinstance(event, ToolStartEvent):
-            waiting[event.call_id] = event
-        elif isinstance(event, PermissionEvent) and event.decision == "allow":
-            start = waiting.pop(event.call_id, None)
-            if start is not None:
-                yield tool_request_block(_card(start), start.tool_name, start.arguments)
-        elif isinstance(event, ToolEndEvent):
-            denied = event.is_error and event.output.startswith("Denied: ")
-            title = event.output.splitlines()[0][:300] if denied else None
-            start = waiting.pop(event.call_id, None)
-            if start is not None:
-                yield tool_request_block(
-                    _card(start), start.tool_name, start.arguments, title=title
-                )
-            yield tool_result_block(
-                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
-            )
-        elif isinstance(event, StopEvent):
-            note = stop_note(event.stop_reason, event.message)
-            if note:
-                yield note_chunk(note)
-    held = guard.flush()
+    paced = _Paced(events, interval, on_event)
+    try:
+        while True:
+            try:
+                event = await paced.next()
+            except Exception:
+                held = _release(guard, paced.take())  # the text before a failure still shows
+                if held:
+                    yield held
+                raise
+            if event is _Mark.END:
+                break
+            if event is _Mark.FLUSH:
+                # The guard runs per flush and holds back a construct still open (an
+                # image's URL, a "<"), so what goes out never ends in a half-open tag.
+                safe = guard.feed(paced.take())
+                if safe:
+                    paced.sent()
+                    yield safe
+                continue
+            if on_event is not None:
+                on_event(event)
+            held = _release(guard, paced.take())  # text first, in order: nothing waits
+            if held:
+                yield held
+            for chunk in _event_chunks(event, waiting):
+                yield chunk
+    finally:
+        await paced.aclose()
+    held = _release(guard, paced.take())
     if held:
         yield held
+
+
+def _release(guard: ImageGuard, text: str) -> str:
+    """``text`` through the guard, nothing held back (the text part has ended)."""
+    return (guard.feed(text) if text else "") + guard.flush()
+
+
+def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list[str | ChatMessage]:
+    """The chunks a non-text event shows: tool cards, a stop note (or none)."""
+    if isinstance(event, ToolStartEvent):
+        waiting[event.call_id] = event
+    elif isinstance(event, PermissionEvent) and event.decision == "allow":
+        start = waiting.pop(event.call_id, None)
+        if start is not None:
+            return [tool_request_block(_card(start), start.tool_name, start.arguments)]
+    elif isinstance(event, ToolEndEvent):
+        denied = event.is_error and event.output.startswith("Denied: ")
+        title = event.output.splitlines()[0][:300] if denied else None
+        chunks: list[str | ChatMessage] = []
+        start = waiting.pop(event.call_id, None)
+        if start is not None:
+            chunks.append(
+                tool_request_block(_card(start), start.tool_name, start.arguments, title=title)
+            )
+        chunks.append(
+            tool_result_block(
+                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
+            )
+        )
+        return chunks
+    elif isinstance(event, StopEvent):
+        note = stop_note(event.stop_reason, event.message)
+        if note:
+            return [note_chunk(note)]
+    return []
+
+
+class _Mark(enum.Enum):
+    """What :meth:`_Paced.next` returns when it returns no event."""
+
+    FLUSH = "flush"  # the text gathered is due: take it
+    END = "end"  # the run's events are over
+
+
+class _Paced:
+    """A run's events, its text gathered until it is due (every ``interval`` seconds).
+
+    With no text waiting, :meth:`next` awaits the run in the caller's task, as ``async
+    for`` does: no task, no timer. Once text waits for its time, a reader task takes
+    the run's events, gathering text (and calling ``on_event`` for it) until a non-text
+    event or the end, while :meth:`next` waits for the text's deadline, for text after
+    a flush, or for the reader. So a model pausing mid-reply delays nothing: the
+    deadline sends the text, the reader's step is never cancelled on a timeout, and a
+    stream of text costs one timer per flush, not a task per event. The run keeps no
+    cancel scope or context variable across a yield, so a step running in the reader
+    cannot tell. :meth:`aclose` cancels a step still running and closes the events.
+    """
+
+    def __init__(
+        self,
+        events: AsyncIterator[AgentEvent],
+        interval: float,
+        on_event: Callable[[AgentEvent], Any] | None,
+    ) -> None:
+        self._events = events
+        self._interval = interval
+        self._on_event = on_event
+        self._loop = asyncio.get_running_loop()
+        self._text: list[str] = []  # raw model text not yet taken
+        self._sent_at = -math.inf  # when text last went out (the loop's clock)
+        self._reader: asyncio.Task[AgentEvent | _Mark] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # next() waiting on the reader
+
+    def take(self) -> str:
+        """The text gathered so far (it is no longer held here)."""
+        text = "".join(self._text)
+        self._text.clear()
+        return text
+
+    def sent(self) -> None:
+        """Text just went out: the next goes an interval from now."""
+        self._sent_at = self._loop.time()
+
+    async def next(self) -> AgentEvent | _Mark:
+        """``FLUSH`` when the gathered text is due, else the next non-text event (text
+        events are gathered), or ``END`` after the last."""
+        while True:
+            if self._text and self._loop.time() >= self._sent_at + self._interval:
+                return _Mark.FLUSH
+            reader = self._reader
+            if reader is None:
+                if not self._text:
+                    event = await _step(self._events)  # the fast path
+                    if not isinstance(event, TextEvent):
+                        return event
+                    self._gather(event)
+                    continue
+                reader = self._reader = self._loop.create_task(self._read())
+            if not reader.done():
+                await self._wait(reader, self._sent_at + self._interval if self._text else None)
+            if reader.done():
+                self._reader = None
+                return reader.result()  # text gathered before it is taken first
+
+    async def _read(self) -> AgentEvent | _Mark:
+        while True:
+            event = await _step(self._events)
+            if not isinstance(event, TextEvent):
+                return event
+            self._gather(event)
+
+    def _gather(self, event: TextEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+        self._text.append(event.text)
+        waiter = self._waiter
+        if len(self._text) == 1 and waiter is not None and not waiter.done():
+            waiter.set_result(None)  # text after a flush: next() sets its deadline
+
+    async def _wait(self, reader: asyncio.Task[Any], deadline: float | None) -> None:
+        """Until the reader is done, text arrives while none waits, or ``deadline``.
+
+        The timer and the callback run in an empty context: a cancelled timer stays in
+        the loop's heap until its time, and must not keep the session's context alive
+        meanwhile (see :mod:`deputy_shiny._util.timeouts`).
+        """
+        waiter = self._waiter = self._loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        timer = None
+        if deadline is not None:
+            timer = self._loop.call_at(deadline, wake, context=contextvars.Context())
+        reader.add_done_callback(wake, context=contextvars.Context())
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+            reader.remove_done_callback(wake)
+
+    async def aclose(self) -> None:
+        """Stop a step still running (the stream was cancelled or closed), then close
+        the events, so no task is left behind and no exception goes unretrieved."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            await asyncio.wait((reader,))
+            if not reader.cancelled():
+                reader.exception()  # retrieved: a step that failed as it was stopped
+        close = getattr(self._events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _step(events: AsyncIterator[AgentEvent]) -> AgentEvent | _Mark:
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return _Mark.END
+
+
+def check_flush_interval(value: float) -> float:
+    """``value`` as a flush interval in seconds: a finite number, at least 0.
+
+    Example:
+        >>> check_flush_interval(0.04)
+        0.04
+        >>> try:
+        ...     check_flush_interval(float("nan"))
+        ... except ConfigurationError as exc:
+        ...     print(exc)
+        flush_interval must be a finite number of seconds, at least 0 (got nan)
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigurationError(
+            f"flush_interval must be a finite number of seconds, at least 0 (got {value!r})"
+        )
+    return float(value)
 
 
 def _card(event: Any) -> str:

@@ -7,13 +7,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, WebSocket, expect
 
 from deputy_shiny.shiny.playwright import AgentChat
 from tests.e2e.apps._shared import numbered_words
 from tests.e2e.conftest import AppServer, open_chat
 
 E2E_APPS = ("streaming.py",)
+BURST_TEXT = numbered_words(120, "BURST-END.")  # as the app streams it for "burst"
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,34 @@ def test_text_arrives_incrementally(chat: AgentChat) -> None:
     chat.expect_usage(re.compile(r"\bTokens: 150\b"))
     chat.expect_usage(re.compile(r"\bCost: \$0\.0012\b"))
     chat.expect_idle()
+
+
+def test_coalesced_text_arrives_whole_with_its_tool_card(page: Page, app: AppServer) -> None:
+    # The model sends ~430 small chunks in about a second; the kit coalesces them
+    # (flush_interval 0.04 by default), and the browser still shows all of it, the card,
+    # and the text after the card.
+    frames: list[str | bytes] = []
+
+    def record(socket: WebSocket) -> None:
+        # A function, not the bound builtin ``frames.append`` (Playwright can't wrap it).
+        def received(frame: str | bytes) -> None:
+            frames.append(frame)
+
+        socket.on("framereceived", received)
+
+    page.on("websocket", record)
+    chat = open_chat(page, app)
+    chat.send("burst")
+    expect(chat.tool_card("quick_tool")).to_be_visible()
+    chat.expect_latest_reply("Tool finished: looked at ok")
+    chat.expect_idle()
+    shown = _normal(chat.latest_reply_text())
+    assert shown.startswith(_normal(BURST_TEXT)), shown
+    assert shown.endswith("Tool finished: looked at ok"), shown
+    model_chunks = -(-len(BURST_TEXT) // 3)
+    chunks = [f for f in frames if isinstance(f, str) and '"type": "chunk"' in f]
+    # Far fewer websocket messages than model chunks (one per chunk without coalescing).
+    assert 2 <= len(chunks) < model_chunks / 4, (len(chunks), model_chunks)
 
 
 def test_stop_mid_stream_keeps_the_partial_text_and_frees_the_input(chat: AgentChat) -> None:

@@ -5,6 +5,8 @@ The model answers the user's message:
 - ``stream`` -> 25 numbered words in small chunks (~1.6 s), usage 100 + 50 tokens, $0.0012;
 - ``slow`` -> 400 numbered words, slowly (~25 s: long enough to be stopped);
 - ``sleep`` -> a call to ``slow_tool`` (an async tool that sleeps 30 s);
+- ``burst`` -> 120 numbered words in 3-character chunks ~2 ms apart (far more chunks
+  than the kit's 40 ms flush interval lets through), then a call to ``quick_tool``;
 - ``fail`` -> HTTP 503 from the provider;
 - anything else -> ``You said: <message>``.
 
@@ -39,6 +41,7 @@ from tests.e2e.apps._shared import (
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
 STREAM_TEXT = numbered_words(25, "DONE.")
+BURST_TEXT = numbered_words(120, "BURST-END.")
 SLOW_TEXT = numbered_words(400, "SLOW-END.")
 
 
@@ -56,6 +59,15 @@ async def slow_tool(seconds: float) -> str:
         raise
     mark("slow_tool", "finished")
     return f"slept {seconds} s"
+
+
+async def quick_tool(word: str) -> str:
+    """Say the word back.
+
+    Args:
+        word: The word.
+    """
+    return f"looked at {word}"
 
 
 LOCAL = tool_annotations(
@@ -80,6 +92,9 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         return ScriptedReply(SLOW_TEXT, chunk_size=8, delay=0.05)
     if text == "sleep":
         return ScriptedReply(tool_calls=[ScriptedToolCall("slow_tool", {"seconds": 30})])
+    if text == "burst":
+        call = ScriptedToolCall("quick_tool", {"word": "ok"})
+        return ScriptedReply(BURST_TEXT, chunk_size=3, delay=0.002, tool_calls=[call])
     if text == "fail":
         return ProviderFailure(503)
     return f"You said: {text}"
@@ -88,7 +103,7 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
 def make_agent(ctx: AgentChatContext) -> Agent:
     return Agent(
         FunctionModel(reply),
-        tools=[tool(slow_tool, annotations=LOCAL)],
+        tools=[tool(slow_tool, annotations=LOCAL), tool(quick_tool, annotations=LOCAL)],
         working_dir=ctx.working_dir,
         approval_handler=ctx.approval_handler,
     )
