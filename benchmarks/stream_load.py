@@ -18,8 +18,18 @@ between chunks, and the burst: time from ``run()`` to the provider receiving the
 request (provider mode) and to the first chunk. The last line is the CPU-per-chunk
 ratio agent/baseline.
 
+``--burst`` (provider mode) isolates what a run costs before its request: the provider
+holds every reply until all N requests of the round have reached it, so nothing streams
+while runs are still starting; it prints the CPU per run from the round's start to the
+last request (both sides: litellm's own request setup included) and the ratio
+agent/baseline of that last.
+
+The sides alternate which goes first from round to round, and each round starts once the
+process is idle (no other task, under 5% CPU for 50 ms), so neither side pays for the other's
+tail or always for the same position (a garbage collection, a cold cache).
+
 Usage: .venv/bin/python benchmarks/stream_load.py [--mode provider|wire] [--users N]
-       [--chunks N] [--interval S] [--rounds R]
+       [--chunks N] [--interval S] [--rounds R] [--burst]
 """
 
 from __future__ import annotations
@@ -111,6 +121,7 @@ async def serve(chunks: int, interval: float) -> None:
 @dataclass
 class Round:
     cpu: float = 0.0
+    cpu_to_request: float = 0.0  # --burst: process CPU from the start to the last request
     chunks: int = 0
     gaps: list[float] = field(default_factory=list)
     to_request: list[float] = field(default_factory=list)
@@ -118,10 +129,30 @@ class Round:
 
 
 class Stamps:
-    """When each request reached the provider (FunctionModel is called then)."""
+    """When each request reached the provider (FunctionModel is called then).
 
-    def __init__(self) -> None:
+    With ``hold`` set, :meth:`arrive` keeps each reply until ``expected`` requests have
+    arrived, and notes the process CPU time at the last arrival.
+    """
+
+    def __init__(self, hold: bool = False) -> None:
         self.times: list[float] = []
+        self.hold = hold
+        self.expected = 0
+        self.cpu_at_last = 0.0
+        self.all_arrived = asyncio.Event()
+
+    def reset(self, expected: int) -> None:
+        self.times.clear()
+        self.expected = expected
+        self.all_arrived = asyncio.Event()
+
+    async def arrive(self) -> None:
+        self.times.append(time.perf_counter())
+        if len(self.times) == self.expected:
+            self.cpu_at_last = time.process_time()
+            self.all_arrived.set()
+        await self.all_arrived.wait()
 
 
 Consume = Callable[[Callable[[], None]], Awaitable[None]]
@@ -146,12 +177,25 @@ async def _one_user(consume: Consume, out: Round) -> None:
 async def one_round(users: int, make: Callable[[], Consume], stamps: Stamps) -> Round:
     out = Round()
     consumers = [make() for _ in range(users)]
-    stamps.times.clear()
+    stamps.reset(users)
     cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_one_user(consume, out) for consume in consumers))
     out.cpu = time.process_time() - cpu
+    out.cpu_to_request = stamps.cpu_at_last - cpu
     out.to_request = [t - started for t in stamps.times]
     return out
+
+
+async def settle(quiet: float = 0.05, longest: float = 5.0) -> None:
+    """Wait until this process has been idle for ``quiet`` seconds (CPU, tasks)."""
+    deadline = time.perf_counter() + longest
+    me = asyncio.current_task()
+    while time.perf_counter() < deadline:
+        cpu = time.process_time()
+        await asyncio.sleep(quiet)
+        others = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+        if not others and time.process_time() - cpu < quiet * 0.05:
+            return
 
 
 def raw_side(model: ChatModel) -> Callable[[], Consume]:
@@ -195,8 +239,10 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def report(label: str, rounds: list[Round]) -> float:
+def report(label: str, rounds: list[Round], users: int, burst: bool) -> tuple[float, float]:
+    """Print one side's figures; returns (CPU per chunk µs, burst CPU per run ms)."""
     per_chunk = statistics.median(r.cpu / max(1, r.chunks) for r in rounds) * 1e6
+    per_run = statistics.median(r.cpu_to_request for r in rounds) / users * 1e3
     gaps = [g for r in rounds for g in r.gaps]
     to_request = [t for r in rounds for t in r.to_request]
     to_first = [t for r in rounds for t in r.to_first]
@@ -212,7 +258,9 @@ def report(label: str, rounds: list[Round]) -> float:
         f"  run() -> first chunk p50 / max: "
         f"{_p(to_first, 0.5) * 1e3:.1f} / {max(to_first) * 1e3:.1f} ms"
     )
-    return per_chunk
+    if burst:
+        print(f"  CPU per run before its request (median of rounds): {per_run:.2f} ms")
+    return per_chunk, per_run
 
 
 def start_server(chunks: int, interval: float) -> tuple[subprocess.Popen[str], str]:
@@ -226,10 +274,13 @@ def start_server(chunks: int, interval: float) -> tuple[subprocess.Popen[str], s
 
 
 async def main(
-    api_base: str | None, users: int, chunks: int, interval: float, rounds: int
+    api_base: str | None, users: int, chunks: int, interval: float, rounds: int, burst: bool
 ) -> float:
-    """Run the rounds; ``api_base`` None streams from the CustomLLM provider, else over HTTP."""
-    stamps = Stamps()
+    """Run the rounds; ``api_base`` None streams from the CustomLLM provider, else over HTTP.
+
+    ``burst``: the provider holds the replies until every request arrived (provider mode).
+    """
+    stamps = Stamps(hold=burst)
     get_litellm()
     model: ChatModel | FunctionModel
     if api_base is not None:
@@ -241,23 +292,34 @@ async def main(
             stamps.times.append(time.perf_counter())
             return ScriptedReply(text=text, chunk_size=CHUNK, delay=interval)
 
-        model = FunctionModel(answer)
+        async def held(
+            messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> ScriptedReply:
+            await stamps.arrive()
+            return ScriptedReply(text=text, chunk_size=CHUNK, delay=interval)
+
+        model = FunctionModel(held if burst else answer)
         chat = model.as_chat_model()
     sides = {"litellm by hand": raw_side(chat), "Agent.run": agent_side(model)}
     # Warm-up: first-call costs (imports, provider setup) belong to neither side.
     for make in sides.values():
         await one_round(2, make, stamps)
     results: dict[str, list[Round]] = {label: [] for label in sides}
-    for _ in range(rounds):
-        for label, make in sides.items():
+    order = list(sides.items())
+    for index in range(rounds):
+        # Alternate who goes first, and start each round with the process idle.
+        for label, make in order if index % 2 == 0 else order[::-1]:
+            await settle()
             results[label].append(await one_round(users, make, stamps))
     mode = "provider" if api_base is None else "wire"
     print(f"mode: {mode}; {users} users x {chunks} chunks, {interval * 1e3:.0f} ms apart")
-    print(f"rounds: {rounds}")
-    base = report("litellm by hand", results["litellm by hand"])
-    ours = report("Agent.run", results["Agent.run"])
+    print(f"rounds: {rounds}" + ("; burst: replies held until every request arrived" * burst))
+    base, base_run = report("litellm by hand", results["litellm by hand"], users, burst)
+    ours, our_run = report("Agent.run", results["Agent.run"], users, burst)
     ratio = ours / base
     print(f"ratio agent/baseline (CPU per chunk): {ratio:.3f}")
+    if burst:
+        print(f"ratio agent/baseline (CPU per run before its request): {our_run / base_run:.3f}")
     return ratio
 
 
@@ -268,8 +330,13 @@ if __name__ == "__main__":
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.02)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--burst", action="store_true", help="hold replies until every request arrived"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.burst and args.mode != "provider":
+        parser.error("--burst needs --mode provider (the provider holds the replies)")
     if args.serve:
         asyncio.run(serve(args.chunks, args.interval))
     else:
@@ -277,7 +344,9 @@ if __name__ == "__main__":
             start_server(args.chunks, args.interval) if args.mode == "wire" else (None, None)
         )
         try:
-            asyncio.run(main(api_base, args.users, args.chunks, args.interval, args.rounds))
+            asyncio.run(
+                main(api_base, args.users, args.chunks, args.interval, args.rounds, args.burst)
+            )
         finally:
             if server is not None:
                 server.kill()

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .messages import ContentText, ContentToolResult, Turn, to_openai_messages
@@ -69,6 +69,10 @@ class Conversation:
         self.always_approved: set[str] = set()
         # id(turn) -> (turn, tokens): token counts of turns, kept while the turn lives.
         self._tokens: dict[int, tuple[Turn, int]] = {}
+        # id(turn) -> (turn, bound): cheap upper bounds on those counts (None: no bound).
+        self._bounds: dict[int, tuple[Turn, int | None]] = {}
+        # The tool schemas last counted (the same objects, run after run) and their count.
+        self._schemas: tuple[tuple[dict[str, Any], ...], int] | None = None
         # id(turn) -> (turn, its view with cleared results): one view object per turn.
         self._views: dict[int, tuple[Turn, Turn]] = {}
 
@@ -108,6 +112,7 @@ class Conversation:
         self.context_start = 0
         self.cleared = {}
         self._tokens = {}
+        self._bounds = {}
         self._views = {}
 
     def clear_results(self, markers: Mapping[str, str]) -> None:
@@ -172,6 +177,44 @@ class Conversation:
             self._tokens = {k: v for k, v in self._tokens.items() if k in live}
         tokens = count(turn)
         self._tokens[key] = (turn, tokens)
+        return tokens
+
+    def known_tokens(self, turn: Turn) -> int | None:
+        """The token count :meth:`turn_tokens` remembers for ``turn``, or None (not counted)."""
+        hit = self._tokens.get(id(turn))
+        return hit[1] if hit is not None and hit[0] is turn else None
+
+    def turn_bound(self, turn: Turn, bound: Callable[[Turn], int | None]) -> int | None:
+        """``bound(turn)`` (an upper bound on its count, or None), remembered as counts are."""
+        key = id(turn)
+        hit = self._bounds.get(key)
+        if hit is not None and hit[0] is turn:
+            return hit[1]
+        if len(self._bounds) > 2 * len(self.turns) + 64:
+            live = {id(t) for t in self.turns}
+            self._bounds = {k: v for k, v in self._bounds.items() if k in live}
+        value = bound(turn)
+        self._bounds[key] = (turn, value)
+        return value
+
+    def schema_tokens(
+        self,
+        schemas: Sequence[dict[str, Any]],
+        count: Callable[[Sequence[dict[str, Any]]], int],
+    ) -> int:
+        """``count(schemas)``, remembered while the next request sends the same schema
+        objects (an agent makes its tool schemas once and sends them, unchanged, with
+        every request; serialising them to count costs ~200 µs for eight tools)."""
+        key = tuple(schemas)
+        held = self._schemas
+        if (
+            held is not None
+            and len(held[0]) == len(key)
+            and all(a is b for a, b in zip(held[0], key, strict=True))
+        ):
+            return held[1]
+        tokens = count(key)
+        self._schemas = (key, tokens)
         return tokens
 
 

@@ -134,7 +134,78 @@ def context_tokens(conversation: Conversation, tool_schemas: Sequence[dict[str, 
     total = _text_tokens(prompt) if prompt else 0
     for turn in conversation.context_turns():
         total += conversation.turn_tokens(turn, _turn_tokens)
-    return total + tools_tokens(tool_schemas)
+    return total + conversation.schema_tokens(tool_schemas, tools_tokens)
+
+
+# ---------------------------------------------------------------- a bound without tokenising
+
+# A cheap upper bound on what litellm's token_counter (model "") returns, so the check
+# before each request need not tokenise while the context is far under max_tokens (litellm
+# takes ~1 ms to count even one short message; this bound takes microseconds):
+# * a token is at least one UTF-8 byte (byte-level BPE), and the JSON of a message
+#   (ASCII, non-ASCII escaped as 6 or 12 characters) is at least as long as the UTF-8
+#   bytes of every string in it, role and tool-call arguments included;
+# * litellm adds at most 4 per message (3, and 1 for a name) and 3 for the reply;
+# * its fallbacks (the four-characters-a-token estimate) are smaller still.
+# Content lists (images and the like: litellm prices an image at a fixed count, whatever
+# its URL's length) have no such bound: those turns are counted.
+_BOUND_PER_MESSAGE = 4
+_BOUND_PER_REQUEST = 3
+
+
+def _messages_bound(messages: Sequence[dict[str, Any]]) -> int | None:
+    """An upper bound on ``_count_messages(messages)``, or None when none is cheap."""
+    if any(not isinstance(m.get("content"), str | None) for m in messages):
+        return None
+    try:
+        size = len(json.dumps(list(messages)))
+    except (TypeError, ValueError):
+        return None
+    return size + _BOUND_PER_MESSAGE * len(messages) + _BOUND_PER_REQUEST
+
+
+def _turn_bound(turn: Turn) -> int | None:
+    """An upper bound on ``_turn_tokens(turn)``, or None when none is cheap."""
+    return _messages_bound(to_openai_messages(None, [turn]))
+
+
+@functools.lru_cache(maxsize=256)
+def _text_bound(text: str) -> int:
+    """An upper bound on ``_text_tokens(text)`` (a system prompt)."""
+    bound = _messages_bound(({"role": "system", "content": text},))
+    return bound if bound is not None else _text_tokens(text)
+
+
+def context_bound(conversation: Conversation, tool_schemas: Sequence[dict[str, Any]] = ()) -> int:
+    """An upper bound on :func:`context_tokens`, tokenising only what has no cheap bound.
+
+    Each part counts as its token count when that is already known, else as its bound
+    (remembered per turn); so ``context_bound(...) >= context_tokens(...)`` always.
+    """
+    prompt = conversation.system_prompt
+    total = _text_bound(prompt) if prompt else 0
+    for turn in conversation.context_turns():
+        upper = conversation.known_tokens(turn)
+        if upper is None:
+            upper = conversation.turn_bound(turn, _turn_bound)
+        if upper is None:
+            upper = conversation.turn_tokens(turn, _turn_tokens)
+        total += upper
+    return total + conversation.schema_tokens(tool_schemas, tools_tokens)
+
+
+def context_over(
+    conversation: Conversation, tool_schemas: Sequence[dict[str, Any]], limit: int
+) -> int | None:
+    """The context's tokens (:func:`context_tokens`) when they pass ``limit``, else None.
+
+    Counts only when :func:`context_bound` does not already settle it: the answer, and
+    so when compaction triggers, is the same as comparing the count itself.
+    """
+    if context_bound(conversation, tool_schemas) <= limit:
+        return None
+    tokens = context_tokens(conversation, tool_schemas)
+    return tokens if tokens > limit else None
 
 
 # ---------------------------------------------------------------- choosing the kept turns
@@ -483,8 +554,8 @@ class ContextRuntime:
         if limit is None:
             return
         await load_litellm()
-        tokens = context_tokens(conversation, tool_schemas)
-        if tokens <= limit:
+        tokens = context_over(conversation, tool_schemas, limit)
+        if tokens is None:
             return
         compactor = Compactor(
             conversation, self.policy, model, hooks, services, tool_schemas=tool_schemas
