@@ -64,3 +64,22 @@ def test_an_apps_litellm_callback_never_sees_the_warm_up_request() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "callbacks []"
+
+
+def test_warm_up_takes_the_first_full_collection_itself() -> None:
+    # After litellm's import, the first full collection is due at once: the warm-up runs
+    # it, so the next one waits until sessions made a quarter as many old objects.
+    code = (
+        "import gc, deputy_shiny\n"
+        "from deputy_shiny.models._litellm import get_litellm\n"
+        "get_litellm()\n"
+        "before = gc.get_stats()[2]['collections']\n"
+        "deputy_shiny.warm_up()\n"
+        "print(gc.get_stats()[2]['collections'] - before, gc.get_count()[2])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    full, pending = done.stdout.split()
+    assert int(full) >= 1 and int(pending) == 0
