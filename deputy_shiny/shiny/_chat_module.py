@@ -59,6 +59,7 @@ from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, check_flush_interval
 from ._session_asks import SessionAsks
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
+from ._values import cheap_value_names
 from ._warm import warm_up_in_background
 
 logger = logging.getLogger(__name__)
@@ -245,7 +246,7 @@ def agent_chat_server(
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
         return _foreign_session(running, usage_value, tool_events)
 
-    chat = Chat("chat", history=False)
+    chat = _new_chat()
     mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
@@ -324,6 +325,13 @@ async def _set(value: reactive.Value[Any], new: Any) -> None:
         await reactive.flush()
 
 
+def _new_chat() -> Chat:
+    """The session's shinychat ``Chat``; the values it makes inside are named cheaply
+    (each would walk ``inspect.stack()``: see ``_values``)."""
+    with cheap_value_names():
+        return Chat("chat", history=False)
+
+
 _foreign_chats: set[asyncio.Task[None]] = set()
 
 
@@ -352,7 +360,7 @@ def _foreign_session(
     """A session opened by another origin's page: one line in the chat, and nothing
     else (no agent, no conversation, no prompts; what it sends is answered with the
     same line)."""
-    chat = Chat("chat", history=False)
+    chat = _new_chat()
 
     @chat.on_user_submit
     async def _refuse(_user_input: str) -> None:
