@@ -283,3 +283,40 @@ def test_a_kit_session_starts_within_ten_times_the_minimal_apps_cost() -> None:
     assert minimal["modules"] < kit["modules"] - 1000  # and not in the minimal app
     ratio = kit["median"] / minimal["median"]
     assert ratio <= 10, f"kit {kit['median']:.4f} s, minimal {minimal['median']:.4f} s"
+
+
+WHILE_IMPORTING = """
+import sys, threading, time
+from deputy_shiny import Agent
+from deputy_shiny.models import _litellm
+from deputy_shiny.testing import ScriptedModel
+warm = threading.Thread(target=_litellm.warm_up)
+warm.start()
+while "litellm" not in sys.modules:  # the import has begun
+    time.sleep(0.001)
+model = ScriptedModel(["hello from a model made during the import"])
+agent = Agent(model)
+print("made while importing:", not _litellm.is_loaded())
+warm.join()
+print(agent.run_sync("hi").response)
+"""
+
+
+def test_a_session_made_while_litellm_imports_does_not_wait_for_the_import() -> None:
+    """The kit imports litellm in a worker thread as the app starts; a session that
+    opens meanwhile makes its agent (a test or demo model registers a litellm
+    provider) at once, on the event loop, and its provider is installed when the
+    import ends."""
+    done = subprocess.run(
+        [sys.executable, "-c", WHILE_IMPORTING],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "made while importing: True",
+        "hello from a model made during the import",
+    ]

@@ -24,6 +24,11 @@ from .._util.config import complete_deferred_models
 
 logger = logging.getLogger(__name__)
 
+# Two locks: the import holds ``_import_lock`` for its seconds; the provider tables are
+# ``_lock``'s, held for microseconds. So a session registering a test or demo model on
+# the event loop while the kit's warm-up thread imports litellm does not wait for the
+# import (its provider is installed when the import ends).
+_import_lock = threading.Lock()
 _lock = threading.RLock()
 _module: ModuleType | None = None
 
@@ -44,7 +49,7 @@ def get_litellm() -> ModuleType:
             with _lock:
                 _drain_forgotten()
         return _module
-    with _lock:
+    with _import_lock:
         if _module is None:
             # Must be set before import: otherwise litellm downloads its cost map.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -55,10 +60,12 @@ def get_litellm() -> ModuleType:
             litellm.telemetry = False
             # We own fallbacks and retries; litellm must not silently retry or drop params.
             litellm.num_retries = 0
-            _module = litellm
-            for name, factory in list(_pending.items()):
-                _install(name, factory)
-            _pending.clear()
+            with _lock:  # a registration sees either _module unset, or its provider installed
+                _module = litellm
+                for name, factory in list(_pending.items()):
+                    _install(name, factory)
+                _pending.clear()
+    assert _module is not None
     return _module
 
 
