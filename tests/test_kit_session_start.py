@@ -320,3 +320,75 @@ def test_a_session_made_while_litellm_imports_does_not_wait_for_the_import() -> 
         "made while importing: True",
         "hello from a model made during the import",
     ]
+
+
+# --------------------------------------------------------------------------- agent construction
+
+
+def module_level_tool_function(path: str, count: int = 1) -> str:
+    """Read something.
+
+    Args:
+        path: Where.
+        count: How many.
+    """
+    return path * count
+
+
+def test_a_module_level_functions_schema_is_built_once_a_process() -> None:
+    # Each session builds the same built-in tools: their schemas are built once.
+    from deputy_shiny.tools import tool, tool_read_file
+
+    first, second = tool_read_file(), tool_read_file()
+    assert first is not second
+    assert first._schema is second._schema
+    assert first.parameters == second.parameters
+    a = tool(module_level_tool_function)
+    b = tool(module_level_tool_function, name="renamed")
+    c = tool(module_level_tool_function)
+    assert a._schema is c._schema
+    assert b._schema is not a._schema  # the name is part of the key (its messages say it)
+    assert a.parameters["properties"]["count"]["description"] == "How many."
+    assert a.parse_arguments('{"path": "x"}') == {"path": "x"}
+
+
+def test_a_closures_schema_is_not_cached_and_the_closure_is_freed() -> None:
+    import gc
+    import weakref
+
+    from deputy_shiny.tools import tool
+
+    def per_session(session: str) -> Any:
+        def lookup(key: str) -> str:
+            """Look a key up."""
+            return session + key
+
+        return lookup
+
+    fn = per_session("a")
+    made = tool(fn)
+    again = tool(per_session("b"))
+    assert made._schema is not again._schema
+    gone = weakref.ref(fn)
+    del fn, made
+    gc.collect()
+    assert gone() is None  # nothing process-wide holds a session's function
+
+
+def test_a_bad_signature_fails_every_time_and_a_bad_json_schema_too() -> None:
+    from deputy_shiny.errors import InvalidToolError
+    from deputy_shiny.tools import tool
+
+    for _ in range(2):
+        with pytest.raises(InvalidToolError, match="no type hint"):
+            tool(untyped_tool_function)
+        with pytest.raises(InvalidToolError, match="not a valid JSON schema"):
+            tool(
+                module_level_tool_function,
+                arguments={"type": "object", "properties": {"path": {"type": 5}}},
+            )
+
+
+def untyped_tool_function(path) -> str:  # type: ignore[no-untyped-def]
+    """No type hint: not describable."""
+    return str(path)

@@ -36,6 +36,8 @@ import functools
 import inspect
 import json
 import re
+import threading
+import types
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -663,7 +665,7 @@ class _JsonSchemaSchema(ArgumentsSchema):
             schema, default=jsonschema.Draft202012Validator
         )
         try:
-            validator_cls.check_schema(schema)
+            _check_schema_once(validator_cls, schema)
         except jsonschema.SchemaError as e:
             where = _format_loc(list(e.absolute_path)) or "the top level"
             raise InvalidToolError(
@@ -763,7 +765,7 @@ def arguments_schema(
         ['name']
     """
     if arguments is None:
-        return _SignatureSchema(fn, tool_name=tool_name)
+        return _signature_schema(fn, tool_name)
     if isinstance(arguments, type) and issubclass(arguments, BaseModel):
         return _ModelSchema(fn, arguments, tool_name=tool_name)
     if isinstance(arguments, Mapping):
@@ -772,6 +774,53 @@ def arguments_schema(
         f"tool {tool_name!r}: arguments= must be a pydantic BaseModel subclass or a JSON schema "
         f"dict, got {type(arguments).__name__}."
     )
+
+
+# A module-level function's signature schema, built once a process: the kit makes the
+# same built-in tools for every browser session (``tools_preset("standard")`` was ~9
+# pydantic models and JSON schemas a session). A schema is read-only once built (a
+# re-wrapped Tool already shares its base's). Only module- or class-level functions
+# are cached: they live as long as their module, so the cache holds nothing a session
+# made (a closure's schema refers to the closure, and would keep it alive).
+_SCHEMA_CACHE_SIZE = 512
+_schema_cache: dict[tuple[Callable[..., Any], str], ArgumentsSchema] = {}
+_schema_cache_lock = threading.Lock()
+
+
+def _signature_schema(fn: Callable[..., Any], tool_name: str) -> ArgumentsSchema:
+    """``_SignatureSchema(fn)``, from the cache when ``fn`` is a module-level function."""
+    if not (isinstance(fn, types.FunctionType) and "<locals>" not in fn.__qualname__):
+        return _SignatureSchema(fn, tool_name=tool_name)
+    key = (fn, tool_name)
+    with _schema_cache_lock:
+        cached = _schema_cache.get(key)
+    if cached is not None:
+        return cached
+    schema: ArgumentsSchema = _SignatureSchema(fn, tool_name=tool_name)  # may raise
+    with _schema_cache_lock:
+        if len(_schema_cache) < _SCHEMA_CACHE_SIZE:
+            schema = _schema_cache.setdefault(key, schema)
+    return schema
+
+
+_checked_schemas: set[tuple[str, str]] = set()  # (validator, schema JSON) found valid
+
+
+def _check_schema_once(validator_cls: Any, schema: Mapping[str, Any]) -> None:
+    """``validator_cls.check_schema(schema)``, skipped for a schema already found valid
+    (the delegate tool's is the same for every session of an app)."""
+    try:
+        key = (validator_cls.__name__, json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not plain JSON: check it every time
+        validator_cls.check_schema(schema)
+        return
+    with _schema_cache_lock:
+        if key in _checked_schemas:
+            return
+    validator_cls.check_schema(schema)  # raises SchemaError: nothing is remembered
+    with _schema_cache_lock:
+        if len(_checked_schemas) < _SCHEMA_CACHE_SIZE:
+            _checked_schemas.add(key)
 
 
 def _unwrap(fn: Any) -> Any:
