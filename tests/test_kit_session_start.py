@@ -352,6 +352,34 @@ def test_a_module_level_functions_schema_is_built_once_a_process() -> None:
     assert a.parse_arguments('{"path": "x"}') == {"path": "x"}
 
 
+def test_a_method_tools_schema_is_shared_and_holds_no_instance() -> None:
+    import gc
+    import weakref
+
+    from deputy_shiny.tools import tool, tool_run_bash
+
+    assert tool_run_bash()._schema is tool_run_bash()._schema  # a bound method per session
+    holder = Holder("a")
+    made = tool(holder.lookup)
+    assert tool(Holder("b").lookup)._schema is made._schema
+    assert made.fn("k") == "ak"
+    gone = weakref.ref(holder)
+    del holder, made
+    gc.collect()
+    assert gone() is None
+
+
+class Holder:
+    """A per-session object whose method is a tool."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+
+    def lookup(self, key: str) -> str:
+        """Look a key up."""
+        return self.session + key
+
+
 def test_a_closures_schema_is_not_cached_and_the_closure_is_freed() -> None:
     import gc
     import weakref

@@ -783,15 +783,19 @@ def arguments_schema(
 # are cached: they live as long as their module, so the cache holds nothing a session
 # made (a closure's schema refers to the closure, and would keep it alive).
 _SCHEMA_CACHE_SIZE = 512
-_schema_cache: dict[tuple[Callable[..., Any], str], ArgumentsSchema] = {}
+_schema_cache: dict[tuple[Callable[..., Any], bool, str], ArgumentsSchema] = {}
 _schema_cache_lock = threading.Lock()
 
 
 def _signature_schema(fn: Callable[..., Any], tool_name: str) -> ArgumentsSchema:
-    """``_SignatureSchema(fn)``, from the cache when ``fn`` is a module-level function."""
-    if not (isinstance(fn, types.FunctionType) and "<locals>" not in fn.__qualname__):
+    """``_SignatureSchema(fn)``, from the cache when ``fn`` is a module-level function
+    or a method of a module-level class (bound to any instance: the schema holds
+    neither the instance nor the function)."""
+    bound = isinstance(fn, types.MethodType)
+    target: Any = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not (isinstance(target, types.FunctionType) and "<locals>" not in target.__qualname__):
         return _SignatureSchema(fn, tool_name=tool_name)
-    key = (fn, tool_name)
+    key = (target, bound, tool_name)
     with _schema_cache_lock:
         cached = _schema_cache.get(key)
     if cached is not None:
