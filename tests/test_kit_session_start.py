@@ -420,3 +420,58 @@ def test_a_bad_signature_fails_every_time_and_a_bad_json_schema_too() -> None:
 def untyped_tool_function(path) -> str:  # type: ignore[no-untyped-def]
     """No type hint: not describable."""
     return str(path)
+
+
+# --------------------------------------------------------------------------- idle memory
+
+HOLD_SESSIONS = """
+import asyncio, contextlib, gc, json, sys
+from shiny.testserver import test_server_async
+if sys.argv[1] == "kit":
+    from deputy_shiny.models._litellm import warm_up
+    warm_up()
+    import app
+    from deputy_shiny.shiny import agent_chat_server
+    def server(input, output, session):
+        agent_chat_server("chat", lambda ctx: app.build_agent(ctx, "deputy/demo"))
+else:
+    sys.path.insert(0, "benchmarks")
+    from _minimal_chat_app import server
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+async def main(n):
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(5):  # first-session costs (imports, caches) are not counted
+            await stack.enter_async_context(test_server_async(server, timeout_secs=120))
+        gc.collect()
+        before = rss_kib()
+        for _ in range(n):
+            await stack.enter_async_context(test_server_async(server, timeout_secs=120))
+        gc.collect()
+        print(json.dumps((rss_kib() - before) / n))
+asyncio.run(main(40))
+"""
+
+
+def _idle_session_kib(kind: str) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", HOLD_SESSIONS, kind],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return float(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_an_idle_kit_session_holds_at_most_twice_the_minimal_apps_memory() -> None:
+    """40 sessions held open (the reference app's agent: 11 tools, a research team)
+    against as many of ``_minimal_chat_app.py``'s, resident memory per session, in one
+    test. Before the tool-schema cache the kit's were 2.2x; now about 1.4x."""
+    minimal = _idle_session_kib("minimal")
+    kit = _idle_session_kib("kit")
+    assert kit <= 2 * minimal, f"kit {kit:.0f} KiB, minimal {minimal:.0f} KiB per idle session"
