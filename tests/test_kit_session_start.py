@@ -475,3 +475,29 @@ def test_an_idle_kit_session_holds_at_most_twice_the_minimal_apps_memory() -> No
     minimal = _idle_session_kib("minimal")
     kit = _idle_session_kib("kit")
     assert kit <= 2 * minimal, f"kit {kit:.0f} KiB, minimal {minimal:.0f} KiB per idle session"
+
+
+async def test_each_streamed_message_names_its_values_without_walking_the_stack(
+    shiny_inference: list[str | None], tmp_path: Path
+) -> None:
+    # shinychat makes an ExtendedTask (three unnamed values) for every streamed message:
+    # a cost per reply, not per session. The kit names them as it does the Chat's.
+    from deputy_shiny.testing import ScriptedModel
+    from tests.test_chat_session import FakeChat, start
+
+    made: list[Value[Any]] = []
+
+    class StreamingChat(FakeChat):
+        async def append_message_stream(self, message: Any) -> None:
+            task_status = reactive.Value("initial")  # as ExtendedTask.__init__ does
+            made.append(task_status)
+            await super().append_message_stream(message)
+
+    kit = start(tmp_path, lambda ctx: Agent(ScriptedModel(["Hi"]), working_dir=ctx.working_dir))
+    chat = StreamingChat()
+    kit.session.chat = chat
+    await kit.session.submit("hello")
+    await chat.settled()
+    assert [value._name for value in made] == ["task_status"]
+    assert shiny_inference == []  # shiny's walk never ran for it
+    await kit.session.end()

@@ -46,6 +46,30 @@ def test_an_express_app_warms_up_at_its_first_session() -> None:
     assert run(build) == "deputy-shiny-warm-up True"
 
 
+def test_an_app_module_serves_only_once_warm() -> None:
+    # Built as app.py is imported (no event loop running), the UI returns once the
+    # warm-up is done, so shiny run serves a process whose first reply is warm. Built on
+    # a running loop (a UI function called per request) it only starts the warm-up.
+    code = (
+        "import asyncio, sys\n"
+        "import deputy_shiny.shiny as kit\n"
+        "async def per_request():\n"
+        "    kit.agent_chat_ui('chat')\n"
+        "    return kit._warm._thread.is_alive()\n"
+        "print('on a loop, still warming:', asyncio.run(per_request()))\n"
+        "kit.agent_chat_ui('chat')\n"
+        "print('at import, still warming:', kit._warm._thread.is_alive())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "on a loop, still warming: True",
+        "at import, still warming: False",
+    ]
+
+
 def test_every_reactive_value_the_kit_makes_is_named() -> None:
     """A Value made without ``name=`` walks ``inspect.stack()`` to guess one, which is
     slow once litellm fills ``sys.modules``: every session pays it at start."""

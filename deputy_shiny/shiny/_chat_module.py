@@ -60,7 +60,7 @@ from ._render import DEFAULT_FLUSH_INTERVAL, check_flush_interval
 from ._session_asks import SessionAsks
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
-from ._warm import warm_up_in_background
+from ._warm import warm_up_before_serving, warm_up_in_background
 
 logger = logging.getLogger(__name__)
 
@@ -158,9 +158,10 @@ def agent_chat_ui(**chat_ui_options: Any) -> TagList:
 
     Extra keyword arguments go to shinychat's ``chat_ui``. The first call (or the first
     ``agent_chat_server``) starts importing litellm in a worker thread, so the first
-    reply does not wait for it.
+    reply does not wait for it. Called as an app module is imported (no event loop
+    running), it returns once that warm-up is done, so the app serves warm.
     """
-    warm_up_in_background()  # the UI is built as the app starts: litellm loads meanwhile
+    warm_up_before_serving()  # the UI is built as the app starts: serve once warm
     options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
     return TagList(
         kit_dependency(),

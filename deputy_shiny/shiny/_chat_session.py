@@ -44,6 +44,7 @@ from ._render import DEFAULT_FLUSH_INTERVAL, note_chunk, render_events
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation
 from ._transcript import transcript_messages
+from ._values import cheap_value_names
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ class _ChatSession:
             # The approval resumes only with the tools it was saved with: let the
             # session's MCP servers connect first (each has its own timeouts).
             await asyncio.gather(*self.connecting, return_exceptions=True)
-            await self.chat.append_message_stream(self.stream(None))
+            await self._stream_message(self.stream(None))
 
     async def _replay(self, pending: ApprovalContinuation | None) -> None:
         waiting = () if pending is None else (pending.request.call_id,)
@@ -250,7 +251,13 @@ class _ChatSession:
         if self.agent.running or self.streams:
             await tell(self.chat, BUSY_MESSAGE)
             return
-        await self.chat.append_message_stream(self.stream(user_input))
+        await self._stream_message(self.stream(user_input))
+
+    async def _stream_message(self, chunks: AsyncIterator[Any]) -> None:
+        # shinychat makes an ExtendedTask (three unnamed reactive values) for every
+        # streamed message: named cheaply, not by shiny's walk of the whole stack.
+        with cheap_value_names():
+            await self.chat.append_message_stream(chunks)
 
     def stop(self) -> None:
         """The stop button: interrupt the run (its stream ends with a note)."""
