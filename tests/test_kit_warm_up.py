@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.test_warm_up import python
+
 CHECK = """
 import sys, time
 import deputy_shiny.shiny as kit
@@ -60,11 +62,7 @@ def test_an_app_module_serves_only_once_warm() -> None:
         "kit.agent_chat_ui('chat')\n"
         "print('at import, still warming:', kit._warm._thread.is_alive())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    assert python(code).splitlines() == [
         "on a loop, still warming: True",
         "at import, still warming: False",
     ]

@@ -27,13 +27,17 @@ print(asyncio.run(first_chunk()), asyncio.run(first_chunk()))
 """
 
 
-def first_and_second(before: str = "") -> tuple[float, float]:
-    code = FIRST_AND_SECOND.replace("{before}", before)
+def python(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (it must succeed)."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
     )
     assert done.returncode == 0, done.stderr
-    first, second = done.stdout.split()
+    return done.stdout
+
+
+def first_and_second(before: str = "") -> tuple[float, float]:
+    first, second = python(FIRST_AND_SECOND.replace("{before}", before)).split()
     return float(first), float(second)
 
 
@@ -58,12 +62,8 @@ def test_an_apps_litellm_callback_never_sees_the_warm_up_request() -> None:
         "import atexit\n"
         "atexit.register(lambda: print('callbacks', [m for m in seen if 'gpt-4o' in str(m)]))\n"
     )
-    code = FIRST_AND_SECOND.replace("{before}", before)
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "callbacks []"
+    printed = python(FIRST_AND_SECOND.replace("{before}", before))
+    assert printed.strip().splitlines()[-1] == "callbacks []"
 
 
 def test_warm_up_takes_the_first_full_collection_itself() -> None:
@@ -77,9 +77,5 @@ def test_warm_up_takes_the_first_full_collection_itself() -> None:
         "deputy_shiny.warm_up()\n"
         "print(gc.get_stats()[2]['collections'] - before, gc.get_count()[2])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    full, pending = done.stdout.split()
+    full, pending = python(code).split()
     assert int(full) >= 1 and int(pending) == 0
