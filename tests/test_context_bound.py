@@ -10,6 +10,7 @@ answer (and so when compaction triggers, and the tokens it reports) is the count
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -177,7 +178,10 @@ def test_the_bound_settles_a_small_context_without_tokenising(
         return real(messages)
 
     monkeypatch.setattr(compaction, "_count_messages", counting)
-    conversation = Conversation("Be brief.", [user_turn("Hello"), user_turn("There")])
+    # A system prompt's count is remembered for the process (_text_tokens): one no
+    # earlier test in this process can have counted.
+    prompt = f"Be brief ({uuid.uuid4().hex})."
+    conversation = Conversation(prompt, [user_turn("Hello"), user_turn("There")])
     assert context_over(conversation, (), 32000) is None
     assert counted == []
     # Over the bound, the count decides (and is remembered per turn).

@@ -37,8 +37,14 @@ def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
     assert left_dir != right_dir
     expect(page.get_by_text("Host app").first).to_be_visible()
 
-    left.send("write left.txt from-left")
-    right.send("write right.txt from-right")
+    # Both are typed first and sent in one go: the first approval's modal takes the page
+    # (its backdrop and focus), so a message typed after it opens would never be sent.
+    left.chat.set_user_input("write left.txt from-left")
+    right.chat.set_user_input("write right.txt from-right")
+    page.evaluate(
+        """() => ["left", "right"].forEach((id) =>
+            document.querySelector(`#${id}-chat .shiny-chat-btn-send`).click())"""
+    )
     modal = ApprovalModal(page)
     modal.expect_open("write_file")
     # Both calls wait (the second one queued), but only one modal shows at a time.
