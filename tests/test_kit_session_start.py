@@ -257,8 +257,8 @@ print(json.dumps({{"median": statistics.median(times[2:]), "modules": len(sys.mo
 """
 
 
-def _session_start_cost(kind: str, sessions: int = 12) -> dict[str, float]:
-    code = MEASURE.format(benchmarks=str(ROOT / "benchmarks"), sessions=sessions)
+def _measured(code: str, kind: str) -> Any:
+    """The JSON that ``code`` prints last, run for ``kind`` in a fresh interpreter."""
     done = subprocess.run(
         [sys.executable, "-c", code, kind],
         capture_output=True,
@@ -268,7 +268,12 @@ def _session_start_cost(kind: str, sessions: int = 12) -> dict[str, float]:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _session_start_cost(kind: str, sessions: int = 12) -> dict[str, float]:
+    code = MEASURE.format(benchmarks=str(ROOT / "benchmarks"), sessions=sessions)
+    result: dict[str, float] = _measured(code, kind)
     return result
 
 
@@ -456,16 +461,7 @@ asyncio.run(main(40))
 
 
 def _idle_session_kib(kind: str) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", HOLD_SESSIONS, kind],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    return float(json.loads(done.stdout.strip().splitlines()[-1]))
+    return float(_measured(HOLD_SESSIONS, kind))
 
 
 def test_an_idle_kit_session_holds_at_most_twice_the_minimal_apps_memory() -> None:
