@@ -148,3 +148,21 @@ async def test_load_drives_every_kind_of_turn_and_prints_a_verdict_last(
         line.startswith("RSS: ") and "baseline (after the warm-up)" in line for line in lines
     )
     assert any(line.startswith("text chunks timed: ") for line in lines)
+
+
+def test_idle_memory_measures_every_app_and_prints_the_ratios_last(
+    bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ratios = bench("idle_memory").main(sessions=3, rounds=1)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2:] == [
+        f"ratio kit/minimal idle session memory: {ratios['kit']:.2f}",
+        f"ratio app/minimal idle session memory: {ratios['app']:.2f}",
+    ]
+    rounds = [line.split()[2] for line in lines if line.startswith("round 1: ")]
+    assert sorted(rounds) == ["app", "kit", "minimal"]
+    medians = [line for line in lines if "KiB an idle session" in line]
+    assert [line.split()[0] for line in medians] == ["app", "kit", "minimal"]
+    # Three sessions are a coarse reading (RSS moves in pages), but never a negative one
+    # for a server that holds them all open.
+    assert ratios["kit"] > 0 and ratios["app"] > 0

@@ -769,3 +769,15 @@ async def test_a_definition_naming_an_mcp_server_the_lead_lacks_fails_clearly(
     result = await lead.run_async("go")
     assert "no tools from it" in tool_outputs(result, "delegate")[0]
     assert lead.list_subagents()[0].status == "failed" and sub.requests == []
+
+
+def test_pending_says_whether_a_poll_has_events_without_reading_them(tmp_path: Path) -> None:
+    lead = _finished_lead(tmp_path)
+    subscription = lead.observe_subagents("ana", after=0)
+    assert subscription.pending  # the finished delegation's events are there to read
+    assert subscription.pending  # and asking consumed none of them
+    assert subscription.poll()
+    assert not subscription.pending
+    subscription.close()
+    assert not lead.observe_subagents("ana", after=0).closed
+    assert not subscription.pending

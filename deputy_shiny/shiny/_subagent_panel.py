@@ -233,6 +233,21 @@ class _SubagentPanel:
     def who(self) -> Any:
         return self._requester() if callable(self._requester) else self._requester
 
+    def due(self) -> bool:
+        """Whether a poll could show something new: the lead or requester changed, the
+        lead has events not read yet, or a delegation shown is running. Cheap, so the
+        tick asks it before it takes the reactive lock (an idle panel then costs nothing).
+        """
+        lead = self.lead()
+        if lead is not self.subscribed_lead:
+            return True
+        if lead is None:
+            return False
+        if self.who() != self.subscribed_requester:
+            return True
+        subscription = self.subscription
+        return self.live or (subscription is not None and subscription.pending)
+
     def poll(self, opened: frozenset[str], shown: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the panel shows now, with ``opened`` transcripts open (``shown``: unchanged).
 
@@ -241,6 +256,7 @@ class _SubagentPanel:
         """
         lead = self.lead()
         if lead is None:
+            self._unsubscribe()
             return ("not_lead",)
         try:
             return self._snapshot(lead, self.who(), opened, shown)
@@ -272,6 +288,12 @@ class _SubagentPanel:
             self.live = True  # re-read at the next poll
             return opened
         return opened ^ {delegation_id}  # open or close this one
+
+    def _unsubscribe(self) -> None:
+        if self.subscription is not None:
+            self.subscription.close()
+        self.subscription, self.subscribed_lead, self.opened = None, None, None
+        self.recent.clear()
 
     def _subscribe(self, lead: Agent, who: Any) -> DelegationSubscription | None:
         """The subscription to ``lead`` for ``who``: kept while both stay the same."""
@@ -342,11 +364,14 @@ def _panel(shown: tuple[Any, ...], input_id: str) -> Tag:
     return tags.div(*[_row(view, events, t, input_id) for view, events, t in rows])
 
 
-async def _tick(tick: reactive.Value[int], interval: float) -> None:
-    """Count up ``tick`` every ``interval`` seconds, holding the lock only for the set."""
+async def _tick(tick: reactive.Value[int], interval: float, due: Callable[[], bool]) -> None:
+    """Count up ``tick`` every ``interval`` seconds while ``due()``, holding the lock only
+    for the set."""
     count = 0
     while True:
         await asyncio.sleep(interval)
+        if not due():
+            continue
         count += 1
         async with reactive.lock():
             tick.set(count)
@@ -400,7 +425,7 @@ def subagent_panel_server(
     # Not reactive.invalidate_later: a cancelled timer keeps its context (and with it
     # the session) alive until its deadline; this task's context holds nothing.
     ticker = asyncio.get_running_loop().create_task(
-        _tick(tick, interval), context=contextvars.Context()
+        _tick(tick, interval, panel.due), context=contextvars.Context()
     )
     session.on_ended(ticker.cancel)
 

@@ -244,6 +244,7 @@ class ToolSource(BaseModel):
 BUILTIN_PACKAGE = "deputy_shiny"
 
 
+@functools.cache  # one frozen ToolSource a kind, shared by every session's tools
 def builtin_source(kind: BuiltinKind) -> ToolSource:
     """The source of one of deputy_shiny's built-in tools, recording its ``kind``.
 

@@ -356,25 +356,20 @@ async def _call(callback: AskUserCallback, questions: list[Question], ctx: AskUs
     return result
 
 
-def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) -> Tool:
-    """Create the ``ask_user`` tool: the model asks the user 1-4 multiple-choice questions.
+class _AskUser:
+    """One ``ask_user`` tool's callback and context; the tool is its bound method.
 
-    Args:
-        callback: ``callback(questions, context) -> answers``, sync or async: a list
-            in question order, or a dict ``{question text: answer}``. None uses the
-            process-wide fallback, else the console, else an error result.
-        context: Routing data for the callback (``AskUserContext.value``); a
-            zero-argument function is called at each call.
-
-    Example:
-        >>> t = tool_ask_user(callback=lambda questions, context: ["free text"])
-        >>> t.name, t.parameters["required"]
-        ('ask_user', ['questions'])
+    A method of a module-level class, not a closure: its arguments schema (a pydantic
+    model) is then built once a process and shared, where a closure made one for every
+    session of a chat app (and ``typing`` kept the newest 128 of them alive).
     """
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+
+    def __init__(self, callback: AskUserCallback | None, context: Any) -> None:
+        self.callback = callback
+        self.context = context
 
     async def ask_user(
+        self,
         questions: Annotated[list[Question], Field(min_length=1, max_length=4)],
     ) -> str:
         """Ask the user 1-4 multiple-choice questions and wait for the answers.
@@ -387,7 +382,7 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             questions: The questions to ask (1-4), answered together.
         """
         questions = list(questions)
-        handler: AskUserCallback | None = callback or _current_fallback()
+        handler: AskUserCallback | None = self.callback or _current_fallback()
         if handler is None:
             if not _stdin_is_console():
                 raise ToolInvocationError(
@@ -398,7 +393,7 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             handler = console_ask_user
         tool_ctx = current_tool_context()
         ask_ctx = AskUserContext(
-            value=await _resolve_context(context),
+            value=await _resolve_context(self.context),
             agent_id=tool_ctx.agent_id,
             session_id=tool_ctx.session_id,
             run_id=tool_ctx.run_id,
@@ -418,8 +413,29 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
             ) from None
         return _format_answers(questions, _check_answers(questions, answers))
 
+
+def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) -> Tool:
+    """Create the ``ask_user`` tool: the model asks the user 1-4 multiple-choice questions.
+
+    Args:
+        callback: ``callback(questions, context) -> answers``, sync or async: a list
+            in question order, or a dict ``{question text: answer}``. None uses the
+            process-wide fallback, else the console, else an error result.
+        context: Routing data for the callback (``AskUserContext.value``); a
+            zero-argument function is called at each call.
+
+    Example:
+        >>> t = tool_ask_user(callback=lambda questions, context: ["free text"])
+        >>> t.name, t.parameters["required"]
+        ('ask_user', ['questions'])
+    """
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
     made = tool(
-        ask_user, name="ask_user", annotations=ASK_USER_ANNOTATIONS, source=builtin_source("ask")
+        _AskUser(callback, context).ask_user,
+        name="ask_user",
+        annotations=ASK_USER_ANNOTATIONS,
+        source=builtin_source("ask"),
     )
     # Kept so a host (the Shiny kit) can check the tool answers to *its* session.
     made.ask_user_callback = callback  # type: ignore[attr-defined]

@@ -287,6 +287,12 @@ class DelegationSubscription:
                 shown.append(event)
         return shown
 
+    @property
+    def pending(self) -> bool:
+        """Whether the host has events past :attr:`cursor` (cheap: nothing is read, and
+        the requester may yet see none of them); always False once closed."""
+        return not self.closed and self._host.cursor > self.cursor
+
     def close(self) -> None:
         """Stop observing (the subagents go on)."""
         self.closed = True
