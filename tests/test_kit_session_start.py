@@ -233,18 +233,27 @@ def test_the_kits_chat_names_its_values_without_walking_the_stack(
 
 # --------------------------------------------------------------------------- cost
 
-MEASURE = """
-import json, statistics, sys, time
+# One fresh interpreter per kind of app measures both costs: a session's start (the
+# server function of ``_sessions_app.py`` against ``_minimal_chat_app.py``'s, 12 sessions
+# that end) and then the resident memory of 40 idle sessions held open (the reference
+# app's agent through ``agent_chat_server``, against the minimal app's).
+COSTS = """
+import asyncio, contextlib, gc, json, statistics, sys, time
 sys.path.insert(0, {benchmarks!r})
-from shiny.testserver import test_server
+from shiny.testserver import test_server, test_server_async
 kind = sys.argv[1]
 if kind == "kit":
     # As the kit's app: litellm is imported (by the warm-up thread) before users come.
     from deputy_shiny.models._litellm import warm_up
     warm_up()
     from _sessions_app import server
+    import app
+    from deputy_shiny.shiny import agent_chat_server
+    def held(input, output, session):
+        agent_chat_server("chat", lambda ctx: app.build_agent(ctx, "deputy/demo"))
 else:
     from _minimal_chat_app import server
+    held = server
 times = []
 def timed(input, output, session):
     began = time.perf_counter()
@@ -253,7 +262,24 @@ def timed(input, output, session):
 for _ in range({sessions}):
     with test_server(timed):
         pass
-print(json.dumps({{"median": statistics.median(times[2:]), "modules": len(sys.modules)}}))
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+async def hold(n):
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(5):  # first-session costs (imports, caches) are not counted
+            await stack.enter_async_context(test_server_async(held, timeout_secs=120))
+        gc.collect()
+        before = rss_kib()
+        for _ in range(n):
+            await stack.enter_async_context(test_server_async(held, timeout_secs=120))
+        gc.collect()
+        return (rss_kib() - before) / n
+idle = asyncio.run(hold(40))
+print(json.dumps({{
+    "median": statistics.median(times[2:]), "modules": len(sys.modules), "idle_kib": idle,
+}}))
 """
 
 
@@ -271,23 +297,35 @@ def _measured(code: str, kind: str) -> Any:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _session_start_cost(kind: str, sessions: int = 12) -> dict[str, float]:
-    code = MEASURE.format(benchmarks=str(ROOT / "benchmarks"), sessions=sessions)
-    result: dict[str, float] = _measured(code, kind)
-    return result
+@pytest.fixture(scope="module")
+def costs() -> dict[str, dict[str, float]]:
+    """Each kind's session-start median, module count and idle-session KiB."""
+    code = COSTS.format(benchmarks=str(ROOT / "benchmarks"), sessions=12)
+    return {kind: _measured(code, kind) for kind in ("minimal", "kit")}
 
 
-def test_a_kit_session_starts_within_ten_times_the_minimal_apps_cost() -> None:
+def test_a_kit_session_starts_within_ten_times_the_minimal_apps_cost(
+    costs: dict[str, dict[str, float]],
+) -> None:
     """The server function of ``benchmarks/_sessions_app.py`` (litellm imported, an
     Agent, the kit's modules) against ``_minimal_chat_app.py`` (one Chat, no litellm),
-    each in its own process as they run, measured alternately in this test. The target
+    each in its own process as they run, measured one after the other. The target
     is 2x (it measures about 1x here); 10x is the headroom for a busy machine."""
-    minimal = _session_start_cost("minimal")
-    kit = _session_start_cost("kit")
+    minimal, kit = costs["minimal"], costs["kit"]
     assert kit["modules"] > 2000  # litellm's modules are there, as in production
     assert minimal["modules"] < kit["modules"] - 1000  # and not in the minimal app
     ratio = kit["median"] / minimal["median"]
     assert ratio <= 10, f"kit {kit['median']:.4f} s, minimal {minimal['median']:.4f} s"
+
+
+def test_an_idle_kit_session_holds_at_most_twice_the_minimal_apps_memory(
+    costs: dict[str, dict[str, float]],
+) -> None:
+    """40 sessions held open (the reference app's agent: 11 tools, a research team)
+    against as many of ``_minimal_chat_app.py``'s, resident memory per session. Before
+    the tool-schema cache the kit's were 2.2x; now about 1.1x."""
+    minimal, kit = costs["minimal"]["idle_kib"], costs["kit"]["idle_kib"]
+    assert kit <= 2 * minimal, f"kit {kit:.0f} KiB, minimal {minimal:.0f} KiB per idle session"
 
 
 WHILE_IMPORTING = """
@@ -425,52 +463,6 @@ def test_a_bad_signature_fails_every_time_and_a_bad_json_schema_too() -> None:
 def untyped_tool_function(path) -> str:  # type: ignore[no-untyped-def]
     """No type hint: not describable."""
     return str(path)
-
-
-# --------------------------------------------------------------------------- idle memory
-
-HOLD_SESSIONS = """
-import asyncio, contextlib, gc, json, sys
-from shiny.testserver import test_server_async
-if sys.argv[1] == "kit":
-    from deputy_shiny.models._litellm import warm_up
-    warm_up()
-    import app
-    from deputy_shiny.shiny import agent_chat_server
-    def server(input, output, session):
-        agent_chat_server("chat", lambda ctx: app.build_agent(ctx, "deputy/demo"))
-else:
-    sys.path.insert(0, "benchmarks")
-    from _minimal_chat_app import server
-def rss_kib():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-async def main(n):
-    async with contextlib.AsyncExitStack() as stack:
-        for _ in range(5):  # first-session costs (imports, caches) are not counted
-            await stack.enter_async_context(test_server_async(server, timeout_secs=120))
-        gc.collect()
-        before = rss_kib()
-        for _ in range(n):
-            await stack.enter_async_context(test_server_async(server, timeout_secs=120))
-        gc.collect()
-        print(json.dumps((rss_kib() - before) / n))
-asyncio.run(main(40))
-"""
-
-
-def _idle_session_kib(kind: str) -> float:
-    return float(_measured(HOLD_SESSIONS, kind))
-
-
-def test_an_idle_kit_session_holds_at_most_twice_the_minimal_apps_memory() -> None:
-    """40 sessions held open (the reference app's agent: 11 tools, a research team)
-    against as many of ``_minimal_chat_app.py``'s, resident memory per session, in one
-    test. Before the tool-schema cache the kit's were 2.2x; now about 1.4x."""
-    minimal = _idle_session_kib("minimal")
-    kit = _idle_session_kib("kit")
-    assert kit <= 2 * minimal, f"kit {kit:.0f} KiB, minimal {minimal:.0f} KiB per idle session"
 
 
 async def test_each_streamed_message_names_its_values_without_walking_the_stack(

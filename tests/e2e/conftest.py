@@ -3,9 +3,10 @@
 - ``serve_app`` (module scope) starts a scenario app from ``tests/e2e/apps/`` with
   ``python -m shiny run`` on a free port, once per test module and set of environment
   overrides, and stops it when the module is done. Apps modules name in their
-  ``E2E_APPS`` are launched one module ahead, so their slow first import (litellm)
-  overlaps with the previous module's tests. Each server gets its own workspace
-  root (``DEPUTY_E2E_WORKSPACE``) and marker directory (``DEPUTY_E2E_MARKERS``).
+  ``E2E_APPS`` (a file, or ``(file, {overrides})``) are launched one module ahead, so
+  their slow first import (litellm) overlaps with the previous module's tests. Each
+  server gets its own workspace root (``DEPUTY_E2E_WORKSPACE``), marker directory
+  (``DEPUTY_E2E_MARKERS``) and conversations directory (``DEPUTY_CONVERSATIONS_DIR``).
 - ``browser`` is ``/usr/bin/chromium`` driven by Playwright's sync API, launched once
   for all browser tests and stopped after the last one; Playwright's own browser
   download is never used.
@@ -87,6 +88,7 @@ class AppServer:
     log_path: Path
     workspace_root: Path
     markers: Path
+    conversations: Path  # DEPUTY_CONVERSATIONS_DIR (the reference app saves there)
 
     def log(self) -> str:
         """Everything the server wrote to stdout and stderr so far."""
@@ -131,9 +133,11 @@ class AppServer:
 
 
 _RUNNING: list[AppServer] = []
-_PLAN: list[str] = []  # E2E_APPS of the selected modules, in test order
-_PRESTARTED: dict[str, AppServer] = {}  # launched ahead, not yet used by a module
-_ADOPTED: set[str] = set()
+# An app and its environment overrides: what `serve_app` starts, and shares per module.
+AppKey = tuple[str, tuple[tuple[str, str], ...]]
+_PLAN: list[AppKey] = []  # E2E_APPS of the selected modules, in test order
+_PRESTARTED: dict[AppKey, AppServer] = {}  # launched ahead, not yet used by a module
+_ADOPTED: set[AppKey] = set()
 _PRESTART_DIRS: list[Path] = []
 
 
@@ -170,6 +174,9 @@ def _launch(app_file: Path, directory: Path, env_overrides: dict[str, str]) -> A
         PYTHONUNBUFFERED="1",
         DEPUTY_E2E_WORKSPACE=str(workspace_root),
         DEPUTY_E2E_MARKERS=str(markers),
+        # The reference app's saved conversations: the server's own, never the shared
+        # default under the system temp dir.
+        DEPUTY_CONVERSATIONS_DIR=str(directory / "conversations"),
         **env_overrides,
     )
     log_path = directory / "server.log"
@@ -184,6 +191,7 @@ def _launch(app_file: Path, directory: Path, env_overrides: dict[str, str]) -> A
         log_path=log_path,
         workspace_root=workspace_root,
         markers=markers,
+        conversations=Path(env["DEPUTY_CONVERSATIONS_DIR"]),
     )
 
 
@@ -222,29 +230,37 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     for item in session.items:
-        for name in getattr(getattr(item, "module", None), "E2E_APPS", ()):
-            if name not in _PLAN:
-                _PLAN.append(name)
-    for name in _PLAN[:LOOKAHEAD]:
-        _prelaunch(name)
+        for entry in getattr(getattr(item, "module", None), "E2E_APPS", ()):
+            key = _app_key(*entry) if isinstance(entry, tuple) else _app_key(entry)
+            if key not in _PLAN:
+                _PLAN.append(key)
+    for key in _PLAN[:LOOKAHEAD]:
+        _prelaunch(key)
 
 
-def _prelaunch(name: str) -> None:
-    """Launch ``name`` (without waiting) unless it was launched before."""
-    if name in _PRESTARTED or name in _ADOPTED:
+def _app_key(app_file: str, env_overrides: dict[str, str] | None = None) -> AppKey:
+    """``E2E_APPS`` entries are an app's file, or ``(file, {overrides})`` for a server the
+    module starts with fixed environment overrides (``serve_app(file, **overrides)``)."""
+    return app_file, tuple(sorted((env_overrides or {}).items()))
+
+
+def _prelaunch(key: AppKey) -> None:
+    """Launch ``key``'s app (without waiting) unless it was launched before."""
+    if key in _PRESTARTED or key in _ADOPTED:
         return
     if not _PRESTART_DIRS:
         _PRESTART_DIRS.append(Path(tempfile.mkdtemp(prefix="deputy_shiny-e2e-")))
-    path = _app_path(name)
+    app_file, overrides = key
+    path = _app_path(app_file)
     directory = _PRESTART_DIRS[0] / f"{len(_PRESTARTED) + len(_ADOPTED)}-{path.stem}"
     directory.mkdir()
-    _PRESTARTED[name] = _launch(path, directory, {})
+    _PRESTARTED[key] = _launch(path, directory, dict(overrides))
 
 
-def _prelaunch_after(name: str) -> None:
-    """Launch the ``LOOKAHEAD`` apps planned after ``name``."""
-    if name in _PLAN:
-        start = _PLAN.index(name) + 1
+def _prelaunch_after(key: AppKey) -> None:
+    """Launch the ``LOOKAHEAD`` apps planned after ``key``."""
+    if key in _PLAN:
+        start = _PLAN.index(key) + 1
         for following in _PLAN[start : start + LOOKAHEAD]:
             _prelaunch(following)
 
@@ -281,14 +297,13 @@ def serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
     module (an app the module lists in ``E2E_APPS`` may have been launched ahead);
     every server is stopped when the module's tests are done.
     """
-    started: dict[tuple[str, tuple[tuple[str, str], ...]], AppServer] = {}
+    started: dict[AppKey, AppServer] = {}
 
     def serve(app_file: str, **env_overrides: str) -> AppServer:
-        key = (app_file, tuple(sorted(env_overrides.items())))
+        key = _app_key(app_file, env_overrides)
         if key not in started:
-            server = None if env_overrides else _PRESTARTED.pop(app_file, None)
-            if not env_overrides:
-                _ADOPTED.add(app_file)
+            server = _PRESTARTED.pop(key, None)
+            _ADOPTED.add(key)
             if server is None:
                 path = _app_path(app_file)
                 server = _launch(path, tmp_path_factory.mktemp(path.stem), env_overrides)
@@ -300,7 +315,7 @@ def serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
                 server.stop()
                 raise
             started[key] = server
-            _prelaunch_after(app_file)
+            _prelaunch_after(key)
         return started[key]
 
     try:

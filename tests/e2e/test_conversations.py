@@ -18,19 +18,22 @@ from deputy_shiny.shiny._conversations import folder_name
 from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
 from tests.e2e.conftest import ROOT, AppServer
 
-E2E_APPS = (str(ROOT / "app.py"),)
+# A server of this module's own (the tag only tells it apart from test_reference_app's),
+# so that it is launched ahead of the module too.
+E2E_APPS = ((str(ROOT / "app.py"), {"DEPUTY_E2E_TAG": "conversations"}),)
 
 NOTE = Path("notes") / "demo-note.md"
 
 
-@pytest.fixture(scope="module")
-def conversations(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("conversations")
+@pytest.fixture
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app(str(ROOT / "app.py"), DEPUTY_E2E_TAG="conversations")
 
 
 @pytest.fixture
-def app(serve_app: Callable[..., AppServer], conversations: Path) -> AppServer:
-    return serve_app(str(ROOT / "app.py"), DEPUTY_CONVERSATIONS_DIR=str(conversations))
+def conversations(app: AppServer) -> Path:
+    """Where the app keeps its conversations (``DEPUTY_CONVERSATIONS_DIR``)."""
+    return app.conversations
 
 
 @pytest.fixture

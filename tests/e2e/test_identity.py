@@ -22,7 +22,11 @@ from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
 from tests.e2e.attacker import AttackerSite, attacker_site, run_attack
 from tests.e2e.conftest import AppServer
 
-E2E_APPS = ("identity.py",)
+E2E_APPS = (
+    "identity.py",
+    ("identity.py", {"RSTUDIO_PRODUCT": "CONNECT"}),
+    ("identity.py", {"DEPUTY_E2E_TAG": "visitors"}),
+)
 
 TOKEN = "deputy_shiny_conversation"
 BINDING = "deputy_shiny_binding"

@@ -13,7 +13,11 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.e2e.conftest import AppServer, open_chat
 
-E2E_APPS = ("mcp_app.py",)
+E2E_APPS = (
+    "mcp_app.py",
+    ("mcp_app.py", {"DEPUTY_E2E_AUTOCONNECT": "time"}),
+    ("mcp_app.py", {"DEPUTY_E2E_APP_TOOL": "convert_time"}),
+)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from shinychat.playwright import ChatController
 from deputy_shiny.shiny.playwright import ApprovalModal, SubagentPanel
 from tests.e2e.conftest import ROOT, AppServer, open_chat
 
-E2E_APPS = (str(ROOT / "app.py"),)
+SERVER_KEY = "sk-e2e-server-" + "5f3a9c1e77d04b2a"
+E2E_APPS = (str(ROOT / "app.py"), (str(ROOT / "app.py"), {"OPENAI_API_KEY": SERVER_KEY}))
 # The first request on a fresh server waits for litellm's import (the app warms it up in
 # a thread as it starts): 4.5-13.5 s measured at a load of 7 on 2 cores, so 15 s was not
 # enough. A server that never answers still fails, after a minute.
@@ -52,9 +53,6 @@ def test_research_shows_the_team_at_work_in_the_sidebar(
     chat.expect_latest_reply("welcome.md")
     transcript = team.open_transcript(researcher)
     expect(transcript).to_contain_text("list_files result")
-
-
-SERVER_KEY = "sk-e2e-server-" + "5f3a9c1e77d04b2a"
 
 
 def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
