@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from htmltools import Tag, TagChild, TagList, tags
-from shiny import Inputs, Outputs, Session, module, render, ui
+from shiny import Inputs, Outputs, Session, render, ui
 
 from components.model_choice import ModelChoice, model_summary
 from components.usage_meter import usage_meter_ui
 from components.workspace import workspace_ui
+from deputy_shiny.shiny import _module as kit_module
 from deputy_shiny.shiny import (
     conversation_panel_ui,
     mcp_panel_ui,
@@ -43,7 +44,7 @@ def _section(title: str, *children: TagChild, class_: str = "") -> Tag:
     )
 
 
-@module.ui
+@kit_module.ui
 def model_section_ui(initial: ModelChoice) -> Tag:
     """The model in use; ``initial`` is shown until the server renders (and without JS)."""
     placeholder = ui.output_ui("info")
@@ -51,7 +52,7 @@ def model_section_ui(initial: ModelChoice) -> Tag:
     return placeholder
 
 
-@module.server
+@kit_module.server
 def model_section_server(
     input: Inputs, output: Outputs, session: Session, choice: Callable[[], ModelChoice]
 ) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from htmltools import Tag, tags
-from shiny import Inputs, Outputs, Session, module, render, ui
+from shiny import Inputs, Outputs, Session, render, ui
 
 from deputy_shiny import AgentUsage
+from deputy_shiny.shiny import _module as kit_module
 
 __all__ = ["format_cost", "usage_meter_server", "usage_meter_ui", "usage_rows"]
 
@@ -53,13 +54,13 @@ def usage_rows(usage: AgentUsage) -> list[tuple[str, str, str | None]]:
     ]
 
 
-@module.ui
+@kit_module.ui
 def usage_meter_ui() -> Tag:
     """The meter (filled in by :func:`usage_meter_server`)."""
     return ui.div(ui.output_ui("meter"), class_="deputy-usage-meter")
 
 
-@module.server
+@kit_module.server
 def usage_meter_server(
     input: Inputs,
     output: Outputs,

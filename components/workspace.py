@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from htmltools import Tag, TagList, tags
-from shiny import Inputs, Outputs, Session, module, render, ui
+from shiny import Inputs, Outputs, Session, render, ui
+
+from deputy_shiny.shiny import _module as kit_module
 
 __all__ = [
     "WELCOME",
@@ -156,13 +158,13 @@ def format_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB"
 
 
-@module.ui
+@kit_module.ui
 def workspace_ui() -> Tag:
     """The workspace panel (filled in by :func:`workspace_server`)."""
     return ui.div(ui.output_ui("files"), class_="deputy-workspace")
 
 
-@module.server
+@kit_module.server
 def workspace_server(
     input: Inputs,
     output: Outputs,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from htmltools import HTMLDependency, TagList
-from shiny import module, reactive, render, ui
+from shiny import reactive, render, ui
 from shiny.session import Session
 from shinychat import Chat, chat_ui
 
@@ -42,6 +42,7 @@ from ..events import AgentUsage
 from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.config import McpConfig
 from ..persistence.checkpoints import FileRewind
+from . import _module as kit_module
 from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
     AgentChatContext,
@@ -82,8 +83,9 @@ def kit_dependency() -> HTMLDependency:
 
 
 @dataclass
-class AgentChatHandle:
-    """What ``agent_chat_server`` returns: the session's agent and reactive state.
+class AgentChatHandle(kit_module.ExpressInert):
+    """What ``agent_chat_server`` returns: the session's agent and reactive state
+    (Shiny Express renders it as nothing, so a bare ``agent_chat_server(...)`` line is fine).
 
     Attributes:
         agent: This session's Agent (None in Shiny Express's stub session).
@@ -152,7 +154,7 @@ class AgentChatHandle:
             await self._session.send_custom_message(RELOAD_MESSAGE, {})
 
 
-@module.ui
+@kit_module.ui
 def agent_chat_ui(**chat_ui_options: Any) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
 
@@ -178,7 +180,7 @@ def _usage_text(usage: AgentUsage) -> str:
     )
 
 
-@module.server
+@kit_module.server
 def agent_chat_server(
     input: Any,
     output: Any,

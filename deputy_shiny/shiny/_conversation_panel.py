@@ -26,10 +26,11 @@ import time
 from typing import Any
 
 from htmltools import Tag, TagList, tags
-from shiny import module, reactive, render, ui
+from shiny import reactive, render, ui
 
 from ..errors import DeputyError
 from ..persistence.checkpoints import FileCheckpoint
+from . import _module as kit_module
 from ._chat_module import AgentChatHandle
 
 __all__ = ["conversation_panel_server", "conversation_panel_ui"]
@@ -40,7 +41,7 @@ MAX_SHOWN = 20
 """Checkpoints listed (the newest)."""
 
 
-@module.ui
+@kit_module.ui
 def conversation_panel_ui() -> Tag:
     """The panel's buttons and checkpoint list, for :func:`conversation_panel_server`."""
     return tags.div(
@@ -104,7 +105,7 @@ def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool
     return TagList(tags.ul(*rows, class_="list-unstyled deputy-checkpoints"))
 
 
-@module.server
+@kit_module.server
 def conversation_panel_server(
     input: Any, output: Any, session: Any, handle: AgentChatHandle
 ) -> None:

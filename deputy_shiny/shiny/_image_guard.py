@@ -8,8 +8,12 @@ through an ``<iframe srcdoc>``, or restyle the page (hide the Deny button). So
 
 * raw HTML never forms: every ``<`` that could open a tag (followed by a letter,
   ``/``, ``!`` or ``?``) gets a zero-width space after it, so the browser shows the
-  text ``<iframe ...>`` instead of making an element. It looks the same, inside code
-  spans too; copying such text copies the invisible character as well;
+  text ``<iframe ...>`` instead of making an element. Fenced code blocks opened at the
+  left margin pass byte-exact (markdown shows their content as text, and the copy
+  button copies it as sent): their opening and closing lines are tracked by
+  CommonMark's rules. A fence inside a list, a quote or indented ends that trust for
+  the rest of the message (where the browser closes it depends on the container).
+  Inline code spans still get the zero-width space;
 * markdown images (``![alt](url)``) load only from the allowed origins (or ``data:``
   images); any other becomes the inert text ``[image blocked: alt (origin)]``.
   Reference-style images (``![alt][ref]``) can't be checked, so their ``!`` is
@@ -45,6 +49,17 @@ _TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 _BREAK = "<\u200b"
 _STARTS = re.compile(r"!\[|!$|<$")
 _HOLD_LIMIT = 4000  # an "image" longer than this is not one: let it through
+# A fenced code block's opening line at the left margin (CommonMark: a backtick fence's
+# info string has no backtick).
+_FENCE_OPEN = re.compile(r"(`{3,})[^`\r\n]*|(~{3,})[^\r\n]*")
+# What may stand before a fence in a container line: indent, quote and list markers.
+_CONTAINER_CHARS = " \t>-+*0123456789.)"
+
+
+def _line_end(text: str) -> int:
+    """The index just after the first line break of ``text`` (-1: none yet)."""
+    match = re.search(r"\r\n|\n|\r", text)
+    return -1 if match is None else match.end()
 
 
 def _origin(url: str) -> str | None:
@@ -73,7 +88,11 @@ class ImageGuard:
 
     def __init__(self, allowed_origins: Iterable[str] = ()) -> None:
         self.allowed = normalize_origins(allowed_origins)
-        self._held = ""
+        self._held = ""  # the text stage's held text (a possible image or tag start)
+        self._line = ""  # the start of a line whose kind is not known yet
+        self._mode = "text"  # "text", "fence" (inside fenced code) or "uncertain"
+        self._fence = ""  # the opening fence's backticks or tildes
+        self._routing: str | None = None  # the current line's stage, once known
 
     def _allowed(self, url: str) -> bool:
         url = url.strip()
@@ -95,8 +114,8 @@ class ImageGuard:
         text = _MD_IMAGE.sub(self._rewrite_markdown, text)
         return _TAG_OPEN.sub(_BREAK, text)
 
-    def feed(self, chunk: str) -> str:
-        """Take a chunk; return the text that is safe to send now."""
+    def _text_feed(self, chunk: str) -> str:
+        """The text stage (outside fenced code): images checked, tags broken."""
         text = self._held + chunk
         start = _STARTS.search(text)
         if start is None:
@@ -127,10 +146,90 @@ class ImageGuard:
                 return tail[:begin], tail[begin:]
             position = max(end, begin + 1)
 
-    def flush(self) -> str:
-        """The end of the stream: release what was held (rewritten)."""
+    def _text_flush(self) -> str:
         text, self._held = self._held, ""
         return self._rewrite(text)
+
+    def feed(self, chunk: str) -> str:
+        """Take a chunk; return the text that is safe to send now."""
+        text, self._line = self._line + chunk, ""
+        out: list[str] = []
+        while text:
+            if self._mode == "uncertain":
+                out.append(self._text_feed(text))
+                break
+            if self._routing is not None:  # inside a line whose kind is known
+                end = _line_end(text)
+                part, text = (text, "") if end < 0 else (text[:end], text[end:])
+                out.append(part if self._routing == "code" else self._text_feed(part))
+                if end >= 0:
+                    self._routing = None
+                continue
+            end = _line_end(text)
+            line = text if end < 0 else text[:end]
+            kind = self._classify(line, complete=end >= 0)
+            if kind is None:  # the line's start does not tell yet
+                self._line = text
+                break
+            out.append(self._start_line(kind, line if end >= 0 else ""))
+            if end >= 0:
+                text, self._routing = text[end:], None
+        return "".join(out)
+
+    def _classify(self, line: str, *, complete: bool) -> str | None:
+        """What a line is: "code", "text", "open", "close", "uncertain"; None: wait."""
+        if self._mode == "fence":
+            closer = re.compile(rf" {{0,3}}{re.escape(self._fence[0])}*[ \t]*")
+            if closer.fullmatch(line.rstrip("\r\n")) is None:
+                return "code"
+            if not complete:
+                return None
+            bare = line.rstrip("\r\n").strip(" \t")
+            closes = len(bare) >= len(self._fence) and len(line) - len(line.lstrip(" ")) <= 3
+            return "close" if closes else "code"
+        stripped = line.lstrip(_CONTAINER_CHARS)
+        if len(stripped) < 3 and (not complete) and all(c in "`~" for c in stripped):
+            return None  # could still be a fence
+        if not stripped.startswith(("```", "~~~")):
+            return "text"
+        if not complete:
+            return None
+        if stripped == line and _FENCE_OPEN.fullmatch(line.rstrip("\r\n")):
+            return "open"
+        # A fence inside a list, a quote or indented: whether and where the browser's
+        # markdown closes it depends on the container, so from here on no code is
+        # trusted to be code (every tag breaks, as everywhere outside code).
+        # At the margin but no fence (a backtick in the info string): a paragraph line.
+        return "text" if stripped == line else "uncertain"
+
+    def _start_line(self, kind: str, line: str) -> str:
+        """Act on a line's kind; ``line`` is the whole line when complete, else ""."""
+        if kind == "code":
+            self._routing = "code"
+            return line
+        if kind == "close":
+            self._mode, self._fence = "text", ""
+            return line
+        if kind == "open":
+            # Text held before (an image's start) must not run into the fence line.
+            out = self._text_flush() + self._text_feed(line) + self._text_flush()
+            fence = _FENCE_OPEN.fullmatch(line.rstrip("\r\n"))
+            assert fence is not None
+            self._mode, self._fence = "fence", fence.group(1) or fence.group(2)
+            return out
+        if kind == "uncertain":
+            self._mode = "uncertain"
+            return self._text_feed(line)
+        self._routing = "text"
+        return self._text_feed(line) if line else ""
+
+    def flush(self) -> str:
+        """The end of the stream: release what was held (rewritten)."""
+        line, self._line = self._line, ""
+        # The start of a last line inside fenced code is code (or its closing fence).
+        out = line if self._mode == "fence" else self._text_feed(line)
+        self._routing = None
+        return out + self._text_flush()
 
 
 def _construct_end(text: str, begin: int) -> int | None:

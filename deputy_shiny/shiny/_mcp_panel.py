@@ -20,9 +20,10 @@ import logging
 from typing import Any
 
 from htmltools import Tag, TagList, tags
-from shiny import module, reactive, render, ui
+from shiny import reactive, render, ui
 
 from ..errors import McpError
+from . import _module as kit_module
 from ._chat_module import AgentChatHandle, kit_dependency
 from ._mcp_session import McpServerView
 
@@ -37,7 +38,7 @@ _STATE_CLASS = {
 }
 
 
-@module.ui
+@kit_module.ui
 def mcp_panel_ui() -> TagList:
     """The panel's place on the page (filled in by :func:`mcp_panel_server`)."""
     return TagList(kit_dependency(), ui.div(ui.output_ui("servers"), class_="deputy-mcp-panel"))
@@ -80,7 +81,7 @@ def _row(view: McpServerView, input_id: str) -> Tag:
     )
 
 
-@module.server
+@kit_module.server
 def mcp_panel_server(input: Any, output: Any, session: Any, handle: AgentChatHandle) -> None:
     """Show ``handle.mcp``'s servers and connect or disconnect them on click."""
     mcp = handle.mcp

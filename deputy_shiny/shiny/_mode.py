@@ -14,11 +14,12 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from shiny import module, reactive, ui
+from shiny import reactive, ui
 
 from ..agent import Agent
 from ..errors import ConfigurationError
 from ..permissions import allowed_modes
+from . import _module as kit_module
 
 __all__ = ["allowed_modes", "permission_mode_server", "permission_mode_ui"]
 
@@ -29,22 +30,23 @@ def _label(mode: str) -> str:
     return _LABELS.get(mode, mode.capitalize())
 
 
-@module.ui
+@kit_module.ui
 def permission_mode_ui(label: str = "Permission mode") -> ui.Tag:
     """A select showing the agent's permission mode (filled in by the server)."""
     return ui.input_select("mode", label, choices=[], width="100%")
 
 
-@module.server
+@kit_module.server
 def permission_mode_server(
     input: Any, output: Any, session: Any, agent: Agent | Callable[[], Agent | None]
 ) -> reactive.Value[str]:
     """Keep the select in step with the agent; switching calls ``set_permission_mode``.
 
     ``agent`` may be the Agent or a function returning it (e.g. ``lambda: handle.agent``).
-    The new mode applies from the next tool call. Returns the current mode.
+    The new mode applies from the next tool call. Returns the current mode (a
+    ``reactive.Value`` that Shiny Express renders as nothing, so a bare call is fine).
     """
-    current = reactive.value("", name="deputy_permission_mode")
+    current: reactive.Value[str] = kit_module.InertValue("", name="deputy_permission_mode")
 
     def _agent() -> Agent | None:
         return agent if isinstance(agent, Agent) else agent()

@@ -37,11 +37,12 @@ from collections.abc import Callable
 from typing import Any
 
 from htmltools import Tag, TagList, tags
-from shiny import module, reactive, render, ui
+from shiny import reactive, render, ui
 
 from ..agent import Agent
 from ..delegation import DelegationSubscription
 from ..errors import DelegationDisclosureError, DelegationError
+from . import _module as kit_module
 
 __all__ = ["subagent_panel_server", "subagent_panel_ui"]
 
@@ -76,7 +77,7 @@ AgentArg = Agent | Callable[[], Agent | None] | None
 """The agent, or a zero-argument function returning it."""
 
 
-@module.ui
+@kit_module.ui
 def subagent_panel_ui() -> TagList:
     """The panel's place on the page (filled in by :func:`subagent_panel_server`).
 
@@ -378,7 +379,7 @@ async def _tick(tick: reactive.Value[int], interval: float, due: Callable[[], bo
             await reactive.flush()
 
 
-@module.server
+@kit_module.server
 def subagent_panel_server(
     input: Any,
     output: Any,

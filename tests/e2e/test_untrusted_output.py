@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from deputy_shiny.shiny.playwright import AgentChat
+from tests.e2e.apps.untrusted import CODE
 from tests.e2e.conftest import AppServer, ImageListener, open_chat
 
 E2E_APPS = ("untrusted.py",)
@@ -81,6 +82,22 @@ def test_model_text_renders_inert_and_loads_no_remote_image(
     chat.expect_latest_reply("END-OF-PAYLOAD")
     chat.expect_latest_reply("Untrusted START")
     assert observe(page, chat, *listeners) == INERT
+
+
+def test_copied_code_is_byte_exact_and_no_markup_forms(page: Page, app: AppServer) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app.url)
+    chat = open_chat(page, app)
+    chat.send("code")
+    chat.expect_latest_reply("END-CODE")
+    reply = chat.loc_latest_reply
+    exact = CODE + "\n"  # a code block's text ends with its last line's break
+    code = reply.locator("pre code").first
+    assert code.evaluate("el => el.textContent") == exact
+    reply.locator("pre .code-copy-button").first.click(force=True)
+    page.wait_for_function(f"async () => (await navigator.clipboard.readText()) === {exact!r}")
+    assert page.evaluate("navigator.clipboard.readText()") == exact
+    assert reply.locator("div[id^=formed]").count() == 0
+    assert observe(page, chat) == INERT
 
 
 def test_tool_output_renders_as_inert_text(

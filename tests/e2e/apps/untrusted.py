@@ -4,6 +4,7 @@
 ``xss tool <port> <other port>`` -> the model calls ``echo_untrusted`` whose output is
 the payload, then says ``Tool done. END-TOOL``; ``xss resources <port> <other port>``
 -> the reply is :func:`resource_payload` (remote loads that are not ``<img>``).
+``code`` -> :data:`CODE_REPLY`, a fenced code block holding ``<`` in three ways.
 ``allowed_image_origins`` comes from ``DEPUTY_E2E_IMAGE_ORIGINS`` (comma-separated;
 empty by default).
 """
@@ -25,6 +26,13 @@ from tests.e2e.apps._shared import last_tool_text, last_user_text, workspace_roo
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
 ALLOWED = tuple(o for o in os.environ.get("DEPUTY_E2E_IMAGE_ORIGINS", "").split(",") if o)
+# A fenced code block that must stay byte-exact (``code`` sends it in 3-character chunks),
+# then markup outside the block and fence tricks that must not form elements.
+CODE = 'x = "<"\nhtml = "<div>"\nif a<b: print(a)'
+CODE_REPLY = (
+    f"Code START\n```python\n{CODE}\n```\n<div id=formed-after>x</div>\n"
+    "- item\n  ```\n<div id=formed-list>x</div>\n```\n<div id=formed-end>x</div> END-CODE"
+)
 XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
 
 
@@ -89,6 +97,8 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if last_tool_text(messages) is not None:
         return "Tool done. END-TOOL"
     text = last_user_text(messages) or ""
+    if text == "code":
+        return ScriptedReply(CODE_REPLY, chunk_size=3)
     match = XSS.match(text)
     if not match:
         return f"You said: {text}"

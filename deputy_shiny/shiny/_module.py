@@ -1,0 +1,111 @@
+"""Shiny module decorators that keep the function's signature and docstring, and return
+values Shiny Express does not try to render.
+
+py-shiny's ``module.server`` and ``module.ui`` return a bare ``wrapper(id, *args,
+**kwargs)``: ``help(agent_chat_server)`` then shows neither the real parameters nor the
+docstring. :func:`server` and :func:`ui` wrap the same way, then copy the name and the
+docstring (``functools.update_wrapper``) and set ``__signature__`` to the function's own,
+with ``input, output, session`` replaced by ``id`` (as py-shiny documents it).
+
+Shiny Express renders the value of every bare expression line of the app body, and
+``htmltools`` fails on any value that is not a tag, text, None or ``...``: a bare
+``permission_mode_server("mode", agent)`` line crashed the app at startup. A value a
+kit server returns is therefore *tagifiable as nothing* (:class:`ExpressInert`,
+:class:`InertValue`): Express renders an empty tag list, Core code uses it as before.
+
+Example:
+    >>> import inspect
+    >>> @server
+    ... def echo_server(input, output, session, text: str, *, loud: bool = False) -> None:
+    ...     '''Echo ``text``.'''
+    >>> str(inspect.signature(echo_server))
+    "(id: 'str', text: 'str', *, loud: 'bool' = False) -> 'None'"
+    >>> echo_server.__doc__
+    'Echo ``text``.'
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from htmltools import TagList
+from shiny import module, reactive
+
+__all__ = ["ExpressInert", "InertValue", "server", "ui"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_ID = inspect.Parameter("id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str")
+
+
+def _with_id(wrapper: Callable[..., Any], fn: Callable[..., Any], drop: int) -> None:
+    """Give ``wrapper`` ``fn``'s name, docstring and signature, its first ``drop``
+    parameters replaced by ``id``."""
+    functools.update_wrapper(wrapper, fn)
+    signature = inspect.signature(fn)
+    parameters = [_ID, *list(signature.parameters.values())[drop:]]
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    # update_wrapper copied fn's annotations; keep them true to the new signature.
+    dropped = set(list(signature.parameters)[:drop])
+    kept = {k: v for k, v in fn.__annotations__.items() if k not in dropped}
+    wrapper.__annotations__ = {"id": "str", **kept}
+
+
+def server(fn: Callable[Concatenate[Any, Any, Any, P], R]) -> Callable[Concatenate[str, P], R]:
+    """``shiny.module.server`` that keeps ``fn``'s docstring and signature (``id`` first).
+
+    Example:
+        >>> @server
+        ... def demo_server(input, output, session, n: int) -> None:
+        ...     '''Count to ``n``.'''
+        >>> list(inspect.signature(demo_server).parameters)
+        ['id', 'n']
+    """
+    wrapper = module.server(fn)
+    _with_id(wrapper, fn, drop=3)
+    return wrapper
+
+
+def ui(fn: Callable[P, R]) -> Callable[Concatenate[str, P], R]:
+    """``shiny.module.ui`` that keeps ``fn``'s docstring and signature (``id`` first).
+
+    Example:
+        >>> @ui
+        ... def demo_ui(label: str = "Go"):
+        ...     '''A button.'''
+        >>> str(inspect.signature(demo_ui))
+        "(id: 'str', label: 'str' = 'Go')"
+    """
+    wrapper = module.ui(fn)
+    _with_id(wrapper, fn, drop=0)
+    return wrapper
+
+
+class ExpressInert:
+    """A mixin for what a kit server returns: Shiny Express renders it as nothing.
+
+    Example:
+        >>> len(ExpressInert().tagify())
+        0
+    """
+
+    def tagify(self) -> TagList:
+        """Nothing to show: a bare ``x_server(...)`` line in an Express app adds no UI."""
+        return TagList()
+
+
+class InertValue(reactive.Value[T], ExpressInert):
+    """A ``reactive.Value`` that Shiny Express renders as nothing (see
+    :class:`ExpressInert`); in every other way a ``reactive.Value``.
+
+    Example:
+        >>> from shiny import reactive
+        >>> value = InertValue("standard", name="mode")
+        >>> isinstance(value, reactive.Value), len(value.tagify())
+        (True, 0)
+    """
