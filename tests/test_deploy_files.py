@@ -1,9 +1,12 @@
 """The deploy files agree with pyproject.toml: requirements.txt pins each runtime
 dependency inside its range and nothing else, litellm's range leaves out the compromised
-releases, and the extras' versions are pinned for CI. Fast: no network, no subprocess."""
+releases, the extras' versions are pinned for CI, and the README's two rsconnect
+commands bundle the same files. Fast: no network, no subprocess."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -139,3 +142,27 @@ def test_python_version_file_matches_requires_python() -> None:
     version = (ROOT / ".python-version").read_text().strip()
     assert version == "3.11"
     assert SpecifierSet(str(project()["requires-python"])).contains(f"{version}.0")
+
+
+def readme_command(prefix: str) -> list[str]:
+    """The README's shell command starting with ``prefix`` (continuation lines joined)."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    commands = [c for block in blocks for c in block.replace("\\\n", " ").splitlines()]
+    found = [shlex.split(c) for c in commands if c.startswith(prefix)]
+    assert len(found) == 1, f"the README has {len(found)} commands starting {prefix!r}"
+    return found[0]
+
+
+def excludes(argv: list[str]) -> list[str]:
+    """The ``-x``/``--exclude`` values of an rsconnect command line."""
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg in ("-x", "--exclude")]
+
+
+def test_the_readme_deploy_and_manifest_commands_exclude_the_same_files() -> None:
+    deploy = readme_command("rsconnect deploy shiny .")
+    manifest = readme_command("rsconnect write-manifest shiny .")
+    assert excludes(deploy) and excludes(deploy) == excludes(manifest)
+    assert {"tests", "benchmarks", "scripts", ".ci"} <= set(excludes(deploy))
+    # The tested rsconnect-python is the one the README installs.
+    (install,) = [r for r in extras()["test"] if r.name == "rsconnect-python"]
+    assert readme_command("pip install rsconnect-python") == ["pip", "install", str(install)]
