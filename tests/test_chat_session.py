@@ -37,6 +37,7 @@ from deputy_shiny.shiny._prompts import PromptClosed, SessionPrompts
 from deputy_shiny.shiny._session_asks import SessionAsks
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file, tools_interactive
+from tests.helpers import local_tool
 from tests.helpers import wait_until as _wait_until
 
 
@@ -324,9 +325,54 @@ async def test_stop_interrupts_the_run_mid_stream(tmp_path: Path) -> None:
     kit.session.stop()
     await kit.chat.settled()
     reply = kit.chat.messages[0].plain
-    assert reply.rstrip().endswith("> Stopped.")
+    # No note of the kit's: shinychat marks the reply "Response cancelled" itself.
+    assert "Stopped" not in reply and ">" not in reply
     assert "word0499" not in reply  # it stopped before the end
     assert not kit.agent.running and kit.values.running[-1] is False
+
+
+async def slow_lookup(seconds: float) -> str:
+    """Wait, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+def slow_tool_agent(ctx: AgentChatContext) -> Agent:
+    calls = [ScriptedToolCall("slow_lookup", {"seconds": 30}, id="slow")]
+    return Agent(
+        ScriptedModel([ScriptedReply("Looking.", tool_calls=calls), "never"]),
+        tools=[local_tool(slow_lookup)],
+        working_dir=ctx.working_dir,
+        approval_handler=ctx.approval_handler,
+    )
+
+
+async def test_stop_during_a_tool_resolves_its_card_as_stopped(tmp_path: Path) -> None:
+    kit = start(tmp_path, slow_tool_agent)
+    await kit.session.submit("look it up")
+    await wait_until(lambda: bool(kit.chat.messages) and bool(kit.chat.messages[0].blocks))
+    kit.session.stop()
+    await kit.chat.settled()
+    [reply] = kit.chat.messages
+    # The card no longer spins: its request has a result, and it says it was stopped.
+    assert cards(reply) == [("tool_request", "slow_lookup"), ("tool_result", "error")]
+    request, result = reply.blocks
+    assert result["request_id"] == request["request_id"]
+    assert result["value"].startswith("Stopped")
+    assert result["title"] == "Stopped: slow_lookup"
+    assert reply.plain.strip() == "Looking."  # one stop line: shinychat's, not the kit's
+    assert not kit.agent.running and kit.values.running[-1] is False
+
+
+async def test_a_run_interrupted_otherwise_still_says_stopped(tmp_path: Path) -> None:
+    kit = start(tmp_path, slow_tool_agent)
+    await kit.session.submit("look it up")
+    await wait_until(lambda: bool(kit.chat.messages) and bool(kit.chat.messages[0].blocks))
+    kit.agent.interrupt()  # not the stop button: shinychat shows nothing, so the kit does
+    await kit.chat.settled()
+    [reply] = kit.chat.messages
+    assert cards(reply) == [("tool_request", "slow_lookup"), ("tool_result", "error")]
+    assert reply.plain.rstrip().endswith("> Stopped.")
 
 
 # --------------------------------------------------------------------------- approvals

@@ -147,6 +147,7 @@ class _ChatSession:
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
         self.shown: ApprovalContinuation | None = None  # the approval last put to the user
         self.restored_waiting = False  # a restored approval is about to be (or being) decided
+        self.user_stopped = False  # the stop button was pressed during this stream
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
 
@@ -260,7 +261,9 @@ class _ChatSession:
             await self.chat.append_message_stream(chunks)
 
     def stop(self) -> None:
-        """The stop button: interrupt the run (its stream ends with a note)."""
+        """The stop button: interrupt the run. Its stream ends with no note of the kit's:
+        shinychat marks a reply the user stopped "Response cancelled" itself."""
+        self.user_stopped = True
         self.agent.interrupt("interrupted")
 
     async def stream(self, message: str | None) -> AsyncIterator[Any]:
@@ -269,6 +272,7 @@ class _ChatSession:
         it, in the same chat message."""
         self.streams += 1
         self.shown = None
+        self.user_stopped = False
         await self.values.set_running(True)
         try:
             async for chunk in self._run(message):
@@ -318,7 +322,7 @@ class _ChatSession:
             if events is not None:
                 paused: list[bool] = []
                 async for chunk in render_events(
-                    _until_paused(events, paused),
+                    _until_paused(events, paused, self._stopped_by_user),
                     allowed_image_origins=self.image_origins,
                     on_event=self._on_event,
                     flush_interval=self.flush_interval,
@@ -333,6 +337,9 @@ class _ChatSession:
             note = await conversation.save(self.agent)
             if note:
                 yield note_chunk(note)
+
+    def _stopped_by_user(self, event: StopEvent) -> bool:
+        return event.stop_reason == "interrupted" and self.user_stopped
 
     def _on_event(self, event: AgentEvent) -> None:
         if event.type == "tool_end":
@@ -395,16 +402,22 @@ class _ChatSession:
 
 
 async def _until_paused(
-    events: AsyncIterator[AgentEvent], paused: list[bool]
+    events: AsyncIterator[AgentEvent],
+    paused: list[bool],
+    quiet: Callable[[StopEvent], bool] = lambda event: False,
 ) -> AsyncIterator[AgentEvent]:
     """The run's events, less its ``approval_pending`` stop (the modal comes next, not a
-    "Stopped" note); ``paused`` gets True when it paused. Closed early (the stream was
-    cancelled), it closes the run at once rather than when the run is collected."""
+    "Stopped" note; ``paused`` gets True) and a stop ``quiet`` says shinychat shows
+    already (the user's). Closed early (the stream was cancelled), it closes the run at
+    once rather than when the run is collected."""
     try:
         async for event in events:
-            if isinstance(event, StopEvent) and event.stop_reason == "approval_pending":
-                paused.append(True)
-                continue
+            if isinstance(event, StopEvent):
+                if event.stop_reason == "approval_pending":
+                    paused.append(True)
+                    continue
+                if quiet(event):
+                    continue
             yield event
     finally:
         close = getattr(events, "aclose", None)

@@ -12,7 +12,13 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool
   output is sent as ``code``: it never renders as HTML or markdown. A denied call is an
   error card titled ``Denied: <reason>``;
-* a readable note when the run ends for any reason other than ``complete``.
+* a readable note when the run ends for any reason other than ``complete``; a card
+  still running then resolves as stopped.
+
+``agent.stream_async(..., stream="content")`` chunks (the runtime's content objects) are
+registered with shinychat's ``message_content_chunk`` here, so a ``Chat`` shows them
+once ``deputy_shiny.shiny`` is imported: text as markdown (as a ``str`` chunk), tool
+requests and results as these cards.
 
 Every string in a block is inert where shinychat puts it (:mod:`._escape`): the title
 is HTML there, so it is escaped; the output is fenced code, so it cannot close its fence;
@@ -29,10 +35,12 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any
 
+from shinychat import message_content, message_content_chunk
 from shinychat.types import ChatMessage
 
 from ..errors import ConfigurationError
 from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
+from ..messages import ContentText, ContentToolRequest, ContentToolResult
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 
@@ -183,6 +191,7 @@ async def render_events(
     # has ended: a denied call's card is then sent whole, titled with its denial, so it
     # stands alone. Every denial's result starts with "Denied: " (the engine's format).
     waiting: dict[str, ToolStartEvent] = {}
+    cards = _Cards()
     paced = _Paced(events, interval, on_event)
     try:
         while True:
@@ -192,6 +201,8 @@ async def render_events(
                 held = _release(guard, paced.take())  # the text before a failure still shows
                 if held:
                     yield held
+                for stopped in cards.stopped():
+                    yield stopped
                 raise
             if event is _Mark.END:
                 break
@@ -208,13 +219,15 @@ async def render_events(
             held = _release(guard, paced.take())  # text first, in order: nothing waits
             if held:
                 yield held
-            for chunk in _event_chunks(event, waiting):
+            for chunk in _event_chunks(event, waiting, cards):
                 yield chunk
     finally:
         await paced.aclose()
     held = _release(guard, paced.take())
     if held:
         yield held
+    for stopped in cards.stopped():  # a run whose stop was not shown (see _chat_session)
+        yield stopped
 
 
 def _release(guard: ImageGuard, text: str) -> str:
@@ -222,15 +235,19 @@ def _release(guard: ImageGuard, text: str) -> str:
     return (guard.feed(text) if text else "") + guard.flush()
 
 
-def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list[str | ChatMessage]:
+def _event_chunks(
+    event: AgentEvent, waiting: dict[str, ToolStartEvent], cards: _Cards
+) -> list[str | ChatMessage]:
     """The chunks a non-text event shows: tool cards, a stop note (or none)."""
     if isinstance(event, ToolStartEvent):
         waiting[event.call_id] = event
     elif isinstance(event, PermissionEvent) and event.decision == "allow":
         start = waiting.pop(event.call_id, None)
         if start is not None:
+            cards.running[start.call_id] = start
             return [tool_request_block(_card(start), start.tool_name, start.arguments)]
     elif isinstance(event, ToolEndEvent):
+        cards.running.pop(event.call_id, None)
         denied = event.is_error and event.output.startswith("Denied: ")
         title = event.output.splitlines()[0][:300] if denied else None
         chunks: list[str | ChatMessage] = []
@@ -246,10 +263,39 @@ def _event_chunks(event: AgentEvent, waiting: dict[str, ToolStartEvent]) -> list
         )
         return chunks
     elif isinstance(event, StopEvent):
+        # Every card resolves as the run ends: a call still running was stopped.
+        ended: list[str | ChatMessage] = list(cards.stopped())
         note = stop_note(event.stop_reason, event.message)
         if note:
-            return [note_chunk(note)]
+            ended.append(note_chunk(note))
+        return ended
     return []
+
+
+def _stopped_block(start: ToolStartEvent) -> ChatMessage:
+    message = tool_result_block(_card(start), start.tool_name, STOPPED_OUTPUT, is_error=True)
+    result: dict[str, Any] = message.blocks[0]  # type: ignore[assignment]
+    # The card's header says so ("Stopped: <tool>" rather than "Used <tool>"); escaped,
+    # as shinychat renders a title as HTML.
+    result["title"] = html_text(f"Stopped: {start.tool_name}")
+    return message
+
+
+STOPPED_OUTPUT = "Stopped: the run ended before this call finished."
+"""What a card whose call never finished shows (the user stopped the run, say)."""
+
+
+class _Cards:
+    """The cards shown as running (request sent, no result yet), by call id."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, ToolStartEvent] = {}
+
+    def stopped(self) -> list[ChatMessage]:
+        """A "stopped" result for each card still running; none run any more."""
+        ended = [_stopped_block(start) for start in self.running.values()]
+        self.running.clear()
+        return ended
 
 
 class _Mark(enum.Enum):
@@ -407,3 +453,31 @@ def check_flush_interval(value: float) -> float:
 def _card(event: Any) -> str:
     # Model call ids can repeat across runs ("call_1"): cards are keyed per run.
     return f"{event.run_id[-12:]}-{event.call_id}"
+
+
+# ------------------------------------------------------------------ stream="content"
+
+
+def content_message(content: ContentText | ContentToolRequest | ContentToolResult) -> ChatMessage:
+    """What a shinychat ``Chat`` shows for a ``stream="content"`` chunk (registered with
+    shinychat's ``message_content`` and ``message_content_chunk`` as this module loads).
+
+    Example:
+        >>> content_message(ContentText(text="Hi")).content
+        'Hi'
+        >>> result = ContentToolResult(call_id="c1", name="f", output="<b>")
+        >>> content_message(result).blocks[0]["value"]
+        '<b>'
+    """
+    if isinstance(content, ContentText):
+        return ChatMessage(content=content.text)  # markdown, as a str chunk is
+    if isinstance(content, ContentToolRequest):
+        return tool_request_block(content.id, content.name, content.arguments)
+    return tool_result_block(
+        content.call_id, content.name, content.output, is_error=content.is_error
+    )
+
+
+for _type in (ContentText, ContentToolRequest, ContentToolResult):
+    message_content.register(_type, content_message)
+    message_content_chunk.register(_type, content_message)

@@ -105,6 +105,15 @@ def test_stop_mid_tool_frees_the_chat_within_seconds(chat: AgentChat, app: AppSe
     stop_clicked = time.monotonic()
     chat.stop()
     chat.expect_idle(timeout=5_000)
+    # The card resolves as stopped (no spinner left), and the reply has one stop line:
+    # shinychat's "Response cancelled", not also the kit's "Stopped.".
+    card = chat.loc_tool_cards.last
+    expect(card.locator(".shiny-chat-tool-group__glyph.running")).to_have_count(0)
+    expect(chat.tool_card_title(card)).to_have_text("Stopped: slow_tool")
+    expect(chat.expand_tool_card(card)).to_contain_text("Stopped: the run ended before")
+    reply = chat.latest_reply_text()
+    assert reply.count("Response cancelled") == 1, reply
+    assert "Stopped." not in reply, reply
     chat.send("after the tool")
     chat.expect_latest_reply("You said: after the tool", timeout=5_000)
     assert time.monotonic() - stop_clicked < 8
