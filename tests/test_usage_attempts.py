@@ -210,3 +210,14 @@ async def test_the_retry_wait_is_interruptible() -> None:
     assert result is not None and result.stop_reason == "interrupted"
     assert result.usage.requests == 1 and len(model.requests) == 1
     assert time.monotonic() - started < 10
+
+
+async def test_a_missing_key_sends_nothing_and_counts_no_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    agent = Agent("openai/gpt-4.1-mini")
+    events = await collect(agent.run("hi"))
+    assert [e.type for e in events if e.type.startswith("request")] == ["request_error"]
+    assert "no API key" in events[-1].message  # type: ignore[union-attr]
+    assert agent.usage().requests == 0

@@ -74,6 +74,7 @@ from ..models import ChatModel
 from ..models._provider import (
     ProviderFailed,
     Response,
+    preflight,
     retry_delay,
     stream_response,
 )
@@ -415,6 +416,12 @@ class Engine(ToolCalls):
         attempt = 1  # on the current model
         while True:
             model = st.model
+            try:
+                await preflight(model)  # a missing key: nothing is sent, nothing counts
+            except ProviderFailed as failed:
+                error = failed.error
+                yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
+                raise
             st.meter.count_request()
             try:
                 yield self._emit(

@@ -69,6 +69,7 @@ __all__ = [
     "estimate_prompt_tokens",
     "known_cost",
     "load_litellm",
+    "preflight",
     "provider_error",
     "provider_error_summary",
     "redact",
@@ -555,6 +556,14 @@ def _has_request_callbacks(logging_obj: Any) -> bool:
         getattr(logging_obj, name, None)
         for name in ("dynamic_success_callbacks", "dynamic_async_success_callbacks")
     )
+
+
+async def preflight(model: ChatModel) -> None:
+    """What a request to ``model`` checks before anything is sent: litellm is loaded and
+    the provider's key is set (else :class:`ProviderFailed`). Nothing was sent then, so
+    the engine counts no request for it."""
+    await load_litellm()
+    check_credentials(model)
 
 
 async def load_litellm() -> Any:
