@@ -4,6 +4,8 @@ Example:
     >>> from deputy_shiny import AgentUsage
     >>> [row[1] for row in usage_rows(AgentUsage())]
     ['0', '0', '0', '$0.00']
+    >>> usage_rows(AgentUsage(requests=3, cost=None, cost_missing=3))[-1]
+    ('Cost', 'unknown', 'no price is known for 3 requests')
 """
 
 from __future__ import annotations
@@ -15,26 +17,9 @@ from shiny import Inputs, Outputs, Session, render, ui
 
 from deputy_shiny import AgentUsage
 from deputy_shiny.shiny import _module as kit_module
+from deputy_shiny.usage import format_cost  # the kit's usage line words a cost the same way
 
 __all__ = ["format_cost", "usage_meter_server", "usage_meter_ui", "usage_rows"]
-
-
-def format_cost(usage: AgentUsage) -> str:
-    """The cost in USD, or "unknown" when a request's cost was not reported.
-
-    Example:
-        >>> format_cost(AgentUsage(requests=2, cost=0.01234))
-        '$0.0123'
-        >>> format_cost(AgentUsage(requests=2, cost=1.5))
-        '$1.50'
-        >>> format_cost(AgentUsage(requests=2, cost=None, cost_missing=2))
-        'unknown'
-    """
-    if usage.cost is None:
-        return "unknown"
-    if usage.cost == 0 or usage.cost >= 1:
-        return f"${usage.cost:.2f}"
-    return f"${usage.cost:.4f}"
 
 
 def usage_rows(usage: AgentUsage) -> list[tuple[str, str, str | None]]:
@@ -43,7 +28,7 @@ def usage_rows(usage: AgentUsage) -> list[tuple[str, str, str | None]]:
     cost_detail = None
     if usage.cost is None and usage.cost_missing:
         cost_detail = (
-            f"the provider reported no price for {usage.cost_missing} "
+            f"no price is known for {usage.cost_missing} "
             f"request{'s' if usage.cost_missing != 1 else ''}"
         )
     return [

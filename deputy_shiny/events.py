@@ -68,7 +68,11 @@ class StartEvent(_EventBase):
 
 
 class RequestStartEvent(_EventBase):
-    """A model request is about to be sent (``request_index`` counts from 1 in the run)."""
+    """A model request is about to be sent (``request_index`` counts from 1 in the run).
+
+    Every attempt is one: a retry and a fallback each start a request, so a run's
+    ``usage.requests`` is the number of its ``request_start`` events.
+    """
 
     type: Literal["request_start"] = "request_start"
     request_index: int
@@ -152,6 +156,18 @@ class ApprovalEvent(_EventBase):
     request_id: str
     status: Literal["requested", "approved", "denied", "timeout", "pending_durable"]
     path: str | None = None
+
+
+class RetryEvent(_EventBase):
+    """A transient failure before any chunk: the same model is asked again after
+    ``delay`` seconds, as attempt ``attempt`` of at most ``attempts``
+    (``1 + ChatModel.retries``); ``error`` is the failure's one-line message."""
+
+    type: Literal["retry"] = "retry"
+    attempt: int
+    attempts: int
+    delay: float
+    error: str
 
 
 class FallbackEvent(_EventBase):
@@ -260,6 +276,7 @@ AgentEvent = Annotated[
     | PermissionEvent
     | HookEvent
     | ApprovalEvent
+    | RetryEvent
     | FallbackEvent
     | StructuredAttemptEvent
     | FileCheckpointEvent

@@ -5,6 +5,10 @@
 conversation's totals, ``CostSummary`` / ``ConversationCost`` the cost views of a run
 and a conversation, and :class:`UsageLimits` what one run may spend
 (:func:`limit_reached` is the check the engine makes after each request).
+:func:`format_cost` is the one wording of a cost the kit and the app show.
+
+Every attempt sent to a provider counts as a request (a retry, a fallback, a failed or
+interrupted one), with the tokens and cost known for it: what a provider may bill.
 
 Example:
     >>> from deputy_shiny.usage import AgentUsage, UsageLimits, limit_reached
@@ -30,6 +34,7 @@ __all__ = [
     "RequestUsage",
     "TurnUsage",
     "UsageLimits",
+    "format_cost",
     "limit_reached",
 ]
 
@@ -226,3 +231,28 @@ def limit_reached(limits: UsageLimits, usage: AgentUsage) -> tuple[str, str] | N
             f"The run cost ${cost:.6f}, over its limit of ${limits.max_cost_usd:.6f}.",
         )
     return None
+
+
+def format_cost(usage: AgentUsage) -> str:
+    """A cost as the kit's usage line and the app's meter show it: ``"unknown"`` when
+    any request's cost is unknown (a model litellm has no price for, or a provider that
+    reports none), else the amount in US dollars.
+
+    The same model reads the same after a failed request as after a successful one:
+    a failed request is charged the price of no tokens, which is unknown for a model
+    without a price (see :func:`deputy_shiny._engine.budget.response_usage`).
+
+    Example:
+        >>> [format_cost(AgentUsage(cost=c)) for c in (0.0, 0.01234, 1.5, 0.00001)]
+        ['$0.00', '$0.0123', '$1.50', '<$0.0001']
+        >>> format_cost(AgentUsage(requests=2, cost=None, cost_missing=2))
+        'unknown'
+    """
+    cost = usage.cost
+    if cost is None or usage.cost_missing:
+        return "unknown"
+    if cost == 0 or cost >= 1:
+        return f"${cost:.2f}"
+    if cost < 0.0001:
+        return "<$0.0001"  # never "$0.0000" for a request that did cost something
+    return f"${cost:.4f}"

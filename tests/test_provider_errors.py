@@ -38,7 +38,7 @@ NOT_SHOWN = ("SECRET123", "Traceback", "Give Feedback", "LiteLLM.Info", "litellm
 
 @pytest.fixture
 def logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.WARNING, logger="deputy_shiny")
+    caplog.set_level(logging.DEBUG, logger="deputy_shiny")
     return caplog
 
 
@@ -65,6 +65,10 @@ def assert_logged_in_full(caplog: pytest.LogCaptureFixture, *details: str) -> No
         r for r in caplog.records if r.name.startswith("deputy_shiny") and "failed" in r.message
     ]
     assert records, "the failure was not logged"
+    # WARNING holds the one line a request's failure is; the whole chain is at DEBUG.
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert warnings and all("\n" not in line and "Traceback" not in line for line in warnings)
+    assert any(r.levelno == logging.DEBUG and "Traceback" in r.getMessage() for r in records)
     logged = "\n".join(r.getMessage() for r in records)
     for detail in details:
         assert detail in logged

@@ -92,13 +92,21 @@ class UsageTally:
 def response_usage(
     model: ChatModel, response: Response, messages: Callable[[], list[dict[str, Any]]]
 ) -> TurnUsage:
-    """What a model response costs: the tokens and cost the provider reported.
+    """What one attempt at a model request costs: a whole response, or what arrived of
+    a failed or interrupted one (every attempt may be billed, so every one is charged).
 
-    A count the provider did not report is estimated (about four characters a token:
-    ``messages()``, the messages sent, for the input; the reply's text for the output),
-    so that token limits still hold; an unreported cost comes from litellm's price
-    table (None when it has no price for the model).
+    The tokens and cost the provider reported count. A count it did not report is
+    estimated (about four characters a token: ``messages()``, the messages sent, for
+    the input; the reply's text so far for the output), so that token limits still
+    hold; an unreported cost comes from litellm's price table (None when it has no
+    price for the model, which counts in ``cost_missing``). An attempt that received
+    nothing (refused, or answered with an error status) is charged no tokens: its cost
+    is the price of none, $0 for a priced model and unknown for one without a price,
+    so a model's cost reads the same after a failure as after a success.
     """
+    if not response.chunks:
+        cost = response.cost if response.cost is not None else known_cost(model, 0, 0)
+        return TurnUsage(input_tokens=0, output_tokens=0, cost=cost)
     input_tokens = response.input_tokens
     if input_tokens is None:
         input_tokens = estimate_prompt_tokens(messages())
@@ -241,9 +249,10 @@ class Meter:
     """What one run spends (or one compaction outside a run): its own usage, charged
     to the budget it draws on as well, and the checks of its limits.
 
-    A request counts toward the budgets as it starts (:meth:`SharedBudget.charge_request`,
-    so that concurrent delegated runs cannot all pass one last-request check) and toward
-    the run's own usage when its response is counted (:meth:`count_response`).
+    Every attempt sent to a provider is a request (retries and fallbacks included): it
+    counts toward the run's usage and the budgets as it starts (:meth:`count_request`,
+    so that concurrent delegated runs cannot all pass one last-request check), and its
+    tokens and cost when it ends, however it ends (:meth:`count_response`).
     """
 
     __slots__ = ("budget", "limits", "own")
@@ -257,9 +266,14 @@ class Meter:
         """The run's own usage (without the runs it delegated to)."""
         return self.own.usage()
 
-    def count_response(self, usage: TurnUsage) -> None:
-        """A response's tokens and cost: the run's and every budget's."""
+    def count_request(self) -> None:
+        """An attempt at a model request starts: the run's and every budget's."""
         self.own.requests += 1
+        self.budget.charge_request()
+
+    def count_response(self, usage: TurnUsage) -> None:
+        """An attempt's tokens and cost (see :func:`response_usage`): the run's and every
+        budget's."""
         self.own.add_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
         self.budget.charge_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
 
@@ -276,9 +290,9 @@ class Meter:
     def charge_summary(
         self, model: ChatModel, response: Response, messages: list[dict[str, Any]]
     ) -> None:
-        """A compaction's summary request (automatic or manual alike): one request, and
-        what its response costs."""
-        self.budget.charge_request()
+        """A compaction's summary request (automatic or manual alike, failed or not): one
+        request, and what its response costs."""
+        self.count_request()
         self.count_response(response_usage(model, response, lambda: messages))
 
     # ------------------------------------------------------------------ checks

@@ -461,8 +461,8 @@ class Compactor:
                 errors.append(f"{model.model}: {failed.error}")
                 continue
             finally:
-                if response.chunks:
-                    self.services.charge(model, response, messages)
+                # Every attempt may be billed, a failed one too (it counts as a request).
+                self.services.charge(model, response, messages)
             written = "".join(response.text).strip()
             if written:
                 return written, model.model

@@ -9,8 +9,10 @@ from a :class:`~deputy_shiny._engine.deps.RunDeps` and writes turns to a
 2. Before each request the limits are checked; the request streams through
    ``litellm.acompletion``; text and tool calls are assembled chunk by chunk (no
    ``stream_chunk_builder``, which would cost as much as litellm itself per chunk).
-   A transient failure before any chunk or tool call of the run moves the agent to
-   its next fallback model.
+   Every attempt counts as a request. A transient failure before the attempt's first
+   chunk is retried on the same model (``ChatModel.retries``, a ``retry`` event each);
+   then, before any chunk or tool call of the run, it moves the agent to its next
+   fallback model.
 3. After the response: token and cost limits; then its tool calls are handled
    (unknown tool, bad arguments, callbacks, execution, loop detection), and their
    results form the next user turn.
@@ -22,6 +24,7 @@ from a :class:`~deputy_shiny._engine.deps.RunDeps` and writes turns to a
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import uuid
@@ -52,6 +55,7 @@ from ..events import (
     RequestErrorEvent,
     RequestStartEvent,
     RequestUsage,
+    RetryEvent,
     RunErrorEvent,
     StartEvent,
     StopEvent,
@@ -70,6 +74,8 @@ from ..models import ChatModel
 from ..models._provider import (
     ProviderFailed,
     Response,
+    preflight,
+    retry_delay,
     stream_response,
 )
 from ..usage import UsageLimits
@@ -203,6 +209,8 @@ class Engine(ToolCalls):
                         yield event
             except Interrupted as stop:
                 st.stop(stop.reason, "The run was interrupted.")
+            except _LimitStop:
+                pass  # the run's stop reason is the limit's
             except ProviderFailed as failed:
                 st.error = failed.error
                 st.stop("provider_error", str(failed.error))
@@ -394,30 +402,61 @@ class Engine(ToolCalls):
         tools: list[dict[str, Any]],
         extra: dict[str, Any] | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        """One model request, with fallbacks; fills ``response``."""
-        # Counted toward the shared budgets as it starts, so that concurrent delegated
-        # runs cannot all pass the same last-request check.
-        st.budget.charge_request()
+        """One model request, with retries and fallbacks; fills ``response``.
+
+        Every attempt is a request: it counts as it starts (toward the shared budgets
+        too, so that concurrent delegated runs cannot all pass the same last-request
+        check) and is charged what it cost when it ends, however it ends. A transient
+        failure before the attempt's first chunk is retried on the same model
+        (``ChatModel.retries``), then moves to the next fallback model; each further
+        attempt must fit the run's request limit.
+        """
         messages = st.conversation.messages()
         fallbacks = st.deps.fallbacks
+        attempt = 1  # on the current model
         while True:
             model = st.model
-            yield self._emit(
-                st, RequestStartEvent, request_index=st.meter.own.requests + 1, model=model.model
-            )
             try:
+                await preflight(model)  # a missing key: nothing is sent, nothing counts
+            except ProviderFailed as failed:
+                error = failed.error
+                yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
+                raise
+            st.meter.count_request()
+            try:
+                yield self._emit(
+                    st, RequestStartEvent, request_index=st.meter.own.requests, model=model.model
+                )
                 async for event in self._stream(st, model, messages, tools, response, extra):
                     yield event
                 return
             except ProviderFailed as failed:
+                st.meter.count_response(response_usage(model, response, lambda: messages))
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
+                if error.transient and not response.chunks and attempt <= model.retries:
+                    attempt += 1
+                    delay = retry_delay(model, attempt - 1, failed.__cause__)
+                    self._limit_before_retry(st, failed)
+                    yield self._emit(
+                        st,
+                        RetryEvent,
+                        attempt=attempt,
+                        attempts=model.retries + 1,
+                        delay=delay,
+                        error=str(error),
+                    )
+                    await self.interrupter.guard(_sleep(delay))
+                    response.reset()
+                    continue
                 can_fall_back = error.transient and not st.progressed
                 if not can_fall_back or st.fallbacks_used >= len(fallbacks):
                     raise
+                self._limit_before_retry(st, failed)
                 # The agent moves to the fallback for good (deps.report tells it).
                 fallback = st.model = fallbacks[st.fallbacks_used]
                 st.fallbacks_used += 1
+                attempt = 1
                 yield self._emit(
                     st,
                     FallbackEvent,
@@ -426,6 +465,18 @@ class Engine(ToolCalls):
                     error=str(error),
                 )
                 response.reset()
+            except (Interrupted, asyncio.CancelledError, GeneratorExit):
+                # Stopped mid-attempt: what arrived may be billed (no awaits here).
+                st.meter.count_response(response_usage(model, response, lambda: messages))
+                raise
+
+    def _limit_before_retry(self, st: RunState, failed: ProviderFailed) -> None:
+        """Another attempt (a retry or a fallback) must fit the request limit: else the
+        run stops with the limit's reason (the failure stays in its request_error)."""
+        spent = st.meter.stop_before_request()
+        if spent is not None:
+            st.stop(*spent)
+            raise _LimitStop from failed
 
     async def _stream(
         self,
@@ -549,6 +600,30 @@ class Engine(ToolCalls):
     def last_error(self) -> BaseException | None:
         """The error that ended the last run (provider or engine failure), if any."""
         return self._last_error
+
+
+class _LimitStop(Exception):
+    """A retry or fallback would pass the run's request limit (its stop is recorded)."""
+
+
+async def _sleep(seconds: float) -> None:
+    """``asyncio.sleep`` whose timer holds no context: a cancelled wait must not keep
+    a Shiny session alive until the timer's time (see :mod:`deputy_shiny._util.timeouts`)."""
+    if seconds <= 0:
+        await asyncio.sleep(0)
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    timer = loop.call_later(seconds, _wake, done, context=contextvars.Context())
+    try:
+        await done
+    finally:
+        timer.cancel()
+
+
+def _wake(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:

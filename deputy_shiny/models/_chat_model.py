@@ -42,10 +42,20 @@ class ChatModel(BaseModel):
         api_base: Alternative endpoint, e.g. a local OpenAI-compatible server.
         params: Extra ``litellm.acompletion`` parameters (``temperature``, ``max_tokens``...).
         timeout: Seconds before one request is abandoned; None for litellm's default.
+        retries: How many times a request that failed transiently (a connection error,
+            a timeout, HTTP 408, 429, 500, 502, 503, 504) before its first chunk is sent
+            to this model again, before any fallback model is tried. Each attempt counts
+            as a request in the usage and toward ``max_requests``. litellm's and the
+            provider clients' own hidden retries are off: every attempt is the agent's.
+        retry_delay: Seconds before the first retry, doubled for each next one (up to
+            8 s, or this if longer); a provider's ``Retry-After`` of up to 60 s is
+            honoured instead.
 
     Example:
         >>> ChatModel(model="openai/gpt-4.1-mini", params={"temperature": 0.2}).provider
         'openai'
+        >>> ChatModel(model="openai/gpt-4.1-mini", retries=0).retries
+        0
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -55,6 +65,8 @@ class ChatModel(BaseModel):
     api_base: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     timeout: float | None = None
+    retries: int = Field(default=2, ge=0, le=10, strict=True)
+    retry_delay: float = Field(default=0.5, ge=0, le=60)
 
     @field_validator("model")
     @classmethod
@@ -69,6 +81,11 @@ class ChatModel(BaseModel):
         clash = sorted(reserved & set(value))
         if clash:
             raise ValueError(f"params may not set {clash}: the agent sets them itself")
+        hidden = sorted({"max_retries", "num_retries"} & set(value))
+        if hidden:
+            # Retries inside litellm or the provider's client would be invisible: not
+            # counted as requests, not bounded by max_requests, not shown in the chat.
+            raise ValueError(f"params may not set {hidden}: use ChatModel(retries=...)")
         return value
 
     @property
@@ -90,6 +107,9 @@ class ChatModel(BaseModel):
             kwargs["api_base"] = self.api_base
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout
+        # The agent retries itself (``retries``): the OpenAI client would otherwise retry
+        # twice unseen, each attempt billed but never counted.
+        kwargs["max_retries"] = 0
         return kwargs
 
 

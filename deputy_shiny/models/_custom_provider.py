@@ -108,7 +108,16 @@ from ._replies import ProviderFailure, ScriptedReply
 # Parameters never copied into ``model.requests[i]["params"]``: set by every request,
 # recorded separately, or possibly secret.
 _UNRECORDED_PARAMS: Final = frozenset(
-    {"stream", "stream_options", "tools", "api_key", "api_base", "extra_headers", "headers"}
+    {
+        "stream",
+        "stream_options",
+        "tools",
+        "api_key",
+        "api_base",
+        "extra_headers",
+        "headers",
+        "max_retries",
+    }
 )
 _SECRET_HINTS: Final = ("key", "secret", "password", "authorization", "credential")
 # With no delay, a long stream never suspends and would starve the event loop (and

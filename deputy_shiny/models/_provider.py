@@ -25,7 +25,9 @@ import ast
 import asyncio
 import json
 import logging
+import random
 import re
+import socket
 import sys
 import traceback
 import uuid
@@ -33,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 from .._util.chain import causes
 from .._util.interrupt import Guard, Interrupted
@@ -66,10 +69,12 @@ __all__ = [
     "estimate_prompt_tokens",
     "known_cost",
     "load_litellm",
+    "preflight",
     "provider_error",
     "provider_error_summary",
     "redact",
     "reported_cost",
+    "retry_delay",
     "status_phrase",
     "stream_response",
 ]
@@ -337,6 +342,53 @@ def status_phrase(status_code: int) -> str:
         return "Error"
 
 
+MAX_BACKOFF: Final = 8.0
+"""The longest computed wait between retries (seconds)."""
+MAX_RETRY_AFTER: Final = 60.0
+"""The longest ``Retry-After`` honoured (seconds); a longer one falls back to backoff."""
+
+
+def retry_delay(model: ChatModel, retry: int, exc: BaseException | None = None) -> float:
+    """Seconds to wait before retry number ``retry`` (from 1) of a request to ``model``.
+
+    The provider's ``Retry-After`` (or ``retry-after-ms``) on the failure, when it asks
+    for at most a minute; else ``model.retry_delay`` doubled for each retry, at most
+    8 s (or ``retry_delay`` itself if longer), less a random quarter so that many
+    sessions do not retry in step.
+
+    Example:
+        >>> from deputy_shiny.models import ChatModel
+        >>> retry_delay(ChatModel(model="openai/gpt-4.1-mini", retry_delay=0.0), 3)
+        0.0
+        >>> 0.375 <= retry_delay(ChatModel(model="openai/gpt-4.1-mini"), 1) <= 0.5
+        True
+    """
+    asked = _retry_after(exc) if exc is not None else None
+    if asked is not None:
+        return asked
+    ceiling = max(MAX_BACKOFF, model.retry_delay)  # a longer first wait is the app's choice
+    delay = min(ceiling, model.retry_delay * 2 ** (retry - 1))
+    return delay * random.uniform(0.75, 1.0) if delay else 0.0
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The wait a failure's response headers ask for, in seconds (None if none or odd)."""
+    for error in (exc, _unwrap(exc), *causes(exc)):
+        headers = getattr(error, "litellm_response_headers", None)
+        if headers is None:
+            headers = getattr(getattr(error, "response", None), "headers", None)
+        if headers is None or not hasattr(headers, "get"):
+            continue
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                value = float(headers.get(name)) * scale
+            except (TypeError, ValueError):
+                continue
+            if 0 <= value <= MAX_RETRY_AFTER:
+                return value
+    return None
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -506,6 +558,14 @@ def _has_request_callbacks(logging_obj: Any) -> bool:
     )
 
 
+async def preflight(model: ChatModel) -> None:
+    """What a request to ``model`` checks before anything is sent: litellm is loaded and
+    the provider's key is set (else :class:`ProviderFailed`). Nothing was sent then, so
+    the engine counts no request for it."""
+    await load_litellm()
+    check_credentials(model)
+
+
 async def load_litellm() -> Any:
     if _litellm.is_loaded():
         return _litellm.get_litellm()
@@ -591,18 +651,80 @@ def provider_error(exc: Exception, model: ChatModel) -> ProviderError:
 
     The message is what users see (events, the chat): "<provider> returned <status>:
     <the provider's own words>", secrets redacted, without litellm's tracebacks and
-    help text. The whole error, redacted too, goes to the log.
+    help text; a connection that failed names the host it went to instead (nothing
+    returned a status), and a stream that could not be parsed says so. The log gets
+    the one line at WARNING and the whole error, redacted too, at DEBUG.
     """
     error = _classify_provider_error(exc, model)
     logger.warning(
-        "model request to %s failed (status %s, %s): %s\n%s",
+        "model request to %s failed (status %s, %s): %s",
         model.model,
         error.status_code,
         "transient" if error.transient else "not transient",
         error,
-        redact(_error_detail(exc)).rstrip(),
     )
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "model request to %s failed: the whole error\n%s",
+            model.model,
+            redact(_error_detail(exc)).rstrip(),
+        )
     return error
+
+
+def _connection_failure(exc: BaseException, model: ChatModel) -> str | None:
+    """Why no connection to the provider was made ("the connection to host:port was
+    refused"), or None when the request did reach it (or failed otherwise)."""
+    chain = [exc, *causes(exc)]
+    httpx = sys.modules.get("httpx")
+    aiohttp = sys.modules.get("aiohttp")
+    kinds: list[type[BaseException]] = [ConnectionRefusedError, socket.gaierror]
+    if httpx is not None:
+        kinds.append(httpx.ConnectError)
+    connector = getattr(getattr(aiohttp, "client_exceptions", None), "ClientConnectorError", None)
+    if isinstance(connector, type):
+        kinds.append(connector)
+    if not any(isinstance(error, tuple(kinds)) for error in chain):
+        return None
+    host = _request_host(chain, model)
+    if any(isinstance(error, ConnectionRefusedError) for error in chain):
+        return f"the connection to {host} was refused (is the server running?)"
+    if any(isinstance(error, socket.gaierror) for error in chain):
+        return f"could not resolve the host {host}"
+    return f"could not connect to {host}"
+
+
+def _request_host(chain: Sequence[BaseException], model: ChatModel) -> str:
+    """``host[:port]`` the request went to: never a path, a query or credentials.
+
+    The model's ``api_base``, else the URL the OpenAI client tried (litellm's own
+    errors carry a placeholder request, so only the client's is read).
+    """
+    if model.api_base:
+        try:
+            parts = urlsplit(model.api_base)
+            if parts.hostname:
+                return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
+        except ValueError:  # a malformed port
+            pass
+    openai = sys.modules.get("openai")
+    for error in chain:
+        if openai is None or type(error) is not openai.APIConnectionError:
+            continue
+        try:
+            url = error.request.url  # type: ignore[attr-defined]
+        except Exception:  # no request recorded
+            continue
+        host = getattr(url, "host", None)
+        if isinstance(host, str) and host:
+            port = getattr(url, "port", None)
+            return f"{host}:{port}" if isinstance(port, int) else host
+    return f"the {model.provider} API"
+
+
+def _malformed_stream(exc: BaseException) -> bool:
+    """Whether the provider's stream held an event that is not JSON (or not a chunk)."""
+    return any(isinstance(error, json.JSONDecodeError) for error in (exc, *causes(exc)))
 
 
 def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
@@ -621,6 +743,16 @@ def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
             status_code=status,
         )
     provider = _provider_name(exc, model)
+    refused = _connection_failure(exc, model)
+    if refused is not None:  # litellm calls this a 500, but nothing answered at all
+        return ProviderError(f"{provider}: {refused}", transient=True, status_code=None)
+    if _malformed_stream(exc):  # litellm shows the JSON parser's own words
+        return ProviderError(
+            f"{provider} sent a malformed stream (an event that is not valid JSON), "
+            "so the reply was cut off",
+            transient=False,
+            status_code=status,
+        )
     reason = redact(provider_error_summary(exc)) or (
         status_phrase(status) if status is not None else type(exc).__name__
     )

@@ -47,7 +47,11 @@ class _TestModel:
 
     _kind: ClassVar[str] = "scripted"
 
-    def __init__(self) -> None:
+    def __init__(self, retries: int = 0) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+            raise ConfigurationError(f"retries must be an int from 0 to 10, not {retries!r}")
+        # No retries unless asked: each scripted reply then answers exactly one request.
+        self._retries = retries
         self.requests: list[dict[str, Any]] = []
         self._provider = f"deputy-scripted-{uuid.uuid4().hex[:12]}"
         _custom_provider.register_source(self._provider, self, weak=True)
@@ -64,7 +68,10 @@ class _TestModel:
             >>> ScriptedModel(["Hi"]).as_chat_model().model.endswith("/scripted")
             True
         """
-        chat_model = _ScriptedChatModel(model=f"{self._provider}/{self._kind}")
+        # A test model retries at once: a test waits for nothing.
+        chat_model = _ScriptedChatModel(
+            model=f"{self._provider}/{self._kind}", retries=self._retries, retry_delay=0.0
+        )
         chat_model._source = self
         return chat_model
 
@@ -83,7 +90,9 @@ class ScriptedModel(_TestModel):
     :class:`ProviderFailure` becomes the litellm exception for its status, other
     litellm exceptions are raised as they are. A request after the last reply raises
     :class:`ScriptedModelExhausted`. ``requests`` records every request as
-    ``{"messages": [...], "tools": [...], "params": {...}}``.
+    ``{"messages": [...], "tools": [...], "params": {...}}``. ``retries`` (default 0, so
+    each reply answers one request) is the model's :attr:`ChatModel.retries`: a
+    transient failure is then retried at once, taking the next reply.
 
     Example:
         >>> from deputy_shiny import Agent
@@ -96,7 +105,7 @@ class ScriptedModel(_TestModel):
 
     _kind = "scripted"
 
-    def __init__(self, responses: Iterable[Reply]) -> None:
+    def __init__(self, responses: Iterable[Reply], *, retries: int = 0) -> None:
         if isinstance(responses, str | bytes | ScriptedReply | BaseException):
             raise ConfigurationError(
                 "ScriptedModel takes a list of replies, e.g. ScriptedModel(['Hello!'])."
@@ -115,7 +124,7 @@ class ScriptedModel(_TestModel):
         self._replies: deque[ScriptedReply | Exception] = deque(replies)
         self._total = len(replies)
         self._lock = threading.Lock()
-        super().__init__()
+        super().__init__(retries)
 
     @property
     def remaining(self) -> int:
@@ -165,14 +174,14 @@ class FunctionModel(_TestModel):
 
     _kind = "function"
 
-    def __init__(self, fn: ReplyFunction) -> None:
+    def __init__(self, fn: ReplyFunction, *, retries: int = 0) -> None:
         if not callable(fn):
             raise ConfigurationError(
                 f"FunctionModel needs a function (messages, tools) -> reply, "
                 f"not {type(fn).__name__}."
             )
         self._fn = fn
-        super().__init__()
+        super().__init__(retries)
 
     def _scripted_response(self, request: dict[str, Any]) -> object:
         self.requests.append(request)

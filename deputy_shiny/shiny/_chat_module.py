@@ -42,6 +42,7 @@ from ..events import AgentUsage
 from ..mcp.config import ConfigInput as McpConfigInput
 from ..mcp.config import McpConfig
 from ..persistence.checkpoints import FileRewind
+from ..usage import format_cost
 from . import _module as kit_module
 from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
@@ -173,7 +174,7 @@ def agent_chat_ui(**chat_ui_options: Any) -> TagList:
 
 
 def _usage_text(usage: AgentUsage) -> str:
-    cost = "unknown" if usage.cost is None else f"${usage.cost:.4f}"
+    cost = format_cost(usage)  # the one wording, shared with the reference app's meter
     return (
         f"Requests: {usage.requests} · Tokens: {usage.total_tokens} · "
         f"Tool calls: {usage.tool_calls} · Cost: {cost}"

@@ -12,6 +12,7 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool
   output is sent as ``code``: it never renders as HTML or markdown. A denied call is an
   error card titled ``Denied: <reason>``;
+* ``retry``: a note "<the failure> — retrying (2 of 3)…", sent at once like a card;
 * a readable note when the run ends for any reason other than ``complete``; a card
   still running then resolves as stopped.
 
@@ -39,7 +40,15 @@ from shinychat import message_content, message_content_chunk
 from shinychat.types import ChatMessage
 
 from ..errors import ConfigurationError
-from ..events import AgentEvent, PermissionEvent, StopEvent, TextEvent, ToolEndEvent, ToolStartEvent
+from ..events import (
+    AgentEvent,
+    PermissionEvent,
+    RetryEvent,
+    StopEvent,
+    TextEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+)
 from ..messages import ContentText, ContentToolRequest, ContentToolResult
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
@@ -262,6 +271,10 @@ def _event_chunks(
             )
         )
         return chunks
+    elif isinstance(event, RetryEvent):
+        line = f"{_first_line(event.error)} — retrying ({event.attempt} of {event.attempts})…"
+        # A blank line after it: the retried reply's text must not join the quote.
+        return [note_chunk(line) + "\n"]
     elif isinstance(event, StopEvent):
         # Every card resolves as the run ends: a call still running was stopped.
         ended: list[str | ChatMessage] = list(cards.stopped())
