@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -94,17 +93,17 @@ def stop(server: subprocess.Popen[bytes]) -> None:
     server.wait(timeout=10)
 
 
-async def open_session(stack: contextlib.AsyncExitStack, port: int) -> None:
+async def open_session(port: int) -> websockets.ClientConnection:
     """One browser session, started (its first ``values`` message came) and left open."""
     url = f"ws://127.0.0.1:{port}/websocket/"
-    ws = await stack.enter_async_context(websockets.connect(url, max_size=None, ping_interval=None))
+    ws = await websockets.connect(url, max_size=None, ping_interval=None)
     await ws.send(json.dumps({"method": "init", "data": {}}))
     async with asyncio.timeout(120):
         while True:
             raw = await ws.recv()
             text = raw.decode() if isinstance(raw, bytes) else raw
             if '"values"' in text and "values" in json.loads(text):
-                return
+                return ws
 
 
 async def per_session_kib(
@@ -112,18 +111,20 @@ async def per_session_kib(
 ) -> float:
     """KiB of resident memory one idle session adds to ``server`` (a fresh one)."""
     wait_until_serving(server, port, name)
-    async with contextlib.AsyncExitStack() as stack:  # closed after the server stopped
-        try:
-            for _ in range(WARM_SESSIONS):
-                await open_session(stack, port)
-            await settled(server.pid)
-            before = rss_kib(server.pid)
-            for _ in range(sessions):
-                await open_session(stack, port)
-            await settled(server.pid)
-            return (rss_kib(server.pid) - before) / sessions
-        finally:
-            stop(server)
+    held: list[websockets.ClientConnection] = []
+    try:
+        for _ in range(WARM_SESSIONS):
+            held.append(await open_session(port))
+        await settled(server.pid)
+        before = rss_kib(server.pid)
+        for _ in range(sessions):
+            held.append(await open_session(port))
+        await settled(server.pid)
+        return (rss_kib(server.pid) - before) / sessions
+    finally:
+        stop(server)
+        for ws in held:  # the server is gone: drop the sockets, no closing handshake
+            ws.transport.abort()
 
 
 async def measure(
