@@ -628,7 +628,12 @@ def check_credentials(model: ChatModel) -> None:
     """Fail before any network traffic when the provider's API key is not set.
 
     Some providers' clients (Mistral, Groq) would otherwise try to connect first.
+    A key found in the environment is remembered per model string; a model with its
+    own ``api_key`` or ``api_base`` needs no check, and is never remembered (the same
+    string without them must still be checked).
     """
+    if model.api_key is not None or model.api_base is not None:
+        return
     if model.model in _CHECKED_CREDENTIALS:
         return
     missing = missing_credentials(model)
