@@ -119,6 +119,24 @@ def test_an_image_left_open_does_not_reach_across_a_blank_line() -> None:
     assert "div" not in elements(whole)
 
 
+# Fences markdown and shinychat's stream splitter (which starts a "<thinking>" block at a
+# line start outside what it takes for fences) would read differently from here on.
+DESYNC = [
+    "x\n```a`b\n```\n<thinking>\n<b>\n```\n",  # a backtick in the info string
+    "x\n~~~\ny\n  ~~~\n~~~\n<thinking>\n<b>\n~~~\n",  # an indented closing fence
+    "```\n<a>\r\n```\r\n```\n<thinking>\n<b>\n```\n",  # a closing fence ending in CRLF
+    "```\na\u2028```\n<thinking>\n<b>\n```\n",  # a U+2028 "line break"
+]
+
+
+@pytest.mark.parametrize("text", DESYNC)
+def test_fences_shinychat_may_read_otherwise_stop_trusting_code(text: str) -> None:
+    whole = guarded(text)
+    assert all(guarded(text, size) == whole for size in range(1, 101))
+    assert "<thinking>" not in whole and "<b>" not in whole
+    assert whole.replace("\u200b", "") == text  # only zero-width spaces were added
+
+
 def test_a_span_is_held_back_only_from_its_first_tag_character_to_its_end() -> None:
     guard = ImageGuard()
     assert guard.feed("Use `a") == "Use `a"  # inert text streams on

@@ -12,7 +12,10 @@ through an ``<iframe srcdoc>``, or restyle the page (hide the Deny button). So
   left margin pass byte-exact (markdown shows their content as text, and the copy
   button copies it as sent): their opening and closing lines are tracked by
   CommonMark's rules. A fence inside a list, a quote or indented ends that trust for
-  the rest of the message (where the browser closes it depends on the container).
+  the rest of the message (where the browser closes it depends on the container), and
+  so does one shinychat's stream splitter reads otherwise (it starts a ``<thinking>``
+  block at a line start outside what it takes for fences): a backtick in the info
+  string, an indented or CRLF closing fence, a U+2028/U+2029 in the text.
   Inline code spans pass byte-exact too where the browser provably reads them as code:
   a run of N backticks closed by the next run of exactly N on the same line, holding
   no ``|`` (a table splits cells there), with nothing earlier in the paragraph that
@@ -77,6 +80,7 @@ _NOT_INERT = re.compile(r"[<!\\]")
 # an image the text stage rewrites, an autolink that may hold a backtick ("<1`a@b.c>",
 # GFM "www."/"://"). A "<" before a letter, "/", "!" or "?" is broken, so it opens nothing.
 _RISKY = re.compile(r"\]\(|\]\[|\]:|\[\^|!\[|://|www\.|<[^A-Za-z/!?\s]", re.IGNORECASE)
+_JS_LINE_BREAK = re.compile("[\u2028\u2029]")
 _ESCAPABLE = frozenset(string.punctuation)  # what a backslash escapes (ASCII punctuation)
 
 
@@ -186,6 +190,18 @@ class ImageGuard:
 
     def feed(self, chunk: str) -> str:
         """Take a chunk; return the text that is safe to send now."""
+        split = None if self._mode == "uncertain" else _JS_LINE_BREAK.search(chunk)
+        if split is None:
+            return self._feed(chunk)
+        # shinychat's stream splitter (JavaScript) starts a line after U+2028/U+2029,
+        # markdown does not: from here the two may disagree on where fences are.
+        out = self._feed(chunk[: split.start()])
+        line, self._line = self._line, ""
+        out += self._inline_stop(closing=False) + self._text_feed(line)
+        self._mode, self._routing = "uncertain", None
+        return out + self._text_feed(chunk[split.start() :])
+
+    def _feed(self, chunk: str) -> str:
         text, self._line = self._line + chunk, ""
         out: list[str] = []
         while text:
@@ -222,6 +238,11 @@ class ImageGuard:
                 return None
             bare = line.rstrip("\r\n").strip(" \t")
             closes = len(bare) >= len(self._fence) and len(line) - len(line.lstrip(" ")) <= 3
+            if closes and (line.startswith(" ") or "\r" in line):
+                # Markdown closes here, shinychat's stream splitter does not (it wants the
+                # fence at the margin, ending in "\n"): it would close at a later fence
+                # that opens one here, and read "<thinking>" inside that as its own tag.
+                return "uncertain"
             return "close" if closes else "code"
         stripped = line.lstrip(_CONTAINER_CHARS)
         if len(stripped) < 3 and (not complete) and all(c in "`~" for c in stripped):
@@ -235,8 +256,9 @@ class ImageGuard:
         # A fence inside a list, a quote or indented: whether and where the browser's
         # markdown closes it depends on the container, so from here on no code is
         # trusted to be code (every tag breaks, as everywhere outside code).
-        # At the margin but no fence (a backtick in the info string): a paragraph line.
-        return "text" if stripped == line else "uncertain"
+        # At the margin but no fence (a backtick in the info string): a paragraph line for
+        # markdown, a fence for shinychat's stream splitter; they would disagree later.
+        return "uncertain"
 
     def _start_line(self, kind: str, line: str) -> str:
         """Act on a line's kind; ``line`` is the whole line when complete, else ""."""

@@ -51,6 +51,9 @@ CODE_REPLY = (
     f"Code START\n```python\n{CODE}\n```\n<div id=formed-after>x</div>\n\n"
     f"Inline `{INLINE[0]}`, `{INLINE[1]}` and ``{INLINE[2]}`` here.\n\n"
     + "\n\n".join(INLINE_TRICKS)
+    # An indented closing fence: markdown closes there, shinychat's stream splitter does
+    # not, so it would close at the next fence and take "<thinking>" in it for a tag.
+    + "\n\n~~~\ny\n  ~~~\n~~~\n<thinking>\n<div id=formed-thinking>x</div>\n</thinking>\n~~~"
     + "\n\n- item\n  ```\n<div id=formed-list>x</div>\n```\n<div id=formed-end>x</div> END-CODE"
 )
 XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
