@@ -12,8 +12,17 @@ through an ``<iframe srcdoc>``, or restyle the page (hide the Deny button). So
   left margin pass byte-exact (markdown shows their content as text, and the copy
   button copies it as sent): their opening and closing lines are tracked by
   CommonMark's rules. A fence inside a list, a quote or indented ends that trust for
-  the rest of the message (where the browser closes it depends on the container).
-  Inline code spans still get the zero-width space;
+  the rest of the message (where the browser closes it depends on the container), and
+  so does one shinychat's stream splitter reads otherwise (it starts a ``<thinking>``
+  block at a line start outside what it takes for fences): a backtick in the info
+  string, an indented or CRLF closing fence, a U+2028/U+2029 in the text.
+  Inline code spans pass byte-exact too where the browser provably reads them as code:
+  a run of N backticks closed by the next run of exactly N on the same line, holding
+  no ``|`` (a table splits cells there), with nothing earlier in the paragraph that
+  could pair backticks otherwise (a backtick run left open, a link destination or
+  label ``](`` ``][`` ``]:``, a footnote ``[^``, an image ``![``, an autolink
+  ``://`` ``www.`` or a ``<`` that could start one). Anywhere else a span's ``<``
+  still gets the zero-width space;
 * markdown images (``![alt](url)``) load only from the allowed origins (or ``data:``
   images); any other becomes the inert text ``[image blocked: alt (origin)]``.
   Reference-style images (``![alt][ref]``) can't be checked, so their ``!`` is
@@ -31,11 +40,15 @@ Example:
     '![ok](https://images.example/x.png)'
     >>> guard.feed("<script>x</script>") + guard.flush() == "<\\u200bscript>x<\\u200b/script>"
     True
+    >>> guard = ImageGuard()  # a new message
+    >>> guard.feed("Filter with `df[df.sales<limit]`.") + guard.flush()
+    'Filter with `df[df.sales<limit]`.'
 """
 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -54,11 +67,29 @@ _HOLD_LIMIT = 4000  # an "image" longer than this is not one: let it through
 _FENCE_OPEN = re.compile(r"(`{3,})[^`\r\n]*|(~{3,})[^\r\n]*")
 # What may stand before a fence in a container line: indent, quote and list markers.
 _CONTAINER_CHARS = " \t>-+*0123456789.)"
+# Inline code (outside fences). Outside a span: where a run or an escape starts; inside:
+# where a run starts or a "|" gives the span up.
+_TICK_OR_ESCAPE = re.compile(r"[`\\]")
+_TICK_OR_PIPE = re.compile(r"[`|]")
+_TICKS = re.compile(r"`+")
+# A span's text is sent as it comes until one of these: the text stage rewrites from
+# them ("<" tags, "![" images, "\" before "![" changes that), so they wait for the span's end.
+_NOT_INERT = re.compile(r"[<!\\]")
+# Text before a span after which the browser may pair backticks otherwise than the
+# code-span rule alone: a link destination or reference label, a definition, a footnote,
+# an image the text stage rewrites, an autolink that may hold a backtick ("<1`a@b.c>",
+# GFM "www."/"://"). A "<" before a letter, "/", "!" or "?" is broken, so it opens nothing.
+_RISKY = re.compile(r"\]\(|\]\[|\]:|\[\^|!\[|://|www\.|<[^A-Za-z/!?\s]", re.IGNORECASE)
+_JS_LINE_BREAK = re.compile("[\u2028\u2029]")
+_ESCAPABLE = frozenset(string.punctuation)  # what a backslash escapes (ASCII punctuation)
 
 
 def _line_end(text: str) -> int:
-    """The index just after the first line break of ``text`` (-1: none yet)."""
-    match = re.search(r"\r\n|\n|\r", text)
+    """The index just after the first line break of ``text`` (-1: none yet).
+
+    A final "\r" is no break yet: with a "\n" after it, the two are one break.
+    """
+    match = re.search(r"\r\n|\n|\r(?=[\s\S])", text)
     return -1 if match is None else match.end()
 
 
@@ -93,6 +124,13 @@ class ImageGuard:
         self._mode = "text"  # "text", "fence" (inside fenced code) or "uncertain"
         self._fence = ""  # the opening fence's backticks or tildes
         self._routing: str | None = None  # the current line's stage, once known
+        # Inline code in text lines (outside fences):
+        self._clean = True  # nothing in this paragraph yet stops trusting code spans
+        self._pend = ""  # a trailing backslash or backtick run, its meaning not known yet
+        self._ctx = ""  # the last characters outside code on this line (tokens over chunks)
+        self._open = 0  # the open span's backtick count (0: outside a span)
+        self._code = ""  # the open span's text held back from its first non-inert character
+        self._blank = True  # this line so far holds only spaces and tabs
 
     def _allowed(self, url: str) -> bool:
         url = url.strip()
@@ -152,6 +190,18 @@ class ImageGuard:
 
     def feed(self, chunk: str) -> str:
         """Take a chunk; return the text that is safe to send now."""
+        split = None if self._mode == "uncertain" else _JS_LINE_BREAK.search(chunk)
+        if split is None:
+            return self._feed(chunk)
+        # shinychat's stream splitter (JavaScript) starts a line after U+2028/U+2029,
+        # markdown does not: from here the two may disagree on where fences are.
+        out = self._feed(chunk[: split.start()])
+        line, self._line = self._line, ""
+        out += self._inline_stop(closing=False) + self._text_feed(line)
+        self._mode, self._routing = "uncertain", None
+        return out + self._text_feed(chunk[split.start() :])
+
+    def _feed(self, chunk: str) -> str:
         text, self._line = self._line + chunk, ""
         out: list[str] = []
         while text:
@@ -160,8 +210,10 @@ class ImageGuard:
                 break
             if self._routing is not None:  # inside a line whose kind is known
                 end = _line_end(text)
+                if end < 0 and text.endswith("\r"):  # "\r\n" may be split: wait for the "\n"
+                    text, self._line = text[:-1], "\r"
                 part, text = (text, "") if end < 0 else (text[:end], text[end:])
-                out.append(part if self._routing == "code" else self._text_feed(part))
+                out.append(part if self._routing == "code" else self._inline_feed(part))
                 if end >= 0:
                     self._routing = None
                 continue
@@ -186,6 +238,11 @@ class ImageGuard:
                 return None
             bare = line.rstrip("\r\n").strip(" \t")
             closes = len(bare) >= len(self._fence) and len(line) - len(line.lstrip(" ")) <= 3
+            if closes and (line.startswith(" ") or "\r" in line):
+                # Markdown closes here, shinychat's stream splitter does not (it wants the
+                # fence at the margin, ending in "\n"): it would close at a later fence
+                # that opens one here, and read "<thinking>" inside that as its own tag.
+                return "uncertain"
             return "close" if closes else "code"
         stripped = line.lstrip(_CONTAINER_CHARS)
         if len(stripped) < 3 and (not complete) and all(c in "`~" for c in stripped):
@@ -199,8 +256,9 @@ class ImageGuard:
         # A fence inside a list, a quote or indented: whether and where the browser's
         # markdown closes it depends on the container, so from here on no code is
         # trusted to be code (every tag breaks, as everywhere outside code).
-        # At the margin but no fence (a backtick in the info string): a paragraph line.
-        return "text" if stripped == line else "uncertain"
+        # At the margin but no fence (a backtick in the info string): a paragraph line for
+        # markdown, a fence for shinychat's stream splitter; they would disagree later.
+        return "uncertain"
 
     def _start_line(self, kind: str, line: str) -> str:
         """Act on a line's kind; ``line`` is the whole line when complete, else ""."""
@@ -216,20 +274,143 @@ class ImageGuard:
             fence = _FENCE_OPEN.fullmatch(line.rstrip("\r\n"))
             assert fence is not None
             self._mode, self._fence = "fence", fence.group(1) or fence.group(2)
+            self._clean = True  # a fence ends the paragraph: the next one starts afresh
             return out
         if kind == "uncertain":
             self._mode = "uncertain"
             return self._text_feed(line)
         self._routing = "text"
-        return self._text_feed(line) if line else ""
+        return self._inline_feed(line) if line else ""
 
     def flush(self) -> str:
         """The end of the stream: release what was held (rewritten)."""
         line, self._line = self._line, ""
         # The start of a last line inside fenced code is code (or its closing fence).
-        out = line if self._mode == "fence" else self._text_feed(line)
+        if self._mode == "fence":
+            out = line
+        elif self._mode == "uncertain":
+            out = self._text_feed(line)
+        else:
+            # Text may follow after a tool card, so a span still open is not closed here.
+            out = self._inline_feed(line) + self._inline_stop(closing=False)
         self._routing = None
         return out + self._text_flush()
+
+    # ------------------------------------------------------------------ inline code
+
+    def _inline_feed(self, part: str) -> str:
+        """A text line's part (at most one line break, at its end) through inline code."""
+        body = part.rstrip("\r\n")
+        if body.strip(" \t"):
+            self._blank = False
+        out = self._scan(self._pend + body) if self._clean else self._text_feed(body)
+        if len(body) == len(part):
+            return out
+        out += self._inline_stop(closing=True) + self._text_feed(part[len(body) :])
+        if self._blank:  # a blank line ends the paragraph; no rewrite may reach across it
+            out += self._text_flush()
+            self._clean = True
+        self._ctx, self._blank = "", True
+        return out
+
+    def _scan(self, text: str) -> str:
+        """Text of a clean paragraph: trusted spans verbatim, the rest to the text stage."""
+        self._pend = ""
+        out: list[str] = []
+        position = 0
+        while position < len(text) and self._clean:
+            step = self._scan_code if self._open else self._scan_text
+            position = step(text, position, out)
+        if position < len(text):  # the paragraph stopped trusting spans
+            out.append(self._text_feed(text[position:]))
+        return "".join(out)
+
+    def _scan_text(self, text: str, position: int, out: list[str]) -> int:
+        """Outside a span: up to and through the next escape or backtick run."""
+        match = _TICK_OR_ESCAPE.search(text, position)
+        special = len(text) if match is None else match.start()
+        if _RISKY.search(self._ctx + text[position : special + 1]):
+            self._clean = False
+            return position
+        plain = text[position:special]
+        out.append(self._text_feed(plain))
+        self._ctx = (self._ctx + plain)[-3:]
+        if special == len(text):
+            return special
+        if text[special] == "\\":
+            if special + 1 == len(text):
+                self._pend = "\\"  # what it escapes comes next
+                return len(text)
+            escaped = text[special : special + (2 if text[special + 1] in _ESCAPABLE else 1)]
+            out.append(self._text_feed(escaped))  # an escaped backtick opens nothing
+            self._ctx = (self._ctx + escaped)[-3:]
+            return special + len(escaped)
+        run = _TICKS.match(text, special)
+        assert run is not None
+        if run.end() == len(text):
+            self._pend = run.group()  # the run may go on
+            return len(text)
+        out.append(self._text_flush() + run.group())  # what the text stage held goes first
+        self._open, self._ctx = len(run.group()), ""
+        return run.end()
+
+    def _scan_code(self, text: str, position: int, out: list[str]) -> int:
+        """Inside a span: up to and through the next backtick run (or a "|")."""
+        match = _TICK_OR_PIPE.search(text, position)
+        special = len(text) if match is None else match.start()
+        self._code_text(text[position:special], out)
+        if len(self._code) > _HOLD_LIMIT or text[special : special + 1] == "|":
+            out.append(self._distrust())
+            return special
+        if special == len(text):
+            return special
+        run = _TICKS.match(text, special)
+        assert run is not None
+        if run.end() == len(text):
+            self._pend = run.group()
+            return len(text)
+        self._code_run(run.group(), out)
+        return run.end()
+
+    def _code_run(self, run: str, out: list[str]) -> None:
+        """A complete backtick run inside a span: its closer, or part of its text."""
+        if len(run) != self._open:
+            self._code_text(run, out)
+            return
+        out.append(self._code + run)  # closed on its line: code for the browser too
+        self._code, self._open, self._ctx = "", 0, "`"
+
+    def _code_text(self, text: str, out: list[str]) -> None:
+        """A span's text: sent now while inert, held from its first "<", "!" or "\\"."""
+        if not self._code:
+            match = _NOT_INERT.search(text)
+            if match is None:
+                out.append(text)
+                return
+            out.append(text[: match.start()])
+            text = text[match.start() :]
+        self._code += text
+
+    def _distrust(self) -> str:
+        """Stop trusting spans in this paragraph; a span's held text goes to the text stage."""
+        code, self._code, self._open, self._clean = self._code, "", 0, False
+        return self._text_feed(code)
+
+    def _inline_stop(self, *, closing: bool) -> str:
+        """The line's end (``closing``) or a flush: decide the pending run and open span."""
+        pend, self._pend = self._pend, ""
+        out: list[str] = []
+        if pend.startswith("`") and self._open and closing:
+            self._code_run(pend, out)
+        elif pend:
+            if self._open:
+                self._code += pend  # maybe not the whole run: more text may follow
+            else:
+                out.append(self._text_feed(pend))
+                self._clean = self._clean and pend == "\\"  # an opener left open distrusts
+        if self._open:
+            out.append(self._distrust())  # open at the line's end: maybe a multi-line span
+        return "".join(out)
 
 
 def _construct_end(text: str, begin: int) -> int | None:

@@ -4,7 +4,8 @@
 ``xss tool <port> <other port>`` -> the model calls ``echo_untrusted`` whose output is
 the payload, then says ``Tool done. END-TOOL``; ``xss resources <port> <other port>``
 -> the reply is :func:`resource_payload` (remote loads that are not ``<img>``).
-``code`` -> :data:`CODE_REPLY`, a fenced code block holding ``<`` in three ways.
+``code`` -> :data:`CODE_REPLY`, a fenced code block holding ``<`` in three ways, inline
+code holding ``<`` (:data:`INLINE`) and inline tricks that must form no element.
 ``allowed_image_origins`` comes from ``DEPUTY_E2E_IMAGE_ORIGINS`` (comma-separated;
 empty by default).
 """
@@ -29,9 +30,31 @@ ALLOWED = tuple(o for o in os.environ.get("DEPUTY_E2E_IMAGE_ORIGINS", "").split(
 # A fenced code block that must stay byte-exact (``code`` sends it in 3-character chunks),
 # then markup outside the block and fence tricks that must not form elements.
 CODE = 'x = "<"\nhtml = "<div>"\nif a<b: print(a)'
+# Inline code that must stay byte-exact, then inline tricks: in each, something before
+# the span makes the browser pair backticks otherwise than the code-span rule alone.
+INLINE = ["a<b", "<div>", "x<y"]
+INLINE_TRICKS = [
+    "[a](/u`)<div id=formed-i1>x</div>` end",  # a link destination takes a backtick
+    "[a][b`]<img src=http://127.0.0.1:9/i2.png>` end\n\n[b`]: /u",  # a reference label
+    "[^a`]<div id=formed-i3>x</div>` end",  # a footnote label
+    "www.a.example/`<div id=formed-i4>x</div>` end",  # a GFM autolink's path
+    "http://a.example/`<iframe srcdoc=x></iframe>` end",
+    "<1`x@y.example>`a`<div id=formed-i6>x</div>` end",  # an email autolink
+    "| `x | <div id=formed-i7>x</div>` |\n|---|---|",  # a table splits the span
+    "| `a | b` `<style>p{color:red}</style>` end |\n|---|---|",  # and shifts the pairing
+    "\\`<div id=formed-i9>x</div>` end",  # an escaped backtick
+    "`a\n`<script>window.__pwned='i10'</script>` end",  # a span over two lines
+    "a `\n`<div id=formed-i11>x</div>` end",
+    "``<div id=formed-i12>x</div>` end",  # runs of different lengths
+]
 CODE_REPLY = (
-    f"Code START\n```python\n{CODE}\n```\n<div id=formed-after>x</div>\n"
-    "- item\n  ```\n<div id=formed-list>x</div>\n```\n<div id=formed-end>x</div> END-CODE"
+    f"Code START\n```python\n{CODE}\n```\n<div id=formed-after>x</div>\n\n"
+    f"Inline `{INLINE[0]}`, `{INLINE[1]}` and ``{INLINE[2]}`` here.\n\n"
+    + "\n\n".join(INLINE_TRICKS)
+    # An indented closing fence: markdown closes there, shinychat's stream splitter does
+    # not, so it would close at the next fence and take "<thinking>" in it for a tag.
+    + "\n\n~~~\ny\n  ~~~\n~~~\n<thinking>\n<div id=formed-thinking>x</div>\n</thinking>\n~~~"
+    + "\n\n- item\n  ```\n<div id=formed-list>x</div>\n```\n<div id=formed-end>x</div> END-CODE"
 )
 XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
 
