@@ -283,10 +283,10 @@ print(json.dumps({{
 """
 
 
-def _measured(code: str, kind: str) -> Any:
-    """The JSON that ``code`` prints last, run for ``kind`` in a fresh interpreter."""
+def _interpreter(code: str, *args: str) -> str:
+    """What ``code`` prints, run with ``args`` in a fresh interpreter (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, "-c", code, kind],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -294,7 +294,12 @@ def _measured(code: str, kind: str) -> Any:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def _measured(code: str, kind: str) -> Any:
+    """The JSON that ``code`` prints last, run for ``kind`` in a fresh interpreter."""
+    return json.loads(_interpreter(code, kind).strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -350,16 +355,7 @@ def test_a_session_made_while_litellm_imports_does_not_wait_for_the_import() -> 
     opens meanwhile makes its agent (a test or demo model registers a litellm
     provider) at once, on the event loop, and its provider is installed when the
     import ends."""
-    done = subprocess.run(
-        [sys.executable, "-c", WHILE_IMPORTING],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    assert _interpreter(WHILE_IMPORTING).splitlines() == [
         "made while importing: True",
         "hello from a model made during the import",
     ]
