@@ -58,16 +58,15 @@ def test_an_idle_panel_is_not_due_and_news_makes_it_due(tmp_path: Path) -> None:
     assert not panel.due()
 
 
-def test_a_requester_who_may_not_see_is_not_due_until_the_requester_changes(
-    tmp_path: Path,
-) -> None:
+def test_a_refused_requester_is_asked_again_at_every_tick(tmp_path: Path) -> None:
     lead = _lead(tmp_path, [_delegate("report"), "done"])
     who = ["bob"]
     panel = _SubagentPanel(lead, lambda: who[0])
     assert panel.due()
     assert panel.poll(frozenset(), ("loading",)) == ("denied",)
+    assert panel.due()  # the policy may change its mind: it is asked at every tick
     lead.run_sync("go")
-    assert not panel.due()  # bob may see nothing of it
+    assert panel.poll(frozenset(), ("denied",)) == ("denied",)  # bob sees nothing of it
     who[0] = "ana"
     assert panel.due()
     shown = panel.poll(frozenset(), ("denied",))

@@ -236,6 +236,7 @@ class _SubagentPanel:
 
     def due(self) -> bool:
         """Whether a poll could show something new: the lead or requester changed, the
+        requester was refused (the policy is asked again, as it may change its mind), the
         lead has events not read yet, or a delegation shown is running. Cheap, so the
         tick asks it before it takes the reactive lock (an idle panel then costs nothing).
         """
@@ -244,10 +245,10 @@ class _SubagentPanel:
             return True
         if lead is None:
             return False
-        if self.who() != self.subscribed_requester:
-            return True
         subscription = self.subscription
-        return self.live or (subscription is not None and subscription.pending)
+        if subscription is None or self.who() != self.subscribed_requester:
+            return True
+        return self.live or subscription.pending
 
     def poll(self, opened: frozenset[str], shown: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the panel shows now, with ``opened`` transcripts open (``shown``: unchanged).
