@@ -57,6 +57,7 @@ from ..messages import (
 )
 from . import _litellm
 from ._chat_model import ChatModel, missing_credentials
+from ._direct_stream import counted_usage, direct_chunks
 
 __all__ = [
     "COST_FIELD",
@@ -456,6 +457,7 @@ async def stream_response(
     if tools:
         kwargs["tools"] = list(tools)
     stream: Any = None
+    direct: AsyncIterator[Any] | None = None
     try:
         try:
             stream = await guard(
@@ -466,8 +468,8 @@ async def stream_response(
                     **kwargs,
                 )
             )
-            lighten(stream)
-            iterator = stream.__aiter__()
+            direct = direct_chunks(stream) if lighten(stream) else None
+            iterator: Any = direct if direct is not None else stream.__aiter__()
             while True:
                 try:
                     chunk = await guard(iterator.__anext__())
@@ -498,16 +500,23 @@ async def stream_response(
                 delta = choices[0].delta
                 if delta.tool_calls:
                     _add_tool_call_deltas(response, delta.tool_calls)
+            if direct is not None and response.input_tokens is None:
+                # The wrapper's rebuild would have counted them: litellm counts them here.
+                response.input_tokens, response.output_tokens = await guard(
+                    counted_usage(stream.model or model.model, messages, "".join(response.text))
+                )
         except (Interrupted, asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:
             raise ProviderFailed(provider_error(exc, model)) from exc
     finally:
+        if direct is not None:
+            await direct.aclose()  # type: ignore[attr-defined]
         if stream is not None:
             await _close_stream(stream)
 
 
-def lighten(stream: Any) -> None:
+def lighten(stream: Any) -> bool:
     """Spare one litellm stream the work only an app's litellm callbacks or cache would read.
 
     litellm's stream wrapper does, for every stream, work whose only readers are
@@ -522,18 +531,20 @@ def lighten(stream: Any) -> None:
     best-effort path (``calculate_total_usage`` over the provider-reported usage, the
     numbers the rebuild keeps). A provider that reports no usage keeps the rebuild,
     which estimates it. Anything unexpected leaves the stream as litellm made it.
+    True when the stream was lightened: then nobody but us reads it, and
+    :func:`~deputy_shiny.models._direct_stream.direct_chunks` may read below it.
     """
     logging_obj = getattr(stream, "logging_obj", None)
     if _litellm.app_listens() or logging_obj is None or _has_request_callbacks(logging_obj):
-        return
+        return False
     try:
         from litellm.litellm_core_utils import streaming_handler
     except ImportError:  # pragma: no cover - a litellm without that module
-        return
+        return False
     total_usage = getattr(streaming_handler, "calculate_total_usage", None)
     rebuild = getattr(stream, "_async_build_complete_streaming_response", None)
     if total_usage is None or rebuild is None or not hasattr(stream, "chunks"):
-        return
+        return False
 
     async def reported_usage() -> Any:
         chunks = stream.chunks
@@ -548,6 +559,7 @@ def lighten(stream: Any) -> None:
     logging_obj.dispatch_success_handlers = no_listeners
     if hasattr(stream, "_emitted_disqualifying_content"):
         stream._emitted_disqualifying_content = True
+    return True
 
 
 def _has_request_callbacks(logging_obj: Any) -> bool:
