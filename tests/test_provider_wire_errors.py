@@ -110,3 +110,46 @@ async def test_a_malformed_stream_is_one_readable_line(malformed_server: int) ->
     # It streamed, so it was not retried, and it counts with what arrived.
     assert result.usage.requests == 1 and result.usage.output_tokens > 0
     assert agent.get_turns()[-1].text == "Hello"
+
+
+@pytest.fixture
+async def silent_server() -> AsyncIterator[int]:
+    """An OpenAI-like server that sends one chunk and then nothing (the reply stalls)."""
+    stalls: list[asyncio.Event] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + GOOD)
+        await writer.drain()
+        stall = asyncio.Event()
+        stalls.append(stall)
+        await stall.wait()  # set at teardown
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        for stall in stalls:
+            stall.set()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_timeout_says_what_timed_out_not_a_408(silent_server: int) -> None:
+    model = ChatModel(
+        model="openai/gpt-4.1-mini",
+        api_base=f"http://127.0.0.1:{silent_server}/v1",
+        api_key=SECRET,
+        timeout=0.3,
+        retry_delay=0.0,
+    )
+    agent = Agent(model)
+    events = await collect(agent.run("hi"))
+    errors = [e.error for e in events if isinstance(e, RequestErrorEvent)]
+    expected = (
+        f"openai: 127.0.0.1:{silent_server} sent nothing for 0.3 s, so the request timed out "
+        "(ChatModel(timeout=...) sets it)"
+    )
+    assert errors == [expected]  # it streamed "Hello" first, so it was not retried
+    assert "".join(e.text for e in events if e.type == "text") == "Hello"  # type: ignore[union-attr]

@@ -739,6 +739,24 @@ def _request_host(chain: Sequence[BaseException], model: ChatModel) -> str:
     return f"the {model.provider} API"
 
 
+def _timed_out(exc: BaseException, model: ChatModel) -> str | None:
+    """Why the client gave up waiting ("host sent nothing for 30 s"), or None when
+    the request did not time out on our side (a server may still send a real 408)."""
+    chain = [exc, *causes(exc)]
+    httpx = sys.modules.get("httpx")
+    kinds: list[type[BaseException]] = [TimeoutError]
+    if httpx is not None:
+        kinds.append(httpx.TimeoutException)
+    if not any(isinstance(error, tuple(kinds)) for error in chain):
+        return None
+    host = _request_host(chain, model)
+    waited = f"for {model.timeout:g} s" if model.timeout is not None else "for too long"
+    # A read timeout: before the first chunk or between two, the same words hold.
+    return (
+        f"{host} sent nothing {waited}, so the request timed out (ChatModel(timeout=...) sets it)"
+    )
+
+
 def _malformed_stream(exc: BaseException) -> bool:
     """Whether the provider's stream held an event that is not JSON (or not a chunk)."""
     return any(isinstance(error, json.JSONDecodeError) for error in (exc, *causes(exc)))
@@ -763,6 +781,9 @@ def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
     refused = _connection_failure(exc, model)
     if refused is not None:  # litellm calls this a 500, but nothing answered at all
         return ProviderError(f"{provider}: {refused}", transient=True, status_code=None)
+    waited = _timed_out(exc, model)
+    if waited is not None:  # litellm calls this a 408, but nothing answered with one
+        return ProviderError(f"{provider}: {waited}", transient=True, status_code=status)
     if _malformed_stream(exc):  # litellm shows the JSON parser's own words
         return ProviderError(
             f"{provider} sent a malformed stream (an event that is not valid JSON), "
