@@ -60,7 +60,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = 90.0
 LOOKAHEAD = 2  # apps launched ahead of the module that uses them
 ARTIFACTS = Path(tempfile.gettempdir()) / "deputy_shiny-e2e"
 
