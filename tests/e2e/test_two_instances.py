@@ -126,10 +126,16 @@ def test_permission_mode_select_narrows_to_read_only(page: Page, app: AppServer)
     expect(select).to_have_value("standard")
     options = select.locator("option")
     expect(options).to_have_text(["Standard", "Read-only"])
+    hint = page.locator("#mode-hint")
+    expect(hint).to_have_text("")
 
     select.select_option(label="Read-only")
     expect(select).to_have_value("readonly")
     expect(options).to_have_text(["Read-only"])
+    # Standard is gone, and the page says why.
+    expect(hint).to_have_text(
+        "The mode only narrows during a session: Standard is no longer offered."
+    )
 
     left.send("write blocked.txt nope")
     left.expect_latest_reply("Tool said:")
