@@ -22,3 +22,10 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert commands[0].strip() == "./scripts/run-app"
     assert commands[1].strip() == "./scripts/test"
     assert "./scripts/test" in (README.parent / ".ci" / "run").read_text()
+
+
+def test_readme_shows_an_app_without_a_key_and_a_local_endpoint() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    # An agent factory on FunctionModel (an app of one's own, with its own tools, offline).
+    assert any("FunctionModel(" in b and "def make_offline_agent(ctx)" in b for b in blocks)
+    assert any("ChatModel(" in b and "api_base=" in b for b in blocks)

@@ -184,6 +184,24 @@ def test_only_exact_changes_count_as_edits(
     assert edited_arguments(request, sent) == expected
 
 
+def test_the_prompt_modals_name_the_asking_chat_as_text_and_leave_the_page_usable() -> None:
+    from deputy_shiny.approvals import ApprovalRequest
+    from deputy_shiny.shiny._modals import approval_modal, confirm_modal, questions_modal
+    from deputy_shiny.tools.interactive import Option, Question
+
+    request = ApprovalRequest(call_id="c", tool_name="write_file", arguments={"path": "a"})
+    html = str(approval_modal(request, 1, "Analyst <img src=x>"))
+    assert "Asked by <strong>Analyst &lt;img src=x&gt;</strong>" in html
+    assert "Asked by" not in str(approval_modal(request, 1, ""))
+    options = [Option(label="a", description="A"), Option(label="b", description="B")]
+    question = Question(question="Which?", header="Pick", options=options, multi_select=False)
+    asked = str(questions_modal("r1", [question], 3, "Writer"))
+    assert "Asked by <strong>Writer</strong>" in asked and "1 of 3 waiting" in asked
+    for shown in map(str, (approval_modal(request), asked, confirm_modal("r", "T", "B", "OK"))):
+        assert 'data-bs-backdrop="false"' in shown and 'data-bs-focus="false"' in shown
+        assert "deputy-modeless" in shown
+
+
 def test_the_approval_modal_says_how_many_wait_and_offers_to_stop() -> None:
     from deputy_shiny.approvals import ApprovalRequest
     from deputy_shiny.shiny._modals import approval_modal
@@ -200,11 +218,15 @@ class _FakeSession:
     def __init__(self) -> None:
         self.shown: list[str] = []
         self.keys: dict[str, str] = {}
+        self.waiting: list[tuple[str, str]] = []  # the open modal's count updates
 
     def _process_ui(self, ui: object) -> str:
         return str(ui)
 
     async def send_custom_message(self, kind: str, message: dict[str, str]) -> None:
+        if kind == "deputy-prompt-waiting":
+            self.waiting.append((message["request_id"], message["text"]))
+            return
         assert kind == "deputy-prompt-key"
         self.keys[message["request_id"]] = message["key"]
 
@@ -233,8 +255,10 @@ async def test_stop_answers_every_prompt_of_the_same_run_and_no_other() -> None:
     first, second, other = ask("a1", "run-a", also=5), ask("a2", "run-a"), ask("b1", "run-b")
     for _ in range(5):
         await asyncio.sleep(0)
-    # Counted when shown: itself and the 5 calls behind it (the others came later).
+    # Counted when shown: itself and the 5 calls behind it; the two queued later (one
+    # from another chat's run) update the open modal's count, not a new modal.
     assert session.shown == ["<p>a1: 6 waiting</p>"]
+    assert session.waiting == [("a1", "1 of 7 waiting"), ("a1", "1 of 8 waiting")]
     assert prompts.answer({"request_id": "a1", "action": "stop", "key": session.keys["a1"]})
     assert (await first)["action"] == "stop"
     assert (await second) == {"action": "stop", "request_id": "a2"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deputy_shiny.delegation import AgentDefinition, DelegationDisclosure, LeadAgent
-from deputy_shiny.shiny._subagent_panel import _SubagentPanel
+from deputy_shiny.shiny._subagent_panel import _panel, _SubagentPanel
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
 
@@ -71,3 +71,29 @@ def test_a_refused_requester_is_asked_again_at_every_tick(tmp_path: Path) -> Non
     assert panel.due()
     shown = panel.poll(frozenset(), ("denied",))
     assert shown[0] == "rows" and len(shown[1]) == 1
+
+
+def test_a_restored_conversation_shows_its_delegations(tmp_path: Path) -> None:
+    # A reload: the new session's lead gets the saved turns, but not the records of the
+    # delegations, which lived in the old session's memory.
+    before = _lead(tmp_path, [_delegate("report <b>"), "done"])
+    before.run_sync("go")
+    lead = _lead(tmp_path, [_delegate("second"), "done again"])
+    panel = _SubagentPanel(lead, "ana")
+    assert panel.poll(frozenset(), ("loading",)) == ("rows", [])
+    assert not panel.due()
+    lead.set_turns(before.get_turns())  # the kit restores in the background
+    assert panel.due()
+    shown = panel.poll(frozenset(), ("rows", []))
+    (restored,) = [view for view, _, _ in shown[1]]
+    assert restored["agent_name"] == "writer" and restored["task"] == "report <b>"
+    assert restored["observed"]["status"] == "completed"
+    html = str(_panel(shown, "team-action"))
+    assert "From the saved conversation." in html and "report &lt;b&gt;" in html
+    assert "data-deputy-subagent" not in html  # no record: no transcript, no stop
+    assert not panel.due()
+
+    lead.run_sync("more")  # a new delegation is listed first, the restored one stays
+    shown = panel.poll(frozenset(), shown)
+    assert [view["task"] for view, _, _ in shown[1]] == ["second", "report <b>"]
+    assert not shown[1][0][0].get("restored") and shown[1][1][0]["restored"]

@@ -198,6 +198,7 @@ def agent_chat_server(
     persistence: KitPersistence | None = None,
     allowed_origins: Iterable[str] = (),
     trust_forwarded: bool = False,
+    label: str | None = None,
 ) -> AgentChatHandle:
     """Bind one Agent per browser session to the chat placed by ``agent_chat_ui(id)``.
 
@@ -234,6 +235,10 @@ def agent_chat_server(
         trust_forwarded: The app's own origin is taken from ``X-Forwarded-Proto`` and
             ``X-Forwarded-Host`` rather than the request's ``Host``: only when a reverse
             proxy in front of the app sets them (any client can send them).
+        label: The chat's name in its approval and question modals ("Asked by
+            Analyst"), shown as text; default: the module id. A page's chats share one
+            modal queue, and a waiting modal leaves the other chats usable. ``""``
+            names no chat.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
     running = reactive.value(False, name="deputy_running")
@@ -255,7 +260,7 @@ def agent_chat_server(
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
-    asks = SessionAsks(prompts, approval_timeout)
+    asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
     if conversation is not None:
         working_dir = conversation.folder.workspace
@@ -277,16 +282,7 @@ def agent_chat_server(
         close_session=session.close,
     )
     chat.on_user_submit(chat_session.submit)
-
-    @reactive.effect
-    @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
-    def _stop() -> None:
-        chat_session.stop()
-
-    @render.text
-    def usage() -> str:
-        return _usage_text(usage_value())
-
+    _bind_stop_and_usage(input, chat_session, usage_value)
     chat_session.start(autoconnect, not_saved)
     session.on_ended(chat_session.end)
     return AgentChatHandle(
@@ -302,6 +298,21 @@ def agent_chat_server(
         _saved=chat_session.saved,
         _session=session,
     )
+
+
+def _bind_stop_and_usage(
+    input: Any, chat_session: _ChatSession, usage_value: reactive.Value[AgentUsage]
+) -> None:
+    """The stop button stops the run; the usage line shows the conversation's usage."""
+
+    @reactive.effect
+    @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
+    def _stop() -> None:
+        chat_session.stop()
+
+    @render.text
+    def usage() -> str:
+        return _usage_text(usage_value())
 
 
 @dataclass

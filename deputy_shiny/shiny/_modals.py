@@ -82,8 +82,46 @@ def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
     return tags.div(label, tags.pre(shown, class_="deputy-arg-json"), class_="mb-2 deputy-arg")
 
 
-def approval_modal(request: ApprovalRequest, waiting: int = 1) -> Tag:
-    """The approval modal for one pending call.
+def waiting_text(waiting: int) -> str:
+    """The modal's count line: "1 of N waiting" from 2 on, else nothing.
+
+    Example:
+        >>> waiting_text(3), waiting_text(1)
+        ('1 of 3 waiting', '')
+    """
+    return f"1 of {waiting} waiting" if waiting > 1 else ""
+
+
+def _waiting(waiting: int) -> Tag | None:
+    # deputy_shiny.js rewrites (or adds, or removes) this line when the count changes.
+    text = waiting_text(waiting)
+    return tags.p(text, class_="deputy-waiting text-muted small") if text else None
+
+
+def _asker(chat: str | None) -> Tag | None:
+    """Which chat of the page asks (several chats share the session's one modal queue)."""
+    if not chat:
+        return None
+    return tags.p("Asked by ", tags.strong(chat), class_="deputy-asker small")
+
+
+def modeless(modal: Tag) -> Tag:
+    """``modal`` without a backdrop or a focus trap: the rest of the page (another chat
+    on it) stays usable while a prompt waits, and the modal never takes the focus from
+    what the user is typing (an Enter meant for a chat must not land on "Approve").
+
+    Example:
+        >>> tag = modeless(ui.modal("Allow?", easy_close=False))
+        >>> tag.attrs["data-bs-backdrop"], tag.attrs["data-bs-focus"]
+        ('false', 'false')
+    """
+    for name in ("data-backdrop", "data-bs-backdrop", "data-bs-focus"):
+        modal.attrs[name] = "false"
+    return modal.add_class("deputy-modeless")
+
+
+def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None = None) -> Tag:
+    """The approval modal for one pending call, naming the ``chat`` that asks.
 
     ``waiting`` counts the prompts waiting in this session, this one included (calls
     of the same response still to be decided count too); from 2 on the modal says
@@ -95,9 +133,8 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1) -> Tag:
         for name, value in request.arguments.items()
     ]
     body = tags.div(
-        tags.p(f"1 of {waiting} waiting", class_="deputy-waiting text-muted small")
-        if waiting > 1
-        else None,
+        _waiting(waiting),
+        _asker(chat),
         tags.p(request.description, class_="deputy-tool-description"),
         tags.div(*_badges(request.annotations), class_="deputy-badges mb-2"),
         tags.p(tags.strong("Why: "), request.reason, class_="deputy-reason"),
@@ -128,17 +165,16 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1) -> Tag:
         class_="deputy-approval",
         data_request_id=request.request_id,
     )
-    return ui.modal(
-        body,
-        title=f"Allow {request.tool_name}?",
-        easy_close=False,
-        footer=None,
-        size="l",
+    return modeless(
+        ui.modal(body, title=f"Allow {request.tool_name}?", easy_close=False, footer=None, size="l")
     )
 
 
-def questions_modal(request_id: str, questions: list[Question]) -> Tag:
-    """The ask_user form: radio buttons (or checkboxes for multi-select) plus "Other"."""
+def questions_modal(
+    request_id: str, questions: list[Question], waiting: int = 1, chat: str | None = None
+) -> Tag:
+    """The ask_user form: radio buttons (or checkboxes for multi-select) plus "Other",
+    naming the ``chat`` that asks and how many prompts wait (see :func:`approval_modal`)."""
     sets = []
     for index, question in enumerate(questions):
         kind = "checkbox" if question.multi_select else "radio"
@@ -176,12 +212,14 @@ def questions_modal(request_id: str, questions: list[Question]) -> Tag:
             )
         )
     body = tags.div(
+        _waiting(waiting),
+        _asker(chat),
         *sets,
         _buttons(("Submit", "submit", "btn-primary"), _CANCEL),
         class_="deputy-questions",
         data_request_id=request_id,
     )
-    return ui.modal(body, title="The agent has a question", easy_close=False, footer=None)
+    return modeless(ui.modal(body, title="The agent has a question", easy_close=False, footer=None))
 
 
 _CANCEL = ("Cancel", "cancel", "btn-outline-secondary")
@@ -212,4 +250,4 @@ def confirm_modal(request_id: str, title: str, body: str, confirm_label: str) ->
         class_="deputy-confirm",
         data_request_id=request_id,
     )
-    return ui.modal(content, title=title, easy_close=False, footer=None)
+    return modeless(ui.modal(content, title=title, easy_close=False, footer=None))

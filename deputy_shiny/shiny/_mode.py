@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from shiny import reactive, ui
+from shiny import reactive, render, ui
 
 from ..agent import Agent
 from ..errors import ConfigurationError
@@ -30,10 +30,34 @@ def _label(mode: str) -> str:
     return _LABELS.get(mode, mode.capitalize())
 
 
+def hint_text(initial: str, mode: str) -> str:
+    """Why modes the session started with are no longer offered ("" when none are gone).
+
+    Example:
+        >>> hint_text("standard", "readonly")
+        'The mode only narrows during a session: Standard is no longer offered.'
+        >>> hint_text("standard", "standard")
+        ''
+    """
+    if not initial or not mode:
+        return ""
+    now = set(allowed_modes(mode))
+    gone = [_label(m) for m in allowed_modes(initial) if m not in now]
+    if not gone:
+        return ""
+    names = gone[0] if len(gone) == 1 else ", ".join(gone[:-1]) + " and " + gone[-1]
+    verb = "is" if len(gone) == 1 else "are"
+    return f"The mode only narrows during a session: {names} {verb} no longer offered."
+
+
 @kit_module.ui
-def permission_mode_ui(label: str = "Permission mode") -> ui.Tag:
-    """A select showing the agent's permission mode (filled in by the server)."""
-    return ui.input_select("mode", label, choices=[], width="100%")
+def permission_mode_ui(label: str = "Permission mode") -> ui.TagList:
+    """A select showing the agent's permission mode (filled in by the server), and a
+    hint saying why wider modes are gone once the mode narrowed."""
+    return ui.TagList(
+        ui.input_select("mode", label, choices=[], width="100%"),
+        ui.output_text("hint", inline=False).add_class("deputy-mode-hint text-muted small"),
+    )
 
 
 @kit_module.server
@@ -47,6 +71,7 @@ def permission_mode_server(
     ``reactive.Value`` that Shiny Express renders as nothing, so a bare call is fine).
     """
     current: reactive.Value[str] = kit_module.InertValue("", name="deputy_permission_mode")
+    initial: list[str] = []  # the mode the session started with
 
     def _agent() -> Agent | None:
         return agent if isinstance(agent, Agent) else agent()
@@ -60,8 +85,13 @@ def permission_mode_server(
     def _init() -> None:
         target = _agent()
         if target is not None:
-            _show(target.get_permission_mode())
+            initial.append(target.get_permission_mode())
+            _show(initial[0])
         _init.destroy()
+
+    @render.text
+    def hint() -> str:
+        return hint_text(initial[0] if initial else "", current())
 
     @reactive.effect
     @reactive.event(input.mode)  # no ignore_init: it never subscribes to an unset input

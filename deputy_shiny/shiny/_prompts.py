@@ -37,12 +37,15 @@ from shiny.session import Session
 
 from .._util.timeouts import timeout
 from ..errors import PromptClosed
+from ._modals import waiting_text
 
 logger = logging.getLogger(__name__)
 
 ANSWER_INPUT = "deputy_modal_answer"
 KEY_MESSAGE = "deputy-prompt-key"
 """The custom message that hands the kit's script a prompt's key (``deputy_shiny.js``)."""
+WAITING_MESSAGE = "deputy-prompt-waiting"
+"""The custom message that updates the open modal's "1 of N waiting" line (as text)."""
 
 
 ModalFactory = Callable[[int], Tag]
@@ -56,6 +59,7 @@ class _Prompt:
     future: asyncio.Future[dict[str, Any]] = field(repr=False)
     group: str | None = None  # the run it belongs to: "Stop the run" answers them all
     also_waiting: int = 0  # calls behind it that are not queued yet (same response)
+    shown_waiting: int = 0  # the count its modal shows now (0: not shown yet)
     # The answer's proof that the kit's script sent it (see the module docstring).
     key: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
 
@@ -134,12 +138,32 @@ class SessionPrompts:
                 )
             except Exception:  # the connection is gone: the session is ending
                 logger.warning("could not send a prompt's key", exc_info=True)
+            current.shown_waiting = waiting
             ui.modal_show(current.modal(waiting), session=self._session)
+        elif self._current is not None and not self._closed:
+            await self._update_waiting(self._current)
         count = len(self._queue) + (self._current is not None)
         # Setting a reactive value from the stream task: hold the lock only for the set.
         async with reactive.lock():
             self.pending.set(count)
             await reactive.flush()
+
+    async def _update_waiting(self, current: _Prompt) -> None:
+        """Keep the open modal's count true: another chat of the session may queue a
+        prompt behind it, or a queued one may end (only the line's text changes, so
+        what the user typed into the modal stays)."""
+        waiting = 1 + len(self._queue) + current.also_waiting
+        if waiting == current.shown_waiting:
+            return
+        current.shown_waiting = waiting
+        message: dict[str, object] = {
+            "request_id": current.request_id,
+            "text": waiting_text(waiting),
+        }
+        try:
+            await self._session.send_custom_message(WAITING_MESSAGE, message)
+        except Exception:  # the connection is gone: the session is ending
+            logger.warning("could not update a prompt's count", exc_info=True)
 
     def answer(self, value: object) -> bool:
         """Resolve the prompt on screen with the browser's answer; False if it isn't for

@@ -26,15 +26,19 @@ class SessionAsks:
     Args:
         prompts: The session's modal queue.
         wait_seconds: How long a prompt may wait (None: as long as the session lasts).
+        chat: The asking chat's name, shown in its modals (a page may hold several).
 
     Example:
         >>> SessionAsks.__name__
         'SessionAsks'
     """
 
-    def __init__(self, prompts: SessionPrompts, wait_seconds: float | None) -> None:
+    def __init__(
+        self, prompts: SessionPrompts, wait_seconds: float | None, chat: str | None = None
+    ) -> None:
         self.prompts = prompts
         self.wait_seconds = wait_seconds
+        self.chat = chat
 
     async def approval(self, request: ApprovalRequest) -> dict[str, Any]:
         """The modal's answer to ``request``.
@@ -45,7 +49,7 @@ class SessionAsks:
         """
         return await self.prompts.ask(
             request.request_id,
-            lambda waiting: approval_modal(request, waiting),
+            lambda waiting: approval_modal(request, waiting, self.chat),
             self.wait_seconds,
             group=request.run_id,
             also_waiting=request.calls_after,
@@ -69,7 +73,7 @@ class SessionAsks:
         try:
             answer = await self.prompts.ask(
                 request_id,
-                questions_modal(request_id, questions),
+                lambda waiting: questions_modal(request_id, questions, waiting, self.chat),
                 self.wait_seconds,
                 group=context.run_id,
             )

@@ -40,8 +40,9 @@ from htmltools import Tag, TagList, tags
 from shiny import reactive, render, ui
 
 from ..agent import Agent
-from ..delegation import DelegationSubscription
+from ..delegation import DELEGATE_TOOL, DelegationSubscription
 from ..errors import DelegationDisclosureError, DelegationError
+from ..messages import Turn
 from . import _module as kit_module
 
 __all__ = ["subagent_panel_server", "subagent_panel_ui"]
@@ -174,6 +175,9 @@ def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str
                 class_="deputy-subagent-events small",
             )
         )
+    if view.get("restored"):  # from the saved conversation: its records are gone
+        body.append(tags.div("From the saved conversation.", class_="text-muted small"))
+        return tags.div(*body, class_="deputy-subagent mb-2", data_status=status)
     buttons = [
         _button(
             "Hide transcript" if transcript is not None else "Transcript",
@@ -194,6 +198,39 @@ def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str
         data_status=status,
         title=task if len(task) <= 2000 else task[:2000] + "…",
     )
+
+
+def _restored(turns: list[Turn], views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Delegations the conversation's turns show but the lead no longer holds (a reloaded
+    conversation: its delegation records lived in the old session's memory), as views,
+    oldest first. A delegate call that matches a live delegation (agent and task) is
+    that one, not a restored one."""
+    live: dict[tuple[Any, Any], int] = {}
+    for view in views:
+        key = (view.get("agent_name"), view.get("task"))
+        live[key] = live.get(key, 0) + 1
+    results = {r.call_id: r for turn in turns for r in turn.tool_results}
+    out = []
+    for turn in turns:
+        for call in turn.tool_requests:
+            agent, task = call.arguments.get("agent"), call.arguments.get("task")
+            if call.name != DELEGATE_TOOL or not isinstance(agent, str):
+                continue
+            if live.get((agent, task), 0) > 0:
+                live[(agent, task)] -= 1
+                continue
+            result = results.get(call.id)
+            status = "stopped" if result is None else "failed" if result.is_error else "completed"
+            task_text = task if isinstance(task, str) else ""
+            out.append(
+                {
+                    "agent_name": agent,
+                    "task": task_text,
+                    "observed": {"status": status},
+                    "restored": True,
+                }
+            )
+    return out
 
 
 class _SubagentPanel:
@@ -225,6 +262,7 @@ class _SubagentPanel:
         self.live = False  # a delegation shown was running (or was just stopped)
         self.recent: dict[str, deque[str]] = {}
         self.visible: set[str] = set()
+        self.turns_seen = -1  # the lead's turn count at the last read (restored rows)
 
     def lead(self) -> Agent | None:
         agent = self._agent
@@ -248,7 +286,11 @@ class _SubagentPanel:
         subscription = self.subscription
         if subscription is None or self.who() != self.subscribed_requester:
             return True
-        return self.live or subscription.pending
+        if self.live or subscription.pending:
+            return True
+        # A conversation restored on reload (in the background, as the session starts)
+        # brings delegations the lead has no record of: watched until turns arrive.
+        return self.turns_seen <= 0 and len(lead.get_turns()) != self.turns_seen
 
     def poll(self, opened: frozenset[str], shown: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the panel shows now, with ``opened`` transcripts open (``shown``: unchanged).
@@ -309,7 +351,7 @@ class _SubagentPanel:
         if current is not None:
             current.close()
         self.recent.clear()
-        self.subscription, self.opened = None, None
+        self.subscription, self.opened, self.turns_seen = None, None, -1
         self.subscribed_lead, self.subscribed_requester = lead, who
         try:
             self.subscription = lead.observe_subagents(who)
@@ -329,7 +371,9 @@ class _SubagentPanel:
             kept = self.recent.setdefault(event.delegation_id, deque(maxlen=RECENT_EVENTS))
             if event.kind != "status":
                 kept.append(event.summary)
-        if not fresh and not self.live and opened == self.opened:
+        turns = lead.get_turns()
+        same_turns, self.turns_seen = len(turns) == self.turns_seen, len(turns)
+        if not fresh and not self.live and opened == self.opened and same_turns:
             return shown  # nothing new, nothing running: keep what is shown
         try:
             views = lead.inspect_subagents(who)
@@ -348,6 +392,7 @@ class _SubagentPanel:
             if delegation_id in opened:
                 transcript = _read_transcript(lead, who, delegation_id)
             rows.append((view, list(self.recent.get(delegation_id, ())), transcript))
+        rows.extend((view, [], None) for view in reversed(_restored(turns, views)))
         return ("rows", rows)
 
 

@@ -255,7 +255,9 @@ class ApprovalModal(_Modal):
         loc_badges: The annotation badges (``read-only``, ``destructive``, ...).
         loc_reason: Why the call needs approval.
         loc_deny_message: The optional message for the model when denying.
-        loc_waiting: "1 of N waiting", shown when more prompts wait behind this one.
+        loc_waiting: "1 of N waiting", shown when more prompts wait behind this one
+            (kept current while other chats of the page queue theirs).
+        loc_asker: "Asked by <chat>": which chat of the page asks.
 
     Example:
         >>> from deputy_shiny.shiny.playwright import ApprovalModal
@@ -276,6 +278,7 @@ class ApprovalModal(_Modal):
         self.loc_reason = self.loc.locator(".deputy-reason")
         self.loc_deny_message = self.loc_modal.locator("textarea.deputy-deny-message")
         self.loc_waiting = self.loc.locator(".deputy-waiting")
+        self.loc_asker = self.loc.locator(".deputy-asker")
 
     def expect_open(self, tool_name: str | None = None, *, timeout: float | None = None) -> None:
         """Wait until an approval is shown, for ``tool_name`` when given.

@@ -105,6 +105,18 @@ def test_with_an_mcp_config_the_sidebar_connects_its_servers(
     expect(time_row.locator(".deputy-mcp-tools")).to_have_text("2 tools")
 
 
+def test_the_sidebar_sub_heading_looks_like_its_section_labels(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app(str(ROOT / "app.py"))
+    open_chat(page, app, "chat")
+    style = "(el) => [getComputedStyle(el).fontSize, getComputedStyle(el).textTransform]"
+    section = page.locator(".deputy-conversation-section .deputy-section-title")
+    rewind = page.get_by_role("heading", name="Rewind files")
+    expect(rewind).to_be_visible()
+    assert rewind.evaluate(style) == section.evaluate(style) == ["12px", "uppercase"]
+
+
 def test_without_an_mcp_config_there_is_no_mcp_panel(
     page: Page, serve_app: Callable[..., AppServer]
 ) -> None:

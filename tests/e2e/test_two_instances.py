@@ -37,8 +37,7 @@ def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
     assert left_dir != right_dir
     expect(page.get_by_text("Host app").first).to_be_visible()
 
-    # Both are typed first and sent in one go: the first approval's modal takes the page
-    # (its backdrop and focus), so a message typed after it opens would never be sent.
+    # Both are sent in one go, so both runs ask at once.
     left.chat.set_user_input("write left.txt from-left")
     right.chat.set_user_input("write right.txt from-right")
     page.evaluate(
@@ -79,6 +78,47 @@ def test_two_chats_queue_their_approvals_and_the_host_keeps_working(
     expect(page.locator("#echo")).to_have_text("Echo: still alive")
 
 
+def test_an_open_approval_leaves_the_other_chat_usable_and_its_count_current(
+    page: Page, app: AppServer
+) -> None:
+    left, right = open_chats(page, app, "left", "right")
+    left_dir, right_dir = workspace(page, app, "left"), workspace(page, app, "right")
+    left.send("write writer.txt from-writer")
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file")
+    writers = modal.request_id()
+    expect(modal.loc_asker).to_have_text("Asked by left")  # the module id by default
+    expect(modal.loc_waiting).to_have_count(0)
+
+    # The analyst chat takes a real click, the keys and the send button (no backdrop
+    # covers it, no focus trap pulls the keys into the modal), and it answers.
+    right.chat.loc_input.click()
+    page.keyboard.type("how are sales?")
+    expect(right.chat.loc_input).to_be_focused()
+    right.loc_send.click()
+    right.expect_latest_reply("You said: how are sales?")
+    expect(modal.loc).to_have_attribute("data-request-id", writers)
+
+    # Its own approval queues behind the open one, and the open modal's count follows.
+    right.chat.loc_input.click()
+    page.keyboard.type("write analyst.txt from-analyst")
+    right.loc_send.click()
+    expect(modal.loc_waiting).to_have_text("1 of 2 waiting")
+    expect(modal.loc).to_have_attribute("data-request-id", writers)
+    modal.approve()
+    modal.expect_closed(request_id=writers)
+    modal.expect_open("write_file")
+    expect(modal.loc_asker).to_have_text("Asked by Analyst")  # the app's label
+    expect(modal.argument("path")).to_have_value("analyst.txt")
+    expect(modal.loc_waiting).to_have_count(0)
+    modal.approve()
+    modal.expect_closed()
+    left.expect_latest_reply("Tool said: Wrote")
+    right.expect_latest_reply("Tool said: Wrote")
+    assert (left_dir / "writer.txt").read_text() == "from-writer"
+    assert (right_dir / "analyst.txt").read_text() == "from-analyst"
+
+
 def test_permission_mode_select_narrows_to_read_only(page: Page, app: AppServer) -> None:
     left, _ = open_chats(page, app, "left", "right")
     left_dir = workspace(page, app, "left")
@@ -86,10 +126,16 @@ def test_permission_mode_select_narrows_to_read_only(page: Page, app: AppServer)
     expect(select).to_have_value("standard")
     options = select.locator("option")
     expect(options).to_have_text(["Standard", "Read-only"])
+    hint = page.locator("#mode-hint")
+    expect(hint).to_have_text("")
 
     select.select_option(label="Read-only")
     expect(select).to_have_value("readonly")
     expect(options).to_have_text(["Read-only"])
+    # Standard is gone, and the page says why.
+    expect(hint).to_have_text(
+        "The mode only narrows during a session: Standard is no longer offered."
+    )
 
     left.send("write blocked.txt nope")
     left.expect_latest_reply("Tool said:")

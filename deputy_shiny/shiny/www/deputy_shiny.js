@@ -73,6 +73,24 @@
       keys.set(message.request_id, message.key);
       while (keys.size > MAX_KEYS) keys.delete(keys.keys().next().value);
     });
+    // Another chat of this session queued a prompt behind the open one (or one left):
+    // the open modal's "1 of N waiting" line follows, as text; nothing else changes.
+    window.Shiny.addCustomMessageHandler("deputy-prompt-waiting", function (message) {
+      if (!message || typeof message.request_id !== "string" || typeof message.text !== "string") {
+        return;
+      }
+      document.querySelectorAll("#shiny-modal [data-request-id]").forEach(function (root) {
+        if (root.dataset.requestId !== message.request_id) return;
+        let line = root.querySelector(".deputy-waiting");
+        if (message.text === "") { if (line) line.remove(); return; }
+        if (!line) {
+          line = document.createElement("p");
+          line.className = "deputy-waiting text-muted small";
+          root.prepend(line);
+        }
+        line.textContent = message.text;
+      });
+    });
     return true;
   }
   if (!onMessages()) document.addEventListener("DOMContentLoaded", onMessages);

@@ -6,7 +6,8 @@ agent. In either chat the message ``write <path> <content>`` makes the model cal
 ``write_file(path, content)`` (which always needs approval); after the tool result it
 says ``Tool said: <result>``. Anything else is echoed. Each instance's workspace is
 shown in ``output_text("<id>_dir")``. ``permission_mode_ui("mode")`` switches the
-``left`` agent's permission mode.
+``left`` agent's permission mode. The right chat's modals name it "Analyst" (its
+``label``); the left's name its module id.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ app_ui = ui.page_navbar(
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
     left = agent_chat_server("left", write_agent, workspace_root=workspace_root())
-    right = agent_chat_server("right", write_agent, workspace_root=workspace_root())
+    right = agent_chat_server(
+        "right", write_agent, workspace_root=workspace_root(), label="Analyst"
+    )
     assert left.agent is not None
     permission_mode_server("mode", left.agent)
 
