@@ -1,0 +1,84 @@
+"""The documentation site builds (mkdocs, strict), from the docstrings and ``docs/``.
+
+``mkdocs build --strict`` fails on a reference to an object that does not exist and on
+a broken link between pages. The test also checks that the reference holds the API a
+reader looks up first, and runs every page's Python examples, in order, offline (as
+``test_readme.py`` does for the README).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    ("page", "anchors"),
+    [
+        (
+            "reference/shiny",
+            ["deputy_shiny.shiny.agent_chat_server", "deputy_shiny.shiny.AgentChatHandle"],
+        ),
+        (
+            "reference/shiny",
+            [
+                "deputy_shiny.shiny.playwright.AgentChat",
+                "deputy_shiny.shiny.playwright.ApprovalModal",
+            ],
+        ),
+        (
+            "reference/agent",
+            ["deputy_shiny.Agent.run", "deputy_shiny.Agent.run_async", "deputy_shiny.AgentResult"],
+        ),
+        ("reference/models", ["deputy_shiny.models.ChatModel"]),
+        (
+            "reference/testing",
+            ["deputy_shiny.testing.FunctionModel", "deputy_shiny.testing.ScriptedModel"],
+        ),
+        ("reference/permissions", ["deputy_shiny.permissions.Permissions"]),
+    ],
+)
+def test_the_reference_documents_the_api(site: Path, page: str, anchors: list[str]) -> None:
+    html = (site / page / "index.html").read_text()
+    for anchor in anchors:
+        assert f'id="{anchor}"' in html, anchor
+
+
+def test_every_page_is_built(site: Path) -> None:
+    pages = sorted(p.relative_to(DOCS).with_suffix("") for p in DOCS.rglob("*.md"))
+    assert pages
+    for page in pages:
+        built = site / ("index.html" if page.name == "index" else page / "index.html")
+        assert built.is_file(), page
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")))
+def test_the_pages_examples_run(page: str) -> None:
+    text = (DOCS / page).read_text()
+    namespace: dict[str, object] = {"__name__": f"docs_{page}"}
+    for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL):
+        exec(compile(block, str(DOCS / page), "exec"), namespace)
