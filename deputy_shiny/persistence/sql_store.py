@@ -142,7 +142,13 @@ class SqlStore(Store):
             raise
         except sa.exc.IntegrityError:
             raise
-        except (TimeoutError, OSError, sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        except (
+            TimeoutError,
+            OSError,
+            sa.exc.TimeoutError,  # no pooled connection came free in time
+            sa.exc.OperationalError,
+            sa.exc.InterfaceError,
+        ) as exc:
             raise StoreUnavailableError(
                 f"The store {shown} cannot be reached now ({_reason(exc)})."
             ) from None
@@ -154,6 +160,8 @@ class SqlStore(Store):
             raise PersistenceError(
                 f"The store {shown} refused a statement ({_reason(exc)})."
             ) from None
+        except sa.exc.SQLAlchemyError as exc:
+            raise PersistenceError(f"The store {shown} failed ({_reason(exc)}).") from None
 
     async def _do(self, fn: Callable[[AsyncConnection], Awaitable[_T]]) -> _T:
         """Run ``fn`` in one transaction, after the schema check, with the timeouts."""
