@@ -32,7 +32,8 @@ other class lives only here. The families:
   ``RetainedHandleError`` (``RetainedAgentReleasedError``), ``RetainedAgentBusyError``,
   ``RetainedAgentChangedError``, ``RetainedAgentExhaustedError``.
 - ``PersistenceError`` (root): ``PersistenceCorruptError``
-  (``PersistenceNotAuthenticError``), ``SessionError``.
+  (``PersistenceNotAuthenticError``), ``SessionError``; from a store:
+  ``StoreUnavailableError``, ``StoreSchemaError``, ``StoreConflictError``.
 - ``CheckpointError`` (root): ``CheckpointLimitError``, ``CheckpointPathError``,
   ``CheckpointCorruptError``.
 - ``CompactionError`` (root): compaction could not write a summary; beside it
@@ -108,6 +109,9 @@ __all__ = [
     "SessionError",
     "SkillError",
     "SkillLoadError",
+    "StoreConflictError",
+    "StoreSchemaError",
+    "StoreUnavailableError",
     "StructuredOutputError",
     "SyncInAsyncError",
     "ToolArgumentsError",
@@ -440,6 +444,23 @@ class PersistenceNotAuthenticError(PersistenceCorruptError):
     without the key wrote or changed it (a recomputed checksum does not help), it was
     written with another key, or it predates record authentication. Nothing is loaded
     from it."""
+
+
+class StoreUnavailableError(PersistenceError):
+    """The store cannot be reached now: the database is down, refuses the connection,
+    or did not answer within the store's timeouts. Nothing was changed by the call that
+    failed; the same call works again once the store is back."""
+
+
+class StoreSchemaError(PersistenceError):
+    """The database's schema does not match this deputy_shiny: it was migrated by a newer
+    version (upgrade deputy_shiny), or it is older and automatic migration is off (the
+    message names the command that migrates it). Nothing was read or written."""
+
+
+class StoreConflictError(PersistenceError):
+    """A store write expected a record's revision (or its absence) that was not there:
+    another writer changed or created it first. Read it again and decide."""
 
 
 class CheckpointError(DeputyError):
