@@ -1,5 +1,8 @@
 """The apps in ``examples/`` run as they are, offline, in the browser.
 
+(``examples/test_express_app.py`` tests the Express example itself, as the README
+shows a user testing their own app.)
+
 Each example falls back to an offline model when ``DEPUTY_MODEL`` is not set (the test
 servers never set it), so what a reader copies is what runs here.
 """
@@ -21,7 +24,6 @@ EXAMPLES = ROOT / "examples"
 # example's server gets a temp dir of its own, so the test can find what it saved.
 NOTES_TMP = tempfile.mkdtemp(prefix="example-notes-")
 E2E_APPS = (
-    str(EXAMPLES / "express_app.py"),
     str(EXAMPLES / "dashboard.py"),
     (str(EXAMPLES / "custom_write_tool.py"), {"TMPDIR": NOTES_TMP}),
 )
@@ -35,23 +37,6 @@ def servers(serve_app: Callable[..., AppServer]) -> Callable[[str], AppServer]:
         return serve_app(str(EXAMPLES / name))
 
     return server
-
-
-def test_the_express_example_streams_and_writes_after_approval(
-    page: Page, servers: Callable[[str], AppServer]
-) -> None:
-    chat = open_chat(page, servers("express_app.py"), "chat")
-    expect(page.locator("#mode-mode")).to_be_visible()  # the permission switch rendered
-    chat.send("hello")
-    chat.expect_latest_reply("scripted")  # the offline demo model introduces itself
-    chat.expect_idle()
-    chat.send("write a note")
-    modal = ApprovalModal(page)
-    modal.expect_open("write_file")
-    modal.approve()
-    modal.expect_closed()
-    chat.expect_latest_reply("Wrote")
-    chat.expect_idle()
 
 
 def test_the_dashboard_analyst_reads_and_the_writer_changes_the_filters(
