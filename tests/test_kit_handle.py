@@ -27,7 +27,7 @@ from deputy_shiny.messages import ContentText, ContentToolRequest, ContentToolRe
 from deputy_shiny.shiny import AgentChatContext, AgentChatHandle
 from deputy_shiny.shiny._chat_module import _handle_without_agent
 from deputy_shiny.shiny._chat_session import BUSY_MESSAGE
-from deputy_shiny.shiny._export import JSON_FORMAT, conversation_markdown
+from deputy_shiny.shiny._export import JSON_FORMAT, conversation_json, conversation_markdown
 from deputy_shiny.shiny._mcp_session import SessionMcp
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from tests.helpers import local_tool
@@ -276,3 +276,12 @@ def _result() -> ContentToolResult:
 
 def _request() -> ContentToolRequest:
     return ContentToolRequest(id="c1", name="look", arguments={"path": "x"})
+
+
+def test_a_system_turn_is_never_downloaded() -> None:
+    turns = [
+        Turn(role="system", contents=[ContentText(text="SECRET app instructions")]),
+        Turn(role="user", contents=[ContentText(text="hi")]),
+    ]
+    assert "SECRET" not in conversation_markdown(turns)
+    assert [t["role"] for t in json.loads(conversation_json(turns))["turns"]] == ["user"]
