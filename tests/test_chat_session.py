@@ -79,6 +79,7 @@ class FakeChat:
     def __init__(self) -> None:
         self.messages: list[Shown] = []
         self.streams: list[asyncio.Task[None]] = []
+        self.input_updates: list[dict[str, Any]] = []
 
     async def append_message(self, message: Any) -> None:
         if isinstance(message, dict):
@@ -101,6 +102,17 @@ class FakeChat:
         shown = Shown("assistant")
         self.messages.append(shown)
         yield shown
+
+    def update_user_input(
+        self,
+        *,
+        value: str | None = None,
+        placeholder: str | None = None,
+        submit: bool = False,
+        focus: bool = False,
+    ) -> None:
+        update = {"value": value, "placeholder": placeholder, "submit": submit, "focus": focus}
+        self.input_updates.append(update)
 
     async def settled(self) -> None:
         """Wait for every stream started so far (and any they start)."""

@@ -24,7 +24,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from ._chat_start import (
     open_conversation,
 )
 from ._conversations import KitPersistence
+from ._export import conversation_json, conversation_markdown
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._modals import confirm_modal
@@ -98,6 +99,24 @@ class AgentChatHandle(kit_module.ExpressInert):
         mcp: This session's MCP connections: ``await handle.mcp.connect(server)``;
             they close when the session ends.
         persistent: True when the conversation is saved (``persistence``).
+
+    The shinychat ``Chat`` inside is not handed out: what it could do that bypasses the
+    agent (append markup, or messages the agent never sees) goes through the narrow
+    methods here instead. :meth:`update_user_input` fills the input box,
+    :meth:`submit` sends a prompt through the agent's run, :meth:`append_message` shows
+    the app's own note as text, and :meth:`conversation_markdown` /
+    :meth:`conversation_json` give the conversation as a file
+    (``conversation_panel_ui`` offers both as downloads).
+
+    Example:
+        >>> from shiny import reactive
+        >>> def server(input, output, session):
+        ...     handle = agent_chat_server("chat", lambda ctx: Agent("deputy/demo",
+        ...         working_dir=ctx.working_dir, approval_handler=ctx.approval_handler))
+        ...     @reactive.effect
+        ...     @reactive.event(input.explain)
+        ...     async def _explain() -> None:
+        ...         await handle.submit("Explain this chart")
     """
 
     agent: Agent | None
@@ -109,13 +128,67 @@ class AgentChatHandle(kit_module.ExpressInert):
     mcp: SessionMcp
     _prompts: SessionPrompts | None = field(default=None, repr=False)
     _conversation: SessionConversation | None = field(default=None, repr=False)
-    _saved: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     _session: Session | None = field(default=None, repr=False)
+    _chat_session: _ChatSession | None = field(default=None, repr=False)
 
     @property
     def persistent(self) -> bool:
         """True when this session's conversation is saved (``persistence``)."""
         return self._conversation is not None
+
+    def update_user_input(
+        self,
+        value: str | None = None,
+        *,
+        placeholder: str | None = None,
+        submit: bool = False,
+        focus: bool = False,
+    ) -> None:
+        """Set the chat's input box: its text (``value``), its ``placeholder``, and
+        ``focus`` it; ``submit=True`` (needs ``value``) sends it as if the user pressed
+        Enter, through the same path as typing. The text is the input's value, never
+        markup. Does nothing in a session without an agent."""
+        if submit and value is None:
+            raise ConfigurationError("update_user_input(submit=True) needs a value")
+        if self._chat_session is not None:
+            self._chat_session.chat.update_user_input(
+                value=value, placeholder=placeholder, submit=submit, focus=focus
+            )
+
+    async def submit(self, prompt: str) -> bool:
+        """Send ``prompt`` to the agent for the user (an "Explain this chart" button):
+        it shows as the user's message (rendered inert, as model text is) and runs like
+        a typed one, under the same permissions and approvals. Returns False, and the
+        chat says the agent is busy, while a run is in progress; False in a session
+        without an agent. Await it from a reactive effect (a button's), as the chat
+        awaits a typed message."""
+        if self._chat_session is None:
+            return False
+        return await self._chat_session.send(prompt)
+
+    async def append_message(self, text: str) -> None:
+        """Show the app's own note in the chat, as plain text (escaped: no markdown, no
+        HTML, so it may quote anything). Only the page shows it: the agent never sees it
+        and the downloads leave it out. Does nothing in a session without an agent."""
+        if self._chat_session is not None:
+            await tell(self._chat_session.chat, text)
+
+    def conversation_markdown(self) -> str:
+        """The conversation as the agent has it, as Markdown: each message, each tool
+        call's arguments and result as code; no HTML from the model, no image that
+        loads from an origin the chat does not allow, no system prompt."""
+        if self._chat_session is None:
+            return conversation_markdown(())
+        session = self._chat_session
+        return conversation_markdown(
+            session.agent.get_turns(), allowed_image_origins=session.image_origins
+        )
+
+    def conversation_json(self) -> str:
+        """The conversation as the agent has it, as JSON: ``{"format", "exported_at",
+        "turns"}``, each turn as ``Turn.model_dump`` writes it (no system prompt)."""
+        turns = () if self._chat_session is None else self._chat_session.agent.get_turns()
+        return conversation_json(turns)
 
     async def confirm(self, title: str, body: str, confirm_label: str) -> bool:
         """Ask this session's user a yes/no question in a modal (queued behind any
@@ -141,8 +214,8 @@ class AgentChatHandle(kit_module.ExpressInert):
             with reactive.isolate():
                 self.tool_events.set(self.tool_events() - 1)
             await reactive.flush()
-        if self._saved is not None:
-            await self._saved()
+        if self._chat_session is not None:
+            await self._chat_session.saved()
         return rewind
 
     async def new_conversation(self) -> None:
@@ -295,8 +368,8 @@ def agent_chat_server(
         mcp,
         _prompts=prompts,
         _conversation=conversation,
-        _saved=chat_session.saved,
         _session=session,
+        _chat_session=chat_session,
     )
 
 

@@ -38,6 +38,7 @@ from ..events import AgentEvent, AgentUsage, StopEvent
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
 from ._answers import decision_from_answer
 from ._escape import markdown_text
+from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
 from ._render import DEFAULT_FLUSH_INTERVAL, note_chunk, render_events
@@ -65,6 +66,15 @@ class ChatView(Protocol):
     async def append_message_stream(self, message: AsyncIterable[Any]) -> Any: ...
 
     def message_stream_context(self) -> AbstractAsyncContextManager[Any]: ...
+
+    def update_user_input(
+        self,
+        *,
+        value: str | None = None,
+        placeholder: str | None = None,
+        submit: bool = False,
+        focus: bool = False,
+    ) -> Any: ...
 
 
 class HandleValues(Protocol):
@@ -148,6 +158,7 @@ class _ChatSession:
         self.shown: ApprovalContinuation | None = None  # the approval last put to the user
         self.restored_waiting = False  # a restored approval is about to be (or being) decided
         self.user_stopped = False  # the stop button was pressed during this stream
+        self.starting = False  # the app sent a message whose stream has not started yet
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
 
@@ -249,10 +260,29 @@ class _ChatSession:
 
     async def submit(self, user_input: str) -> None:
         """The user sent ``user_input``: stream its run, unless one is in progress."""
-        if self.agent.running or self.streams:
+        if self.agent.running or self.streams or self.starting:
             await tell(self.chat, BUSY_MESSAGE)
             return
         await self._stream_message(self.stream(user_input))
+
+    async def send(self, prompt: str) -> bool:
+        """The app sends ``prompt`` for the user: it shows as the user's message (rendered
+        inert, as a restored one is) and runs as if typed. False, with the busy note, when
+        a run is in progress."""
+        if self.agent.running or self.streams or self.starting:
+            await tell(self.chat, BUSY_MESSAGE)
+            return False
+        # Busy from now on: the stream task starts later, and a second click may come first.
+        self.starting = True
+        try:
+            guard = ImageGuard(self.image_origins)
+            shown = guard.feed(prompt) + guard.flush()
+            await self.chat.append_message({"role": "user", "content": shown})
+            await self._stream_message(self.stream(prompt))
+        except BaseException:
+            self.starting = False
+            raise
+        return True
 
     async def _stream_message(self, chunks: AsyncIterator[Any]) -> None:
         # shinychat makes an ExtendedTask (three unnamed reactive values) for every
@@ -271,6 +301,7 @@ class _ChatSession:
         persistence, each approval pauses the run durably; the modal's answer resumes
         it, in the same chat message."""
         self.streams += 1
+        self.starting = False
         self.shown = None
         self.user_stopped = False
         await self.values.set_running(True)

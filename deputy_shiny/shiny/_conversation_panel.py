@@ -1,11 +1,13 @@
-"""The conversation panel: "New conversation" and "Rewind files", for one chat.
+"""The conversation panel: "New conversation", "Download" and "Rewind files", for one chat.
 
 "Rewind files" lists the agent's file checkpoints (one is made as each run starts,
 with ``Agent(enable_file_checkpointing=True)``), newest first; its Rewind button asks
 the user to confirm, then restores the files ``write_file``, ``edit_file`` and
 ``multi_edit`` changed since then (:meth:`~deputy_shiny.agent.Agent.rewind_files`). The
 conversation itself does not change. "New conversation" asks too, then starts over
-(:meth:`AgentChatHandle.new_conversation`).
+(:meth:`AgentChatHandle.new_conversation`). "Download" gives the conversation as the
+agent has it, as Markdown or JSON (:meth:`AgentChatHandle.conversation_markdown`,
+:meth:`AgentChatHandle.conversation_json`): nothing in either is markup from the model.
 
 Confirmations queue with the session's other prompts (one modal at a time) and are
 awaited in a task of the session's own, never in a reactive effect (Shiny has one
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from htmltools import Tag, TagList, tags
@@ -47,6 +50,18 @@ def conversation_panel_ui() -> Tag:
     return tags.div(
         ui.input_action_button(
             "new", "New conversation", class_="btn-sm btn-outline-primary deputy-new-conversation"
+        ),
+        tags.div(
+            tags.span("Download conversation", class_="deputy-muted"),
+            ui.download_button(
+                "download_markdown",
+                "Markdown",
+                class_="btn-sm btn-outline-secondary deputy-download-markdown",
+            ),
+            ui.download_button(
+                "download_json", "JSON", class_="btn-sm btn-outline-secondary deputy-download-json"
+            ),
+            class_="deputy-download-conversation",
         ),
         tags.h3("Rewind files", class_="deputy-subsection-title"),
         ui.output_ui("checkpoints"),
@@ -105,6 +120,11 @@ def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool
     return TagList(tags.ul(*rows, class_="list-unstyled deputy-checkpoints"))
 
 
+def _filename(extension: str) -> str:
+    """``conversation-<local time>.<extension>``: a name no user input reaches."""
+    return f"conversation-{time.strftime('%Y%m%d-%H%M%S')}.{extension}"
+
+
 @kit_module.server
 def conversation_panel_server(
     input: Any, output: Any, session: Any, handle: AgentChatHandle
@@ -151,6 +171,16 @@ def conversation_panel_server(
                 tags.p("File checkpoints are off for this agent.", class_="deputy-muted")
             )
         return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
+
+    # The file is built when the browser asks for it (an HTTP request of this session),
+    # from the agent's turns: never from the page.
+    @render.download_button(filename=lambda: _filename("md"), media_type="text/markdown")
+    def download_markdown() -> Iterator[str]:
+        yield handle.conversation_markdown()
+
+    @render.download_button(filename=lambda: _filename("json"), media_type="application/json")
+    def download_json() -> Iterator[str]:
+        yield handle.conversation_json()
 
     async def rewind(checkpoint_id: str) -> None:
         confirmed = await handle.confirm(

@@ -29,7 +29,9 @@ Example:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from re import Pattern
+from typing import Literal
 
 from playwright.sync_api import Locator, Page, expect
 from shinychat.playwright import ChatController
@@ -571,7 +573,7 @@ class SubagentPanel:
 
 
 class ConversationPanel:
-    """Controller for ``conversation_panel_ui(id)``: new conversation, rewind files.
+    """Controller for ``conversation_panel_ui(id)``: new conversation, downloads, rewind.
 
     Attributes:
         loc: The checkpoint list's output (``#<id>-checkpoints``).
@@ -584,6 +586,7 @@ class ConversationPanel:
         >>> panel = ConversationPanel(page, "conversation")  # doctest: +SKIP
         >>> panel.expect_changes(0, "1 file change after it")  # doctest: +SKIP
         >>> panel.rewind(0)  # doctest: +SKIP
+        >>> panel.download("markdown")  # doctest: +SKIP
     """
 
     def __init__(self, page: Page, id: str) -> None:
@@ -612,6 +615,13 @@ class ConversationPanel:
         """Click row ``index``'s Rewind (0: the newest), then confirm (or cancel)."""
         self.loc_rows.nth(index).locator(".deputy-rewind").click(timeout=timeout)
         self._answer(confirm, timeout)
+
+    def download(self, kind: Literal["markdown", "json"], *, timeout: float | None = None) -> str:
+        """Click "Markdown" or "JSON" under "Download conversation"; the file's text."""
+        with self.page.expect_download(timeout=timeout) as info:
+            self.page.locator(f"#{self.id}-download_{kind}").click(timeout=timeout)
+        path = info.value.path()
+        return Path(path).read_text(encoding="utf-8")
 
     def new_conversation(self, *, confirm: bool = True, timeout: float | None = None) -> None:
         """Click "New conversation", then confirm (the page reloads) or cancel."""

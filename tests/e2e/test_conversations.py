@@ -8,6 +8,7 @@ keeps conversations under a folder of this module's own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -113,6 +114,24 @@ def test_a_reload_brings_back_the_transcript_and_the_turns(
     chat.send("list files")
     chat.expect_latest_reply("welcome.md", timeout=20_000)
     expect_requests(page, 4)
+
+
+def test_the_conversation_downloads_as_markdown_and_json(
+    user: BrowserContext, app: AppServer
+) -> None:
+    page, _chat = chatted(user, app, "read welcome.md")
+    panel = ConversationPanel(page, "conversation")
+    markdown = panel.download("markdown")
+    # The agent's turns: the user's message, the tool call and its result, the reply.
+    assert markdown.startswith("# Conversation\n\n## User\n\nread welcome.md\n\n## Assistant")
+    assert "**Tool call** read\\_file" in markdown
+    assert "**Tool result** read\\_file" in markdown
+    assert "You are the assistant" not in markdown  # app.py's system prompt: the app's
+    document = json.loads(panel.download("json"))
+    assert document["format"] == "deputy_shiny.conversation/1"
+    roles = [turn["role"] for turn in document["turns"]]
+    assert roles[0] == "user" and roles[-1] == "assistant" and "system" not in roles
+    assert document["turns"][0]["contents"][0]["text"] == "read welcome.md"
 
 
 def test_an_approval_waits_across_a_closed_tab_and_runs_once(
