@@ -29,3 +29,10 @@ def test_readme_shows_an_app_without_a_key_and_a_local_endpoint() -> None:
     # An agent factory on FunctionModel (an app of one's own, with its own tools, offline).
     assert any("FunctionModel(" in b and "def make_offline_agent(ctx)" in b for b in blocks)
     assert any("ChatModel(" in b and "api_base=" in b for b in blocks)
+
+
+def test_readme_shows_the_browser_test_as_it_runs() -> None:
+    """The README's browser-test example is ``examples/test_express_app.py``, verbatim."""
+    text = README.read_text()
+    example = (README.parent / "examples" / "test_express_app.py").read_text()
+    assert f"```py\n{example}```" in text
