@@ -1,11 +1,13 @@
 """Tool progress: ``ToolContext.progress`` in sync and async tools, the ``tool_progress``
-events a run emits (latest wins, throttled, none after the call's end)."""
+events a run emits (latest wins, throttled, none after the call's end), and the kit's
+live card update."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -120,3 +122,83 @@ def test_progress_checks_its_arguments() -> None:
     with pytest.raises(ValueError):
         ctx.progress("x", float("nan"))
     ctx.progress("outside a run", 0.5)  # nothing to report to: no error
+
+
+# ------------------------------------------------------------------ the kit's card
+
+
+async def _rendered(with_progress: bool) -> tuple[list[tuple[str, Any]], str]:
+    from deputy_shiny.shiny import render_events
+
+    sent = asyncio.Event()
+
+    async def stage(parts: int) -> str:
+        """Work in parts, reporting each (an async tool)."""
+        ctx = current_tool_context()
+        for part in range(1, parts + 1):
+            sent.clear()
+            ctx.progress(f"Part {part} <i>of</i> {parts}", fraction=part / parts)
+            if with_progress:  # each report goes out before the next
+                await asyncio.wait_for(sent.wait(), WAIT)
+            await asyncio.sleep(PROGRESS_INTERVAL)
+        ctx.progress("wrapping up")  # dropped: the call ends before it is due
+        return f"staged {parts}"
+
+    reply = ScriptedReply(tool_calls=[ScriptedToolCall("stage", {"parts": 2}, id="call_9")])
+    agent = Agent(ScriptedModel([reply, "Staged."]), tools=[local_tool(stage)])
+    timeline: list[tuple[str, Any]] = []
+
+    async def send(payload: dict[str, Any]) -> None:
+        timeline.append(("progress", payload))
+        sent.set()
+
+    async for chunk in render_events(
+        agent.run("go"), on_progress=send if with_progress else None, flush_interval=0.04
+    ):
+        blocks = getattr(chunk, "blocks", None)
+        timeline.append(("block", blocks[0]) if blocks else ("text", chunk))
+    run_id = agent.last_run().run_id  # type: ignore[union-attr]
+    return timeline, f"{run_id[-12:]}-call_9"
+
+
+async def test_the_kit_sends_a_running_cards_progress_then_its_result() -> None:
+    timeline, card = await _rendered(with_progress=True)
+    kinds = [(kind, item.get("type") if kind == "block" else None) for kind, item in timeline]
+    assert kinds[:5] == [
+        ("block", "tool_request"),
+        ("progress", None),
+        ("progress", None),
+        ("progress", None),  # the card's end: the script forgets it
+        ("block", "tool_result"),
+    ]
+    request = timeline[0][1]
+    assert request["title"] == (
+        f'stage()<span class="deputy-tool-progress" data-deputy-progress="{card}"></span>'
+    )
+    # The tool's text goes as data (the script shows it as text), the latest per card.
+    assert [payload for kind, payload in timeline if kind == "progress"] == [
+        {"card": card, "message": "Part 1 <i>of</i> 2", "fraction": 0.5},
+        {"card": card, "message": "Part 2 <i>of</i> 2", "fraction": 1.0},
+        {"card": card, "done": True},
+    ]
+    result = timeline[4][1]
+    assert (result["request_id"], result["status"], "title" in result) == (card, "success", False)
+    assert timeline[-1] == ("text", "Staged.")
+
+
+async def test_without_a_sender_the_card_is_as_before() -> None:
+    timeline, _ = await _rendered(with_progress=False)
+    assert [kind for kind, _ in timeline] == ["block", "block", "text"]
+    assert "title" not in timeline[0][1]
+
+
+def test_a_card_id_from_the_model_stays_inside_its_attribute() -> None:
+    from deputy_shiny.shiny._render import tool_request_block
+
+    hostile = 'r-x"><img src=x onerror=alert(1)>'
+    block: dict[str, Any] = dict(
+        tool_request_block(hostile, "<b>t</b>", {}, progress=True).blocks[0]
+    )
+    title = block["title"]
+    assert "<img" not in title and "<b>" not in title
+    assert 'data-deputy-progress="r-x&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"' in title
