@@ -129,6 +129,21 @@ class ToolEndEvent(_EventBase):
     duration: float = 0.0
 
 
+class ToolProgressEvent(_EventBase):
+    """A running tool call reported progress (``ToolContext.progress``): ``message`` is
+    the tool's plain text, ``fraction`` how much is done (0 to 1) or None.
+
+    Latest wins: the run sends at most one every ``PROGRESS_INTERVAL`` seconds per call
+    (0.1), the newest report; none after the call's ``tool_end``.
+    """
+
+    type: Literal["tool_progress"] = "tool_progress"
+    call_id: str
+    tool_name: str
+    message: str
+    fraction: float | None = None
+
+
 class PermissionEvent(_EventBase):
     """A permission decision on a tool call, with the evaluation step that made it."""
 
@@ -273,6 +288,7 @@ AgentEvent = Annotated[
     | RequestErrorEvent
     | ToolStartEvent
     | ToolEndEvent
+    | ToolProgressEvent
     | PermissionEvent
     | HookEvent
     | ApprovalEvent

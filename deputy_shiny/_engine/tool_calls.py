@@ -5,11 +5,13 @@ every request in the conversation (a mixin of :class:`~deputy_shiny._engine.loop
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
@@ -25,6 +27,7 @@ from ..events import (
     AgentEvent,
     ApprovalEvent,
     ToolEndEvent,
+    ToolProgressEvent,
     ToolStartEvent,
     TrustedResultEvent,
 )
@@ -36,9 +39,11 @@ from ..messages import (
     Turn,
 )
 from ..tools import Tool, format_tool_output, tool_context
+from ..tools._context import ProgressSink
 from .budget import current_budget
 from .durable import NOT_EXECUTED, Resumption
 from .gate import Verdict
+from .progress import ProgressBoard
 from .state import (
     LOOP_REPEATS,
     NOT_RUN,
@@ -125,17 +130,15 @@ class ToolCalls:
                 # With durable approvals, each call runs before the next is decided, so a
                 # pause never leaves an approved call unrun behind it.
                 for item in ready:
-                    outcome = await self.interrupter.guard(self._execute(st, *item))
-                    for event in self._finish_call_events(st, outcome):
+                    async for event in self._run_calls(st, [item]):
                         yield event
                 ready.clear()
         if st.options.tool_mode == "sequential":
             for item in ready:
-                outcome = await self.interrupter.guard(self._execute(st, *item))
-                for event in self._finish_call_events(st, outcome):
+                async for event in self._run_calls(st, [item]):
                     yield event
         else:
-            async for event in self._run_concurrently(st, ready):
+            async for event in self._run_calls(st, ready):
                 yield event
         self._add_results_turn(st, "the run stopped before it")
         if st.hook_stop is not None:
@@ -199,11 +202,8 @@ class ToolCalls:
         if verdict.allowed:
             resume.executing()
             arguments = verdict.arguments if verdict.arguments is not None else approval.arguments
-            outcome = await self.interrupter.guard(
-                self._execute(st, request, tool, arguments, verdict)
-            )
-            resume.executed(outcome.result)
-            for event in self._finish_call_events(st, outcome):
+            item: Ready = (request, tool, arguments, verdict)
+            async for event in self._run_calls(st, [item], on_outcome=resume.executed):
                 yield event
         else:
             result = error_result(request, f"Denied: {verdict.reason}")
@@ -215,21 +215,49 @@ class ToolCalls:
         if st.hook_stop is not None:
             st.stop("hook_requested_stop", st.hook_stop)
 
-    async def _run_concurrently(
-        self, st: RunState, ready: list[Ready]
+    async def _run_calls(
+        self,
+        st: RunState,
+        ready: list[Ready],
+        on_outcome: Callable[[ContentToolResult], None] | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        tasks = {asyncio.ensure_future(self._execute(st, *item)) for item in ready}
+        """Run ``ready`` concurrently (one item: alone), yielding each call's progress
+        while it runs and its end events as it finishes (``on_outcome`` sees each
+        result first). Stopped, it cancels the calls still running and waits for them."""
+        board = ProgressBoard()
+        tasks: dict[asyncio.Task[Outcome], str] = {}
+        for item in ready:
+            request = item[0]
+            sink = board.sink(request.id, request.name)
+            task = asyncio.ensure_future(self._execute(st, *item, progress=sink))
+            task.add_done_callback(board.wake, context=contextvars.Context())
+            tasks[task] = request.id
         try:
             while tasks:
-                done, tasks = await self.interrupter.guard(
-                    asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-                )
-                for task in done:
-                    for event in self._finish_call_events(st, task.result()):
+                await self.interrupter.guard(board.wait())
+                for task in [t for t in tasks if t.done()]:
+                    board.close(tasks.pop(task))
+                    outcome = task.result()
+                    if on_outcome is not None:
+                        on_outcome(outcome.result)
+                    for event in self._finish_call_events(st, outcome):
                         yield event
+                for call_id, tool_name, message, fraction in board.take_due():
+                    yield self._emit(
+                        st,
+                        ToolProgressEvent,
+                        call_id=call_id,
+                        tool_name=tool_name,
+                        message=message,
+                        fraction=fraction,
+                    )
         finally:
+            board.close_all()
             for task in tasks:
                 task.cancel()
+            if tasks:
+                # As an awaited call did: a tool's clean-up runs before the run goes on.
+                await asyncio.wait(tasks)
 
     def _prepare_call(
         self, st: RunState, request: ContentToolRequest
@@ -265,12 +293,15 @@ class ToolCalls:
         tool: Tool,
         arguments: dict[str, Any],
         verdict: Verdict,
+        progress: ProgressSink | None = None,
     ) -> Outcome:
         started = time.monotonic()
         failed = False
         extra: list[AgentEvent] = []
         try:
             context = st.deps.tool_context(st.run_id, st.options.run_context, request)
+            if progress is not None:
+                context = dataclasses.replace(context, progress_sink=progress)
             budget = current_budget.set(st.budget)  # a delegation tool draws on it
             try:
                 with tool_context(context):

@@ -59,7 +59,7 @@ from ._mcp_session import SessionMcp
 from ._modals import confirm_modal
 from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
-from ._render import DEFAULT_FLUSH_INTERVAL, check_flush_interval
+from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
@@ -335,10 +335,9 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
-    if conversation is not None:
-        working_dir = conversation.folder.workspace
-    else:
-        working_dir = new_workspace(workspace_root)
+    working_dir = (
+        conversation.folder.workspace if conversation is not None else new_workspace(workspace_root)
+    )
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = make_agent(agent_factory, ctx, persistent=conversation is not None)
     chat_session = _ChatSession(
@@ -353,6 +352,7 @@ def agent_chat_server(
         flush_interval=interval,
         keep_workspace=keep_workspaces,
         close_session=session.close,
+        send_progress=functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
     )
     chat.on_user_submit(chat_session.submit)
     _bind_stop_and_usage(input, chat_session, usage_value)

@@ -41,7 +41,7 @@ from ._escape import markdown_text
 from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
-from ._render import DEFAULT_FLUSH_INTERVAL, note_chunk, render_events
+from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_events
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation
 from ._transcript import transcript_messages
@@ -120,6 +120,8 @@ class _ChatSession:
             model chunk); see :func:`~._render.render_events`.
         keep_workspace: Keep ``working_dir`` when the session ends (without persistence).
         close_session: Closes the browser session (a newer one took the conversation).
+        send_progress: Sends a running tool card's progress to the browser (None: not
+            shown); see :func:`~._render.render_events`.
 
     Example:
         >>> _ChatSession.__name__
@@ -140,6 +142,7 @@ class _ChatSession:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         keep_workspace: bool = False,
         close_session: Callable[[], Awaitable[None]],
+        send_progress: ProgressSender | None = None,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -152,6 +155,7 @@ class _ChatSession:
         self.flush_interval = flush_interval
         self.keep_workspace = keep_workspace
         self._close_session = close_session
+        self.send_progress = send_progress
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -357,6 +361,7 @@ class _ChatSession:
                     allowed_image_origins=self.image_origins,
                     on_event=self._on_event,
                     flush_interval=self.flush_interval,
+                    on_progress=self.send_progress,
                 ):
                     yield chunk
                 if not paused:

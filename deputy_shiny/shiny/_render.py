@@ -12,6 +12,13 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   schema is private to shinychat (``_chat_types.py``), so it is built here only. Tool
   output is sent as ``code``: it never renders as HTML or markdown. A denied call is an
   error card titled ``Denied: <reason>``;
+* ``tool_progress``: the running card's live status line (the tool's text, and a bar
+  when it gave a fraction), replaced by the result when the call ends. shinychat cannot
+  update a card in place (a second request block adds a second card), so the running
+  card's title holds an empty placeholder and each report goes to the kit's script as
+  a custom message (:data:`PROGRESS_MESSAGE`, sent by ``on_progress``), which fills the
+  placeholder with text nodes, never markup. The engine already sends at most one
+  report per call every 0.1 s, the newest;
 * ``retry``: a note "<the failure> — retrying (2 of 3)…", sent at once like a card;
 * a readable note when the run ends for any reason other than ``complete``; a card
   still running then resolves as stopped.
@@ -33,7 +40,7 @@ import contextvars
 import enum
 import json
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from shinychat import message_content, message_content_chunk
@@ -47,6 +54,7 @@ from ..events import (
     StopEvent,
     TextEvent,
     ToolEndEvent,
+    ToolProgressEvent,
     ToolStartEvent,
 )
 from ..messages import ContentText, ContentToolRequest, ContentToolResult
@@ -56,6 +64,14 @@ from ._image_guard import ImageGuard
 DEFAULT_FLUSH_INTERVAL = 0.04
 """Seconds between text updates a chat session sends (the agent chat module's default):
 about 25 a second, smooth to read, instead of one websocket message per model chunk."""
+
+PROGRESS_MESSAGE = "deputy-tool-progress"
+"""The custom message that carries a running card's progress to the kit's script:
+``{"card": <card id>, "message": <plain text>, "fraction": <0-1 or None>}``, and
+``{"card": <card id>, "done": True}`` once the card has its result."""
+
+ProgressSender = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one :data:`PROGRESS_MESSAGE` payload to the browser (the kit's session)."""
 
 _STOP_NOTES = {
     "interrupted": "Stopped.",
@@ -72,16 +88,25 @@ _STOP_NOTES = {
 
 
 def tool_request_block(
-    card_id: str, tool_name: str, arguments: dict[str, Any], *, title: str | None = None
+    card_id: str,
+    tool_name: str,
+    arguments: dict[str, Any],
+    *,
+    title: str | None = None,
+    progress: bool = False,
 ) -> ChatMessage:
     """A shinychat message holding a ``tool_request`` block (titled cards stand alone).
 
     ``title`` is plain text (it is escaped here: shinychat renders titles as HTML).
+    ``progress`` gives a running card the placeholder its progress fills in (the title
+    shinychat would show, ``tool_name()``, then an empty element naming the card).
 
     Example:
         >>> block = tool_request_block("c1", "read_file", {"path": "<b>"}, title="Denied: <b>")
         >>> block.blocks[0]["title"], block.blocks[0]["arguments"]
         ('Denied: &lt;b&gt;', '{"path": "<b>"}')
+        >>> tool_request_block("r-c1", "crunch", {}, progress=True).blocks[0]["title"]
+        'crunch()<span class="deputy-tool-progress" data-deputy-progress="r-c1"></span>'
     """
     block: dict[str, Any] = {
         "type": "tool_request",
@@ -97,6 +122,13 @@ def tool_request_block(
         # shinychat takes a card's header from its request's title.
         block["title"] = html_text(title)
         block["grouping"] = "none"
+    elif progress:
+        # Only while it runs: once the result arrives shinychat drops the running call
+        # and its title with it. The card id is model-chosen in part: escaped.
+        block["title"] = (
+            f'{html_text(tool_name)}()<span class="deputy-tool-progress" '
+            f'data-deputy-progress="{html_text(card_id)}"></span>'
+        )
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
 
@@ -174,8 +206,13 @@ async def render_events(
     allowed_image_origins: Iterable[str] = (),
     on_event: Callable[[AgentEvent], Any] | None = None,
     flush_interval: float = 0.0,
+    on_progress: ProgressSender | None = None,
 ) -> AsyncGenerator[str | ChatMessage, None]:
     """Turn a run's events into shinychat chunks; ``on_event`` sees every event first.
+
+    ``on_progress`` sends a running card's ``tool_progress`` to the browser, where the
+    kit's script shows it in the card (:data:`PROGRESS_MESSAGE`); without it, progress
+    is not shown.
 
     ``flush_interval`` (seconds) coalesces text: at most one text chunk every that long,
     what arrives meanwhile is buffered and goes out when the interval has passed, even if
@@ -228,7 +265,11 @@ async def render_events(
             held = _release(guard, paced.take())  # text first, in order: nothing waits
             if held:
                 yield held
-            for chunk in _event_chunks(event, waiting, cards):
+            if isinstance(event, ToolProgressEvent | ToolEndEvent) and on_progress is not None:
+                update = cards.progress(event)
+                if update is not None:
+                    await on_progress(update)
+            for chunk in _event_chunks(event, waiting, cards, progress=on_progress is not None):
                 yield chunk
     finally:
         await paced.aclose()
@@ -245,7 +286,11 @@ def _release(guard: ImageGuard, text: str) -> str:
 
 
 def _event_chunks(
-    event: AgentEvent, waiting: dict[str, ToolStartEvent], cards: _Cards
+    event: AgentEvent,
+    waiting: dict[str, ToolStartEvent],
+    cards: _Cards,
+    *,
+    progress: bool = False,
 ) -> list[str | ChatMessage]:
     """The chunks a non-text event shows: tool cards, a stop note (or none)."""
     if isinstance(event, ToolStartEvent):
@@ -254,7 +299,8 @@ def _event_chunks(
         start = waiting.pop(event.call_id, None)
         if start is not None:
             cards.running[start.call_id] = start
-            return [tool_request_block(_card(start), start.tool_name, start.arguments)]
+            card = _card(start)
+            return [tool_request_block(card, start.tool_name, start.arguments, progress=progress)]
     elif isinstance(event, ToolEndEvent):
         cards.running.pop(event.call_id, None)
         denied = event.is_error and event.output.startswith("Denied: ")
@@ -303,6 +349,22 @@ class _Cards:
 
     def __init__(self) -> None:
         self.running: dict[str, ToolStartEvent] = {}
+        self.reported: set[str] = set()  # running cards that showed progress
+
+    def progress(self, event: ToolProgressEvent | ToolEndEvent) -> dict[str, Any] | None:
+        """The :data:`PROGRESS_MESSAGE` for ``event``: a running card's report, or the
+        end of a card that showed one (the script forgets it); None otherwise (a card
+        not shown as running has no placeholder)."""
+        card = _card(event)
+        if isinstance(event, ToolEndEvent):
+            if card not in self.reported:
+                return None
+            self.reported.discard(card)
+            return {"card": card, "done": True}
+        if event.call_id not in self.running:
+            return None
+        self.reported.add(card)
+        return {"card": card, "message": event.message, "fraction": event.fraction}
 
     def stopped(self) -> list[ChatMessage]:
         """A "stopped" result for each card still running; none run any more."""

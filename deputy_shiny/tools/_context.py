@@ -10,16 +10,22 @@ Tool state belongs to the agent, never to the tool object: one ``run_python`` to
 registered with two agents gives each its own interpreter. A stateful tool keeps its
 state in ``context.state`` (a :class:`ToolState`, one per agent, closed with the agent).
 
+A long tool reports how far it has got with ``context.progress(message, fraction)``;
+the run emits it as a ``tool_progress`` event (and the Shiny kit shows it in the call's
+card). Outside an agent it does nothing.
+
 Example:
     >>> from deputy_shiny.tools import current_tool_context
     >>> current_tool_context().tool_name is None
     True
+    >>> current_tool_context().progress("Loading", 0.5)  # outside an agent: nothing
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import threading
 import weakref
@@ -32,6 +38,13 @@ from typing import Any, Protocol, TypeVar
 from ..identity import CallIdentity
 
 T = TypeVar("T", bound="Closable")
+
+ProgressSink = Callable[[str, float | None], None]
+"""Where a call's progress goes: ``sink(message, fraction)``, callable from any thread
+(the engine gives each call its own; it keeps the latest report)."""
+
+MAX_PROGRESS_CHARS = 500
+"""A progress message longer than this is cut (it is a status line, not output)."""
 
 
 class FileChangeRecorder(Protocol):
@@ -115,6 +128,7 @@ class ToolContext(CallIdentity):
         state: The calling agent's :class:`ToolState` (outside an agent: one per process).
         file_journal: Records files before ``write_file``, ``edit_file`` and
             ``multi_edit`` change them (None: file checkpointing is off).
+        progress_sink: Where :meth:`progress` reports go (None: outside a run).
     """
 
     working_dir: Path
@@ -124,6 +138,41 @@ class ToolContext(CallIdentity):
     run_context: dict[str, Any] = field(default_factory=dict)
     state: ToolState = field(default=_PROCESS_STATE, repr=False, compare=False)
     file_journal: FileChangeRecorder | None = field(default=None, repr=False, compare=False)
+    progress_sink: ProgressSink | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, message: str, fraction: float | None = None) -> None:
+        """Report how far this call has got: ``message`` (plain text) and, when known,
+        ``fraction`` done, from 0 to 1 (clamped).
+
+        Call it as often as you like, from the tool's thread or its event loop: the run
+        keeps the latest report of each call and emits at most a few ``tool_progress``
+        events a second; reports made after the call returned are dropped.
+
+        Raises:
+            TypeError: ``message`` is not a string, or ``fraction`` not a number.
+            ValueError: ``fraction`` is NaN or infinite.
+
+        Example:
+            >>> from deputy_shiny.tools import current_tool_context
+            >>> def crunch(rows: int) -> str:
+            ...     ctx = current_tool_context()
+            ...     for done in range(1, rows + 1):
+            ...         ctx.progress(f"Row {done} of {rows}", fraction=done / rows)
+            ...     return "crunched"
+            >>> crunch(3)  # outside an agent the reports go nowhere
+            'crunched'
+        """
+        if not isinstance(message, str):
+            raise TypeError(f"progress message must be a string, not {type(message).__name__}")
+        if fraction is not None:
+            if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+                raise TypeError(f"fraction must be a number or None, not {type(fraction).__name__}")
+            if not math.isfinite(fraction):
+                raise ValueError(f"fraction must be finite (got {fraction!r})")
+            fraction = min(1.0, max(0.0, float(fraction)))
+        sink = self.progress_sink
+        if sink is not None:
+            sink(message[:MAX_PROGRESS_CHARS], fraction)
 
 
 def default_tool_context() -> ToolContext:

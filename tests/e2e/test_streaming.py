@@ -122,6 +122,26 @@ def test_stop_mid_tool_frees_the_chat_within_seconds(chat: AgentChat, app: AppSe
     assert "slow_tool finished" not in app.events()[before:]
 
 
+def test_a_long_tool_shows_its_progress_live_in_its_card(chat: AgentChat, app: AppServer) -> None:
+    chat.send("progress")
+    card = chat.tool_card("progress_tool")
+    status = card.locator(".deputy-tool-progress").first
+    # The tool's text, as text: its "<b>" is shown, never made an element.
+    expect(status).to_have_text("Step 1 of 2 <b>bold?</b>")
+    expect(status.locator("b")).to_have_count(0)
+    expect(status.locator("progress")).to_have_attribute("aria-label", "50%")
+    assert status.locator("progress").evaluate("bar => bar.value") == 0.5
+    (app.markers / "step2").touch()
+    expect(status).to_have_text("Step 2 of 2")  # no fraction: no bar
+    expect(status.locator("progress")).to_have_count(0)
+    (app.markers / "finish").touch()
+    chat.expect_latest_reply("Tool finished: did 2 steps")
+    # The result replaced the running card, and its status with it.
+    expect(card.locator(".deputy-tool-progress")).to_have_count(0)
+    expect(chat.tool_card_title(card)).not_to_contain_text("Step")
+    chat.expect_idle()
+
+
 def test_provider_error_shows_a_readable_message(chat: AgentChat) -> None:
     chat.send("fail")
     chat.expect_latest_reply("The model request failed", timeout=15_000)

@@ -53,6 +53,71 @@
       (SECURE ? "; Secure" : "");
   } catch (e) { /* no localStorage: nothing is saved for this browser */ }
 
+  // A running tool card's progress: the server puts an empty placeholder naming the card
+  // in its title (shinychat cannot update a card in place), and sends each report here.
+  // The latest report of each card is kept, so a placeholder shinychat (re)renders later
+  // is filled in too. Text nodes and a <progress> element only: nothing is parsed as HTML.
+  const PROGRESS_ATTR = "data-deputy-progress";
+  const progress = new Map(); // card id -> {message, fraction}
+  const MAX_PROGRESS = 100;
+  let watching = null;
+
+  function paint(el) {
+    const report = progress.get(el.getAttribute(PROGRESS_ATTR));
+    if (!report) return;
+    const parts = [];
+    if (typeof report.fraction === "number") {
+      const bar = document.createElement("progress");
+      bar.className = "deputy-tool-progress-bar";
+      bar.max = 1;
+      bar.value = report.fraction;
+      bar.setAttribute("aria-label", Math.round(report.fraction * 100) + "%");
+      parts.push(bar);
+    }
+    const text = document.createElement("span");
+    text.className = "deputy-tool-progress-text";
+    text.textContent = report.message;
+    parts.push(text);
+    el.replaceChildren.apply(el, parts);
+  }
+
+  function paintAll(card) {
+    document.querySelectorAll("[" + PROGRESS_ATTR + "]").forEach(function (el) {
+      if (card === undefined || el.getAttribute(PROGRESS_ATTR) === card) paint(el);
+    });
+  }
+
+  function watch() {
+    if (watching || !window.MutationObserver) return;
+    watching = new MutationObserver(function (records) {
+      for (const record of records) {
+        for (const node of record.addedNodes) {
+          if (node.nodeType !== 1) continue;
+          if (node.hasAttribute(PROGRESS_ATTR)) paint(node);
+          node.querySelectorAll("[" + PROGRESS_ATTR + "]").forEach(paint);
+        }
+      }
+    });
+    watching.observe(document.body, { childList: true, subtree: true });
+  }
+
+  function onProgress(message) {
+    if (!message || typeof message.card !== "string") return;
+    if (message.done) {
+      progress.delete(message.card);
+      if (progress.size === 0 && watching) { watching.disconnect(); watching = null; }
+      return;
+    }
+    if (typeof message.message !== "string") return;
+    const fraction = typeof message.fraction === "number" && isFinite(message.fraction)
+      ? Math.min(1, Math.max(0, message.fraction)) : null;
+    progress.delete(message.card); // re-inserted last: the oldest card goes first
+    progress.set(message.card, { message: message.message, fraction: fraction });
+    while (progress.size > MAX_PROGRESS) progress.delete(progress.keys().next().value);
+    watch();
+    paintAll(message.card);
+  }
+
   function onMessages() {
     if (!window.Shiny || !window.Shiny.addCustomMessageHandler) return false;
     window.Shiny.addCustomMessageHandler("deputy-conversation-token", function (message) {
@@ -63,6 +128,7 @@
         /* offline: the next visit gets a new token */
       });
     });
+    window.Shiny.addCustomMessageHandler("deputy-tool-progress", onProgress);
     window.Shiny.addCustomMessageHandler("deputy-reload", function (_message) {
       window.location.reload();
     });

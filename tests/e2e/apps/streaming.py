@@ -5,6 +5,9 @@ The model answers the user's message:
 - ``stream`` -> 25 numbered words in small chunks (~1.6 s), usage 100 + 50 tokens, $0.0012;
 - ``slow`` -> 400 numbered words, slowly (~25 s: long enough to be stopped);
 - ``sleep`` -> a call to ``slow_tool`` (an async tool that sleeps 30 s);
+- ``progress`` -> a call to ``progress_tool`` (a sync tool: it reports "Step 1 of 2
+  <b>" at half way, then waits for ``$DEPUTY_E2E_MARKERS/step2``; reports "Step 2 of 2",
+  then waits for ``$DEPUTY_E2E_MARKERS/finish``; at most 30 s each);
 - ``burst`` -> 120 numbered words in 3-character chunks ~2 ms apart (far more chunks
   than the kit's 40 ms flush interval lets through), then a call to ``quick_tool``;
 - ``fail`` -> HTTP 503 from the provider;
@@ -16,7 +19,10 @@ After a tool result it says ``Tool finished: <result>``.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from shiny import App, Inputs, Outputs, Session, ui
@@ -30,6 +36,7 @@ from deputy_shiny.testing import (
     ScriptedReply,
     ScriptedToolCall,
 )
+from deputy_shiny.tools import current_tool_context
 from tests.e2e.apps._shared import (
     last_tool_text,
     last_user_text,
@@ -59,6 +66,27 @@ async def slow_tool(seconds: float) -> str:
         raise
     mark("slow_tool", "finished")
     return f"slept {seconds} s"
+
+
+def _wait_for(name: str) -> None:
+    flag = Path(os.environ["DEPUTY_E2E_MARKERS"]) / name
+    deadline = time.monotonic() + 30
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def progress_tool(steps: int) -> str:
+    """Work in steps, reporting each (a sync tool: it runs in a worker thread).
+
+    Args:
+        steps: How many steps.
+    """
+    ctx = current_tool_context()
+    ctx.progress("Step 1 of 2 <b>bold?</b>", fraction=0.5)
+    _wait_for("step2")
+    ctx.progress("Step 2 of 2")
+    _wait_for("finish")
+    return f"did {steps} steps"
 
 
 async def quick_tool(word: str) -> str:
@@ -92,6 +120,8 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         return ScriptedReply(SLOW_TEXT, chunk_size=8, delay=0.05)
     if text == "sleep":
         return ScriptedReply(tool_calls=[ScriptedToolCall("slow_tool", {"seconds": 30})])
+    if text == "progress":
+        return ScriptedReply(tool_calls=[ScriptedToolCall("progress_tool", {"steps": 2})])
     if text == "burst":
         call = ScriptedToolCall("quick_tool", {"word": "ok"})
         return ScriptedReply(BURST_TEXT, chunk_size=3, delay=0.002, tool_calls=[call])
@@ -103,7 +133,11 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
 def make_agent(ctx: AgentChatContext) -> Agent:
     return Agent(
         FunctionModel(reply),
-        tools=[tool(slow_tool, annotations=LOCAL), tool(quick_tool, annotations=LOCAL)],
+        tools=[
+            tool(slow_tool, annotations=LOCAL),
+            tool(quick_tool, annotations=LOCAL),
+            tool(progress_tool, annotations=LOCAL),
+        ],
         working_dir=ctx.working_dir,
         approval_handler=ctx.approval_handler,
     )
