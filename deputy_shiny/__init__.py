@@ -11,6 +11,7 @@ Example:
 """
 
 import importlib
+import os
 from typing import TYPE_CHECKING
 
 from ._util.version import package_version
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     )
     from .models import DEMO_MODEL, ChatModel
     from .models._litellm import warm_up
+    from .observability import JsonLogFormatter, RunLogFilter, instrument, uninstrument
     from .permissions import (
         PermissionDecision,
         PermissionResultAllow,
@@ -183,6 +185,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     ".models": ("DEMO_MODEL", "ChatModel"),
     ".models._litellm": ("warm_up",),
+    ".observability": ("JsonLogFormatter", "RunLogFilter", "instrument", "uninstrument"),
     ".permissions": (
         "PermissionDecision",
         "PermissionResultAllow",
@@ -298,6 +301,7 @@ __all__ = [
     "HookResultPostToolUse",
     "HookResultPreCompact",
     "HookResultPreToolUse",
+    "JsonLogFormatter",
     "McpConfig",
     "McpConnection",
     "McpError",
@@ -309,6 +313,7 @@ __all__ = [
     "Permissions",
     "PersistenceError",
     "ProviderError",
+    "RunLogFilter",
     "Sandbox",
     "SandboxUnavailableError",
     "Skill",
@@ -330,6 +335,7 @@ __all__ = [
     "hook_block_dangerous_bash",
     "hook_limit_file_writes",
     "hook_log_tools",
+    "instrument",
     "load_mcp_config",
     "permissions_check",
     "permissions_check_async",
@@ -371,5 +377,9 @@ __all__ = [
     "tools_mcp_async",
     "tools_preset",
     "tools_web",
+    "uninstrument",
     "warm_up",
 ]
+
+if os.environ.get("DEPUTY_OTEL"):  # tracing asked for at import (README: Traces and logs)
+    importlib.import_module(".observability", __name__).instrument_from_environment(os.environ)

@@ -88,7 +88,7 @@ def _summarize_input(tool_input: Any, max_chars: int) -> str:
 
 
 def _summarize_output(output: Any, max_chars: int) -> str:
-    text = output if isinstance(output, str) else repr(redact_values(output))
+    text = redact_values(output) if isinstance(output, str) else repr(redact_values(output))
     return truncate(text.replace("\r", "\\r").replace("\n", "\\n"), max_chars)
 
 

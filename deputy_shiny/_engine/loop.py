@@ -24,6 +24,7 @@ from a :class:`~deputy_shiny._engine.deps.RunDeps` and writes turns to a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -32,6 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from functools import partial
 from typing import Any
 
+from .._util import log_context
 from .._util.interrupt import Interrupted, Interrupter
 from ..context import CompactionRecord
 from ..conversation import Conversation
@@ -83,6 +85,7 @@ from .budget import Meter, SharedBudget, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
+from .observer import observer_factory
 from .options import RunOptions
 from .state import (
     TEXT_FIELDS,
@@ -126,6 +129,8 @@ class Engine(ToolCalls):
             **fields,
         )
         st.events.append(event)
+        if st.observer is not None:
+            st.observer.on_event(event)
         return event
 
     def _text_event(self, st: RunState, text: str) -> TextEvent:
@@ -185,6 +190,11 @@ class Engine(ToolCalls):
             emit=partial(self._emit, st),
             guard=self.interrupter.guard,
         )
+        factory = observer_factory()
+        if factory is not None:  # tracing on (instrument()): nests under the current span
+            st.observer = factory(deps, st.run_id)
+        # Every log record of the run can carry its ids (log_context.RunLogFilter).
+        ids = log_context.run_ids.set(log_context.RunIds(st.run_id, deps.session_id, deps.agent_id))
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
@@ -242,6 +252,9 @@ class Engine(ToolCalls):
             self._last_error = st.error
             self.running = False
             deps.report(RunReport(st.usage(), st.model, st.fallbacks_used))
+            if st.observer is not None:
+                st.observer.finish(self.last_result, st.error)
+            _reset(log_context.run_ids, ids)
         if st.stop_reason in LIMIT_STOP_REASONS and options.limits.on_exceed == "error":
             raise UsageLimitExceeded(
                 f"Usage limit reached ({st.stop_reason}): {st.stop_message}",
@@ -506,6 +519,8 @@ class Engine(ToolCalls):
         usage = response_usage(st.model, response, st.conversation.messages)
         st.meter.count_response(usage)
         turn = response.turn(usage)
+        if st.observer is not None:
+            st.observer.on_response(turn)
         self._add_turn(st, turn)
         st.response_text = turn.text
         return turn
@@ -624,6 +639,13 @@ async def _sleep(seconds: float) -> None:
 def _wake(done: asyncio.Future[None]) -> None:
     if not done.done():
         done.set_result(None)
+
+
+def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    """Reset a context variable the run set as it started, if it still can: a run that
+    is closed by the event loop's generator finalizer ends in another context."""
+    with contextlib.suppress(ValueError):
+        var.reset(token)
 
 
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:

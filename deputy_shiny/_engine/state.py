@@ -27,6 +27,7 @@ from ..tools import Tool
 from .budget import Meter, SharedBudget
 from .deps import RunDeps
 from .gate import ToolGate, Verdict
+from .observer import RunObserver
 from .options import RunOptions
 
 NOT_RUN = "Tool call not run: {why}."
@@ -75,6 +76,7 @@ class RunState:
     results: dict[str, ContentToolResult] = field(default_factory=dict)
     loop_counts: Counter[str] = field(default_factory=Counter)
     hook_stop: str | None = None
+    observer: RunObserver | None = None  # tracing (None: off)
 
     @property
     def budget(self) -> SharedBudget:

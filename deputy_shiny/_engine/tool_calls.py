@@ -12,10 +12,12 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from .._util import log_context
 from .._util.interrupt import Interrupter
 from ..approvals import ApprovalRequest, Suspension
 from ..errors import (
@@ -303,10 +305,16 @@ class ToolCalls:
             if progress is not None:
                 context = dataclasses.replace(context, progress_sink=progress)
             budget = current_budget.set(st.budget)  # a delegation tool draws on it
+            call = log_context.call_id.set(request.id)  # on the tool's log records
+            observer = st.observer
+            # Tracing: the call's span is current while the tool runs (a subagent's run
+            # and the tool's own spans nest under it).
+            scope = observer.call_scope(request.id) if observer is not None else nullcontext()
             try:
-                with tool_context(context):
+                with scope, tool_context(context):
                     value = await tool.invoke(arguments)
             finally:
+                log_context.call_id.reset(call)
                 current_budget.reset(budget)
             output = format_tool_output(value)
             if st.deps.trusted_results is not None:

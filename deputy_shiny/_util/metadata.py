@@ -3,13 +3,16 @@
 run_context rides on every event and result, so it ends up in logs, UIs and saved
 sessions: a secret there leaks everywhere. Keys are split into words across case,
 punctuation and spaces (``apiSecret`` -> api, secret; ``API-KEY`` -> api, key) and
-rejected when a word, or two adjacent words run together, name a credential. Values
-never appear in error messages.
+rejected when a word, or two adjacent words run together, name a credential. A value
+holding one of the process's own keys (:func:`environment_secrets`) is rejected too,
+whatever its key. Values never appear in error messages.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 from collections.abc import Mapping
 from itertools import pairwise
@@ -49,6 +52,7 @@ def key_words(key: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(key)]
 
 
+@functools.lru_cache(maxsize=1024)
 def is_credential_key(key: str) -> bool:
     """True if ``key`` looks like it names a credential, in any spelling.
 
@@ -63,17 +67,43 @@ def is_credential_key(key: str) -> bool:
     return any(p in _SECRET_WORDS for p in pairs)
 
 
+MIN_SECRET_CHARS = 8
+"""Shorter values of credential-named variables are not treated as secrets (``1``, ``yes``)."""
+
+# Variables whose names only look like credentials ("pwd" is a password's abbreviation).
+_NOT_SECRETS = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK"})
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The values of the credential-named environment variables (``OPENAI_API_KEY``,
+    ``GITHUB_TOKEN``...) of at least 8 characters: the server's own keys.
+
+    Example:
+        >>> sorted(environment_secrets({"OPENAI_API_KEY": "sk-abcdefgh", "HOME": "/home/a"}))
+        ['sk-abcdefgh']
+    """
+    env = os.environ if environ is None else environ
+    return frozenset(
+        value
+        for key, value in env.items()
+        if len(value) >= MIN_SECRET_CHARS and key not in _NOT_SECRETS and is_credential_key(key)
+    )
+
+
 def validate_run_context(context: object, *, where: str = "run_context") -> dict[str, Any]:
     """Return a copy of ``context`` after checking keys and values.
 
     Raises:
         RunContextError: a non-dict, a non-str key, a credential-like key (at any
-            depth), or a value that is not JSON-compatible.
+            depth), a value holding one of the process's keys, or a value that is not
+            JSON-compatible.
     """
     if not isinstance(context, Mapping):
         raise RunContextError(f"{where} must be a dict of JSON-compatible values")
+    secrets = environment_secrets()
     return {
-        key: _check(value, f"{where}[{key!r}]") for key, value in _checked_items(context, where)
+        key: _check(value, f"{where}[{key!r}]", secrets)
+        for key, value in _checked_items(context, where)
     }
 
 
@@ -91,17 +121,25 @@ def _checked_items(mapping: Mapping[Any, Any], where: str) -> list[tuple[str, An
     return items
 
 
-def _check(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, str | bool | int):
+def _check(value: Any, where: str, secrets: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        if any(secret in value for secret in secrets):
+            raise RunContextError(
+                f"{where} holds the value of one of the server's credential environment "
+                "variables. run_context is attached to every event and saved session; keep "
+                "secrets out of it."
+            )
+        return value
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise RunContextError(f"{where} must be a finite number")
         return value
     if isinstance(value, list | tuple):
-        return [_check(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return [_check(item, f"{where}[{i}]", secrets) for i, item in enumerate(value)]
     if isinstance(value, Mapping):
-        return {k: _check(v, f"{where}[{k!r}]") for k, v in _checked_items(value, where)}
+        return {k: _check(v, f"{where}[{k!r}]", secrets) for k, v in _checked_items(value, where)}
     raise RunContextError(
         f"{where} is a {type(value).__name__}; run_context takes only JSON-compatible "
         "values (str, int, float, bool, None, lists and dicts of them)"

@@ -2,7 +2,10 @@
 
 :func:`redact` masks things that look like API keys inside free text (provider error
 messages); :func:`redact_values` masks the values of credential-like keys in nested
-mappings (tool arguments before they are logged).
+mappings (tool arguments before they are logged); :func:`scrub_secrets` masks the
+process's own keys (the values of its credential environment variables, such as
+``OPENAI_API_KEY``) wherever they occur in nested values (every saved document). Both
+of the first two mask those keys too.
 
 Example:
     >>> redact("Bearer abc.def")
@@ -17,9 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .metadata import is_credential_key
+from .metadata import environment_secrets, is_credential_key
 
-__all__ = ["REDACTED", "redact", "redact_values"]
+__all__ = ["REDACTED", "redact", "redact_values", "scrub_secrets"]
 
 _SECRET = re.compile(
     r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
@@ -38,6 +41,8 @@ def redact(text: str) -> str:
         >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
         'invalid key sk-test…, see https://x.example/?key=…'
     """
+    for secret in environment_secrets():
+        text = text.replace(secret, REDACTED)
     return _SECRET.sub(lambda m: next(g for g in m.groups() if g is not None) + "…", text)
 
 
@@ -46,19 +51,59 @@ REDACTED = "<redacted>"
 
 
 def redact_values(value: Any, depth: int = 0) -> Any:
-    """``value`` with the values of credential-like keys (``api_key``, ``token``...) masked.
+    """``value`` with the values of credential-like keys (``api_key``, ``token``...) masked,
+    and the process's own keys masked wherever they occur.
 
     Mappings become dicts and sequences lists; below six levels the rest is ``"…"``.
     """
+    return _redact_values(value, depth, environment_secrets())
+
+
+def _redact_values(value: Any, depth: int, secrets: frozenset[str]) -> Any:
     if depth > 6:
         return "…"
+    if isinstance(value, str):
+        return _scrub_text(value, secrets)
     if isinstance(value, Mapping):
         return {
             k: REDACTED
             if isinstance(k, str) and is_credential_key(k)
-            else redact_values(v, depth + 1)
+            else _redact_values(v, depth + 1, secrets)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact_values(v, depth + 1) for v in value]
+        return [_redact_values(v, depth + 1, secrets) for v in value]
     return value
+
+
+def scrub_secrets(value: Any) -> Any:
+    """``value`` (JSON-like) with every occurrence of one of the process's own keys
+    (:func:`~deputy_shiny._util.metadata.environment_secrets`) replaced by ``<redacted>``;
+    the same object when there is none to find.
+
+    Example:
+        >>> import os
+        >>> os.environ["EXAMPLE_API_KEY"] = "sk-example-123456"
+        >>> scrub_secrets({"args": ["use sk-example-123456 now"], "n": 1})
+        {'args': ['use <redacted> now'], 'n': 1}
+        >>> del os.environ["EXAMPLE_API_KEY"]
+    """
+    secrets = environment_secrets()
+    return _scrub(value, secrets) if secrets else value
+
+
+def _scrub(value: Any, secrets: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return _scrub_text(value, secrets)
+    if isinstance(value, Mapping):
+        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+def _scrub_text(text: str, secrets: frozenset[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text

@@ -45,6 +45,7 @@ from typing import Any
 
 from .._util.atomic import WriteRefused, atomic_write
 from .._util.json import loads_bounded
+from .._util.redact import scrub_secrets
 from ..errors import PersistenceCorruptError, PersistenceError, PersistenceNotAuthenticError
 from .keys import record_key
 
@@ -112,6 +113,9 @@ def write_document(
     """
     target = Path(path)
     secret = record_key(key)  # a ConfigurationError, before the ValueErrors of bad data
+    # The server's own keys never reach a file, even when a model copied one into a
+    # tool argument (the saved call then runs with the mask, never with the key).
+    payload = scrub_secrets(payload)
     try:
         body = {
             _FORMAT_KEY: kind,

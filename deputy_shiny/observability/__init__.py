@@ -1,0 +1,85 @@
+"""Traces and logs: OpenTelemetry spans of every run, and the run's ids on log records.
+
+:func:`instrument` turns on spans (the ``[otel]`` extra: ``pip install
+'deputy_shiny[otel]'``), sent to OpenTelemetry's global ``TracerProvider`` as other
+instrumented libraries do; ``DEPUTY_OTEL=1`` in the environment calls it as
+``deputy_shiny`` is imported. Until then no OpenTelemetry module is imported and runs
+pay nothing for tracing. ``_otel.py`` here describes the span tree (and the README's
+"Traces and logs").
+
+:class:`RunLogFilter` puts ``run_id``, ``session_id``, ``agent_id`` and ``call_id`` on
+each log record a handler sees; :class:`JsonLogFormatter` writes records as JSON lines.
+
+Example:
+    >>> import logging
+    >>> from deputy_shiny.observability import JsonLogFormatter, RunLogFilter
+    >>> handler = logging.StreamHandler()
+    >>> handler.addFilter(RunLogFilter())
+    >>> handler.setFormatter(JsonLogFormatter())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .._engine.observer import set_observer_factory
+from .._util.log_context import JsonLogFormatter, RunLogFilter
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["JsonLogFormatter", "RunLogFilter", "instrument", "uninstrument"]
+
+ENV_VAR = "DEPUTY_OTEL"
+"""Set to ``1`` (or ``true``) to call :func:`instrument` as the package is imported."""
+
+
+def instrument(tracer_provider: TracerProvider | None = None) -> None:
+    """Trace every run from now on: spans for the run, each model request, each tool
+    call, each approval wait and each delegation (GenAI semantic conventions).
+
+    Spans go to ``tracer_provider``, or (None) to OpenTelemetry's global provider,
+    looked up as each run starts, so one configured later (``opentelemetry-instrument``,
+    ``logfire.configure()``...) is used. A run's span nests under the span current as
+    it starts: py-shiny's session and reactive spans when the app enables them. Calling
+    it again replaces the provider.
+
+    Example:
+        >>> from opentelemetry.sdk.trace import TracerProvider
+        >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        ...     InMemorySpanExporter,
+        ... )
+        >>> from deputy_shiny import Agent, instrument, uninstrument
+        >>> from deputy_shiny.testing import ScriptedModel
+        >>> exporter = InMemorySpanExporter()
+        >>> provider = TracerProvider()
+        >>> provider.add_span_processor(SimpleSpanProcessor(exporter))
+        >>> instrument(provider)
+        >>> Agent(ScriptedModel(["Hi!"]), agent_name="greeter").chat("Hello")
+        'Hi!'
+        >>> uninstrument()
+        >>> [span.name for span in exporter.get_finished_spans()][-1]
+        'invoke_agent greeter'
+
+    Raises:
+        ImportError: OpenTelemetry is not installed (the ``[otel]`` extra).
+    """
+    from . import _otel  # imports opentelemetry: only now
+
+    set_observer_factory(_otel.factory(tracer_provider))
+
+
+def uninstrument() -> None:
+    """Stop tracing runs that start from now on."""
+    set_observer_factory(None)
+
+
+def instrument_from_environment(environ: Mapping[str, str]) -> bool:
+    """Call :func:`instrument` when ``environ`` has ``DEPUTY_OTEL`` set to ``1``,
+    ``true``, ``yes`` or ``on`` (any case); return whether it did."""
+    if environ.get(ENV_VAR, "").strip().lower() not in ("1", "true", "yes", "on"):
+        return False
+    instrument()
+    return True
