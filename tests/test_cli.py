@@ -382,3 +382,14 @@ async def test_a_failed_run_prints_its_error_and_exits_1() -> None:
     assert exit_status(await run_task(agent, "a", term)) == 0
     assert exit_status(await run_task(agent, "b", term)) == 1
     assert "provider down" in out.getvalue() and "Stopped (provider_error)" in out.getvalue()
+
+
+def test_a_resume_file_that_is_not_a_session_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text('{"not": "a session"}')
+    assert main(["run", "x", "--model", "deputy/demo", "--resume", "bad.json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("deputy: --resume bad.json: ")

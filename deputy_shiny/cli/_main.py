@@ -34,7 +34,7 @@ from ..permissions import Permissions
 from ..sandbox import sandbox_unavailable_reason
 from ..tools import tool_run_bash, tools_interactive, tools_preset
 from ._args import CliOptions, UsageError, choose_model, parse_args
-from ._prompts import LineReader, TerminalPrompts
+from ._prompts import TerminalPrompts, stdin_lines
 from ._session import Interrupts, Terminal, banner, chat, exit_status, run_task
 
 __all__ = ["SYSTEM_PROMPT", "build_agent", "main"]
@@ -91,18 +91,25 @@ async def _run(options: CliOptions, agent: Agent, terminal: Terminal) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``deputy`` with ``argv`` (default: the process's arguments); the exit status."""
-    console = Console(highlight=False)
-    errors = Console(stderr=True, highlight=False)
     if not logging.getLogger().handlers:
         # The events already say what failed; the library's warnings would say it twice.
         logging.basicConfig(level=logging.ERROR, format="deputy: %(name)s: %(message)s")
     try:
-        options = parse_args(sys.argv[1:] if argv is None else argv)
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:  # Ctrl-C before the run's handler was in place, or after
+        return 130
+
+
+def _main(argv: Sequence[str]) -> int:
+    console = Console(highlight=False)
+    errors = Console(stderr=True, highlight=False)
+    try:
+        options = parse_args(argv)
         if options.command == "chat":
             # litellm takes seconds to import: let that happen while the user types.
             threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
         choice = choose_model(options.model)
-        terminal = Terminal(console, LineReader(sys.stdin.fileno()), Interrupts())
+        terminal = Terminal(console, stdin_lines(), Interrupts())
         agent, bash_note = build_agent(options, choice.model, terminal.prompts, Path.cwd())
     except UsageError as exc:
         errors.print(Text(f"deputy: {exc}"), soft_wrap=True)
@@ -118,5 +125,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeputyError as exc:  # a failure outside any run: one line, not a traceback
         errors.print(Text(f"deputy: {exc}", style="red"), soft_wrap=True)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C before the handler was in place
-        return 130

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.panel import Panel
@@ -42,7 +43,14 @@ from ..errors import AskUserDeclined
 from ..tools.interactive import Answer, AskUserContext, Question
 from ._printer import arguments_text, safe_text
 
-__all__ = ["LineReader", "Lines", "ScriptedLines", "TerminalPrompts"]
+__all__ = [
+    "LineReader",
+    "Lines",
+    "ScriptedLines",
+    "TerminalPrompts",
+    "TextLines",
+    "stdin_lines",
+]
 
 _CHOICES = {
     "y": "approve",
@@ -147,6 +155,37 @@ class ScriptedLines:
     async def readline(self) -> str | None:
         """The next scripted line, or None when there is none left."""
         return self._lines.popleft() if self._lines else None
+
+
+class TextLines:
+    """Lines of a text stream with no file descriptor (a replaced ``sys.stdin``), read in
+    a worker thread.
+
+    Example:
+        >>> import asyncio, io
+        >>> asyncio.run(TextLines(io.StringIO("yes\\n")).readline())
+        'yes'
+    """
+
+    echoes = False
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    async def readline(self) -> str | None:
+        """The next line (without its newline), or None at end of input."""
+        line = await asyncio.to_thread(self._stream.readline)
+        return line.rstrip("\r\n") if line else None
+
+
+def stdin_lines() -> Lines:
+    """Where the terminal's answers come from: standard input's descriptor, if it has one."""
+    if sys.stdin is None:  # no standard input at all: every question meets its end
+        return ScriptedLines([])
+    try:
+        return LineReader(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):  # replaced or closed (io.UnsupportedOperation)
+        return TextLines(sys.stdin)
 
 
 class TerminalPrompts:
