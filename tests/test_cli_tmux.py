@@ -103,10 +103,13 @@ def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
         check=True,
         timeout=30,
     )
+    tmux = Tmux(workdir)
+    socket = Path(tmux.tmux("display-message", "-p", "#{socket_path}").strip())
     try:
-        yield Tmux(workdir)
+        yield tmux
     finally:
         subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True, timeout=30)
+        socket.unlink(missing_ok=True)  # the server leaves its socket file behind
 
 
 def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(terminal: Tmux) -> None:
