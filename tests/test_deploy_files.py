@@ -100,7 +100,7 @@ def test_litellm_range_excludes_the_compromised_releases() -> None:
 
 def test_the_optional_extras_are_ranges_that_the_test_extra_pins() -> None:
     table = extras()
-    ranges = [r for name in ("docs-tools", "web", "otel") for r in table[name]]
+    ranges = [r for name in ("docs-tools", "web", "otel", "cli") for r in table[name]]
     assert ranges and all("==" not in {s.operator for s in r.specifier} for r in ranges)
     test_pins = {canonicalize_name(r.name): r for r in table["test"]}
     for wanted in ranges:

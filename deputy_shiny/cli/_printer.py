@@ -1,0 +1,211 @@
+"""What a run shows in the terminal: its events, printed with rich as they come.
+
+Text streams as it arrives; each tool call is a compact panel (its arguments), and its
+result another (the output the model sees, cut to a few lines, red when it failed);
+denials, errors, retries and a stop other than ``complete`` get one line each, and the
+run ends with its usage line.
+
+Nothing the model or a tool writes is interpreted: it is printed as a rich ``Text``
+(so ``[bold]`` stays ``[bold]``, never markup), with terminal escape sequences and
+other control characters removed (so no colour, cursor move, title change or
+hyperlink a model wrote reaches the terminal).
+
+Example:
+    >>> import io
+    >>> from rich.console import Console
+    >>> from deputy_shiny.events import TextEvent
+    >>> out = io.StringIO()
+    >>> printer = EventPrinter(Console(file=out, force_terminal=False, width=60))
+    >>> ids = {"agent_id": "a", "session_id": "s", "run_id": "r"}
+    >>> printer.handle(TextEvent(text="[bold]hi\\x1b[31m!", **ids))
+    >>> out.getvalue()
+    '[bold]hi!'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+from .._util.text import plural
+from ..events import (
+    AgentEvent,
+    AgentResult,
+    ApprovalEvent,
+    FallbackEvent,
+    PermissionEvent,
+    RequestErrorEvent,
+    RunErrorEvent,
+    StopEvent,
+    TextCompleteEvent,
+    TextEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+)
+from ..usage import AgentUsage, format_cost
+
+__all__ = ["EventPrinter", "terminal_safe", "usage_line"]
+
+# Escape sequences whole (CSI, OSC up to its terminator, the two-character ones), so
+# their parameters do not print either; then any control character left, C1 included
+# (U+009B starts a CSI on some terminals), and the bidirectional overrides that make
+# text read in another order than it is.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks, clipboard
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -~]?"  # any other escape
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # the one-byte (C1) CSI
+    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # the one-byte OSC
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+TOOL_OUTPUT_LINES = 8
+"""Lines of a tool's output a result panel shows (the rest is counted, not shown)."""
+ARGUMENT_CHARS = 200
+"""Characters of a call's arguments a call panel shows (an approval shows more)."""
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with escape sequences and control characters removed (newline and tab kept).
+
+    Example:
+        >>> terminal_safe("\\x1b]0;pwned\\x07a\\x1b[2Jb\\rc\\u202ed")
+        'abcd'
+    """
+    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
+
+
+def safe_text(text: str, style: str = "") -> Text:
+    """A rich ``Text`` of untrusted ``text``: never markup, never an escape sequence."""
+    return Text(terminal_safe(text), style=style)
+
+
+def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> str:
+    """A call's arguments as compact JSON, cut to ``limit`` characters.
+
+    Example:
+        >>> arguments_text({"path": "a.txt", "content": "x" * 10}, limit=30)
+        '{"path": "a.txt", "content": …'
+    """
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def output_excerpt(output: str, lines: int = TOOL_OUTPUT_LINES) -> str:
+    """The first ``lines`` lines of a tool's output, saying how many more there are.
+
+    Example:
+        >>> output_excerpt("1\\n2\\n3\\n4", lines=2)
+        '1\\n2\\n… 2 more lines'
+    """
+    all_lines = output.rstrip("\n").splitlines() or [""]
+    if len(all_lines) <= lines:
+        return "\n".join(all_lines)
+    rest = len(all_lines) - lines
+    return "\n".join([*all_lines[:lines], f"… {plural(rest, 'more line')}"])
+
+
+def usage_line(usage: AgentUsage) -> str:
+    """The run's usage in one line.
+
+    Example:
+        >>> usage_line(AgentUsage(requests=2, tool_calls=1, input_tokens=1200, output_tokens=34))
+        '2 requests · 1 tool call · 1,234 tokens (1,200 in, 34 out) · cost $0.00'
+    """
+    return " · ".join(
+        [
+            plural(usage.requests, "request"),
+            plural(usage.tool_calls, "tool call"),
+            f"{plural(usage.total_tokens, 'token', thousands=True)} "
+            f"({usage.input_tokens:,} in, {usage.output_tokens:,} out)",
+            f"cost {format_cost(usage)}",
+        ]
+    )
+
+
+class EventPrinter:
+    """Prints one run's events on a rich ``Console`` as they come (see the module docs)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._mid_line = False  # streamed text left the cursor after some text
+        self._streamed = False  # this response's text arrived as chunks
+
+    def handle(self, event: AgentEvent) -> None:
+        """Print what ``event`` says, if anything (events it does not know are skipped)."""
+        if isinstance(event, TextEvent):
+            self._stream(event.text)
+        elif isinstance(event, TextCompleteEvent):
+            if not self._streamed and event.text:
+                self._stream(event.text)  # a run without partial messages
+            self._streamed = False
+            self.end_line()
+        elif isinstance(event, ToolStartEvent):
+            self._panel(arguments_text(event.arguments), f"{event.tool_name}", "cyan")
+        elif isinstance(event, ToolEndEvent):
+            title = f"{event.tool_name} {'failed' if event.is_error else 'done'}"
+            title += f" in {event.duration:.1f}s"
+            self._panel(output_excerpt(event.output), title, "red" if event.is_error else "green")
+        else:
+            self._note(event)
+
+    def _note(self, event: AgentEvent) -> None:
+        """The one-line events: denials, approvals decided elsewhere, errors, the stop."""
+        if isinstance(event, PermissionEvent) and event.decision == "deny":
+            self.line(f"Denied {event.tool_name}: {event.reason}", "red")
+        elif isinstance(event, ApprovalEvent) and event.status in ("timeout", "pending_durable"):
+            self.line(f"Approval {event.status.replace('_', ' ')}", "yellow")
+        elif isinstance(event, RequestErrorEvent):
+            again = " (transient: it may be retried)" if event.transient else ""
+            self.line(f"Request failed: {event.error}{again}", "red")
+        elif isinstance(event, FallbackEvent):
+            self.line(f"Falling back from {event.from_model} to {event.to_model}", "yellow")
+        elif isinstance(event, RunErrorEvent):
+            self.line(f"Error: {event.error}", "bold red")
+        elif isinstance(event, StopEvent) and event.stop_reason != "complete":
+            message = f": {event.message}" if event.message else ""
+            self.line(f"Stopped ({event.stop_reason}){message}", "yellow")
+
+    def finish(self, result: AgentResult | None) -> None:
+        """End the run's output: the usage line (nothing when the run never ended)."""
+        self.end_line()
+        if result is not None:
+            self.console.print(Text(usage_line(result.usage), style="dim"))
+
+    def line(self, text: str, style: str = "") -> None:
+        """Print one line of (untrusted) ``text`` on a line of its own."""
+        self.end_line()
+        self.console.print(safe_text(text, style), soft_wrap=True)
+
+    def end_line(self) -> None:
+        """Move to a new line if streamed text left the cursor mid-line."""
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+
+    def _stream(self, text: str) -> None:
+        clean = terminal_safe(text)
+        if not clean:
+            return
+        self.console.print(Text(clean), end="", soft_wrap=True)
+        self.console.file.flush()
+        self._mid_line = not clean.endswith("\n")
+        self._streamed = True
+
+    def _panel(self, body: str, title: str, style: str) -> None:
+        self.end_line()
+        self.console.print(
+            Panel(
+                safe_text(body),
+                title=safe_text(title, f"bold {style}"),
+                title_align="left",
+                border_style=style,
+                expand=False,
+            )
+        )

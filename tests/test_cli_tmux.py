@@ -1,0 +1,151 @@
+"""The ``deputy`` console script in a real terminal (tmux), used as a person would.
+
+One tmux server for the module, on a socket of its own, killed at the end. A shell in
+a 120x40 window runs the console script exactly as pip installs it (a wrapper calling
+``[project.scripts] deputy`` of pyproject.toml) on the offline demo model, which is
+scripted and the same each time. Keys go in with ``send-keys``; the screen is read back
+with ``capture-pane``, history included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOCKET = f"deputy-cli-test-{os.getpid()}"
+# Each step waits at most this long: the command imports litellm (seconds on a busy
+# machine), then the demo model streams its replies.
+STEP_TIMEOUT = 120.0
+
+
+def console_script(bin_dir: Path) -> Path:
+    """Write ``deputy`` as pip would from ``[project.scripts]``: import the entry point, exit."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["deputy"].partition(":")
+    path = bin_dir / "deputy"
+    path.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom {module} import {function}\n"
+        f"if __name__ == '__main__':\n    sys.exit({function}())\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+class Tmux:
+    """One tmux window running a shell in ``workdir``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True, timeout=30
+        )
+        return done.stdout
+
+    def type(self, text: str) -> None:
+        """Type ``text`` and press Enter."""
+        self.tmux("send-keys", "-t", "cli", "-l", text)
+        self.tmux("send-keys", "-t", "cli", "Enter")
+
+    def key(self, key: str) -> None:
+        self.tmux("send-keys", "-t", "cli", key)
+
+    def screen(self) -> str:
+        """Everything the window showed, wrapped lines joined."""
+        return self.tmux("capture-pane", "-p", "-J", "-t", "cli", "-S", "-")
+
+    def wait_for(self, pattern: str, count: int = 1) -> str:
+        """Wait until ``pattern`` (a regex) shows ``count`` times; the screen then."""
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            screen = self.screen()
+            if len(re.findall(pattern, screen)) >= count:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{pattern!r} (x{count}) never showed; the screen:\n{screen}")
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
+    base = tmp_path_factory.mktemp("deputy-cli")
+    bin_dir, workdir = base / "bin", base / "work"
+    bin_dir.mkdir()
+    workdir.mkdir()
+    console_script(bin_dir)
+    (workdir / "welcome.md").write_text("# Welcome\n")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN")) and k not in ("DEPUTY_MODEL", "TMUX")
+    }
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=str(ROOT),
+        HOME=str(base),
+        PS1="$ ",
+    )
+    window = ["-x", "120", "-y", "40", "-c", str(workdir), "bash --norc --noprofile"]
+    subprocess.run(
+        ["tmux", "-L", SOCKET, "-f", "/dev/null", "new-session", "-d", "-s", "cli", *window],
+        env=env,
+        check=True,
+        timeout=30,
+    )
+    tmux = Tmux(workdir)
+    socket = Path(tmux.tmux("display-message", "-p", "#{socket_path}").strip())
+    try:
+        yield tmux
+    finally:
+        subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True, timeout=30)
+        socket.unlink(missing_ok=True)  # the server leaves its socket file behind
+
+
+def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(terminal: Tmux) -> None:
+    work = terminal.workdir
+    terminal.type('deputy --save session.json; echo "exit=$?"')
+    terminal.wait_for(r"Type a task\. Ctrl-C stops a run; /exit or Ctrl-D leaves\.")
+    assert "deputy · deputy/demo · standard · " in terminal.screen()
+
+    # Ctrl-C at the approval stops that run; the session goes on.
+    terminal.type("write a note")
+    terminal.wait_for(r"Run it\? \[y\]es, \[a\]lways, \[n\]o, \[s\]top the run:")
+    terminal.key("C-c")
+    terminal.wait_for(r"Stopped \(interrupted\)")
+    assert not (work / "notes").exists()
+
+    # Asked again, "y": the write runs and the demo reports it.
+    terminal.type("write a note")
+    terminal.wait_for(r"Approve write_file\?", count=2)
+    terminal.type("y")
+    screen = terminal.wait_for(r"The write happened\.")
+    assert re.search(r"write_file done in \d+\.\ds", screen)
+    assert "Wrote 174 bytes to notes/demo-note.md" in screen
+    terminal.wait_for(r"\d+ requests · 1 tool call · [\d,]+ tokens .* · cost \$0\.00")
+    assert (work / "notes" / "demo-note.md").read_text().startswith("# A note from the demo")
+    saved = json.loads((work / "session.json").read_text())
+    assert "notes/demo-note.md" in json.dumps(saved)
+
+    terminal.type("/exit")
+    terminal.wait_for(r"(?m)^exit=0$")
+
+    # The saved session continues: the demo's first-turn introduction does not come again.
+    terminal.type(
+        'deputy run "hello again" --resume session.json --save session.json; echo "exit=$?"'
+    )
+    screen = terminal.wait_for(r"(?m)^exit=0$", count=2)
+    after = screen[screen.rindex('deputy run "hello again"') :]
+    assert '"hello again"' in after.split("\n", 1)[1]  # the demo quotes the new message
+    assert "Hi! I'm the offline demo model" not in after
+    assert "hello again" in (work / "session.json").read_text()
