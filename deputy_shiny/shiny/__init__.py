@@ -18,7 +18,12 @@ from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
 from ._render import render_events
+from ._source_refs import install as _install_source_refs
 from ._subagent_panel import subagent_panel_server, subagent_panel_ui
+
+# shiny reads each reactive function's source for its spans as the function's Calc,
+# Effect or renderer is made: once per code object, not once per session (_source_refs).
+_install_source_refs()
 
 __all__ = [
     "AgentChatContext",
