@@ -9,7 +9,8 @@ sets it; nothing here is part of the package) this module adds two things:
 * ``GET /__load/diagnostics`` answers JSON with what the process holds right now, after
   ``gc.collect()``: its asyncio tasks, threads, child processes (those running bwrap are
   sandboxes), leftover per-call cgroups, the live shiny sessions, Agents and shinychat
-  Chats, the most numerous kinds of object, and those log counts. Ended sessions must
+  Chats, the most numerous kinds of object, and those log counts (``?quick=1``: only
+  the sessions and child processes, which load.py polls). Ended sessions must
   leave none of these behind (ARCHITECTURE.md rule 9; ``tests/test_session_release.py``
   checks it per session).
 
@@ -112,8 +113,14 @@ def _call_cgroups() -> list[str]:
     return sorted(set(left))
 
 
-def _live(kind: type) -> int:
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
+def _live(*kinds: type) -> list[int]:
+    """How many live objects of each of ``kinds`` the collector tracks (one pass)."""
+    counts = [0] * len(kinds)
+    for obj in gc.get_objects():
+        for index, kind in enumerate(kinds):
+            if isinstance(obj, kind):
+                counts[index] += 1
+    return counts
 
 
 def _types(top: int = 300) -> dict[str, int]:
@@ -124,21 +131,30 @@ def _types(top: int = 300) -> dict[str, int]:
     return dict(counts.most_common(top))
 
 
+def quick_diagnostics() -> dict[str, Any]:
+    """Only what load.py polls for until the server is idle: the live sessions and the
+    child processes (one pass over the objects, not :func:`diagnostics`' several)."""
+    gc.collect()
+    (sessions,) = _live(AppSession)
+    return {"sessions": sessions, "children": _children(os.getpid())}
+
+
 def diagnostics() -> dict[str, Any]:
     """What the process holds now (call on the event loop: it lists the loop's tasks)."""
     gc.collect()
     current = asyncio.current_task()
     tasks = [t for t in asyncio.all_tasks() if t is not current]
     children = _children(os.getpid())
+    sessions, agents, chats = _live(AppSession, Agent, Chat)
     return {
         "tasks": sorted(_task_name(t) for t in tasks),
         "threads": sorted(t.name for t in threading.enumerate()),
         "children": children,
         "sandboxes": [c for c in children if c["name"] == "bwrap"],
         "cgroups": _call_cgroups(),
-        "sessions": _live(AppSession),
-        "agents": _live(Agent),
-        "chats": _live(Chat),
+        "sessions": sessions,
+        "agents": agents,
+        "chats": chats,
         "types": _types(),
         "log_counts": dict(COUNTER.counts),
         "log_errors": COUNTER.errors,
@@ -155,7 +171,8 @@ def _task_name(task: asyncio.Task[Any]) -> str:
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     """The reference app, with the diagnostics route in front of it when enabled."""
     if ENABLED and scope["type"] == "http" and scope["path"] == DIAGNOSTICS_PATH:
-        body = json.dumps(diagnostics()).encode()
+        quick = scope.get("query_string", b"") == b"quick=1"
+        body = json.dumps(quick_diagnostics() if quick else diagnostics()).encode()
         headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -2,11 +2,13 @@
 
 "stream" streams a long varied reply; "approve" asks to write a file (the approval is
 never answered during the benchmark); "slow" runs a sync tool that blocks its worker
-thread for 2 seconds, then streams.
+thread for 2 seconds, then streams. ``SESSIONS_CHUNKS`` in the environment sets the
+stream's length (default 200; the tiny run in ``tests/test_benchmarks.py`` streams fewer).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -18,7 +20,7 @@ from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_u
 from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file
 
-CHUNKS = 200
+CHUNKS = int(os.environ.get("SESSIONS_CHUNKS", "200"))
 CHUNK_DELAY = 0.02
 
 

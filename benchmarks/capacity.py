@@ -511,8 +511,13 @@ async def one_step(
     config: Config,
     tmp: Path,
     base_url: str,
+    starting: Sequence[Server] = (),
 ) -> list[tuple[str, Result]]:
-    """Fresh servers for every (mode, app) of this N, measured one at a time."""
+    """Fresh servers for every (mode, app) of this N, measured one at a time.
+
+    ``starting``: servers started elsewhere (the fake OpenAI server) that must serve
+    before anything is measured; they start together with this N's servers.
+    """
     servers: list[Server] = []
     out: list[tuple[str, Result]] = []
     try:
@@ -521,7 +526,7 @@ async def one_step(
             env = app_env(config, tmp, url)
             servers.append(spawn(f"{mode}-{app.label}", shiny_command(app), env, tmp))
         began = time.monotonic()
-        await wait_serving(servers, SERVE_TIMEOUT)
+        await wait_serving([*starting, *servers], SERVE_TIMEOUT)
         log(f"N={n}: {len(servers)} servers up in {time.monotonic() - began:.1f} s")
         for (mode, app), server in zip(wanted, servers, strict=True):
             began = time.monotonic()
@@ -554,11 +559,12 @@ async def run_all(
     fake: Server | None = None
     try:
         base_url = ""
+        starting: list[Server] = []  # waited for with the first N's servers
         if "wire" in modes:
             command = [sys.executable, "_fake_openai.py", "--port", "{port}"]
             command += ["--chunks", str(config.chunks), "--interval", str(config.interval)]
             fake = spawn("fake-openai", command, app_env(config, tmp, ""), tmp)
-            await wait_serving([fake], 60)
+            starting.append(fake)
             base_url = f"http://127.0.0.1:{fake.port}/v1"
         print(HEADER, flush=True)
         for run in range(runs):
@@ -570,7 +576,9 @@ async def run_all(
                     if n in keep or not ledger.failed(mode, run, app.label)
                 ]
                 if wanted:
-                    for mode, result in await one_step(n, wanted, config, tmp, base_url):
+                    step_results = await one_step(n, wanted, config, tmp, base_url, starting)
+                    starting = []
+                    for mode, result in step_results:
                         ledger.add(mode, run, result)
     finally:
         if fake is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -34,12 +35,15 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import websockets
 
 HERE = Path(__file__).resolve().parent
 INPUT = "chat-chat_user_input:shinychat.userInput"
 BLOCK_SECONDS = 2.0  # how long _sessions_app.py's "slow" tool blocks its thread
+CHUNKS = 200  # a stream's chunks (20 ms apart), unless main() is told otherwise
+START_TIMEOUT = 60.0  # seconds for every session of a round to start
 
 
 def free_port() -> int:
@@ -48,10 +52,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_app(port: int) -> subprocess.Popen[bytes]:
+def start_app(port: int, chunks: int = CHUNKS) -> subprocess.Popen[bytes]:
+    """``shiny run`` the app; its streams are ``chunks`` chunks long."""
     server = subprocess.Popen(
         [sys.executable, "-m", "shiny", "run", "_sessions_app.py", "--port", str(port)],
         cwd=HERE,
+        env={**os.environ, "SESSIONS_CHUNKS": str(chunks)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -74,10 +80,20 @@ def wait_until_serving(
             time.sleep(0.2)
 
 
-async def session(port: int, text: str, gaps: list[float] | None, ready: asyncio.Event) -> None:
-    """One browser session: send ``text``; record chunk gaps into ``gaps`` if given."""
+async def session(
+    port: int,
+    text: str,
+    gaps: list[float] | None,
+    started: asyncio.Event,
+    ready: asyncio.Event,
+) -> None:
+    """One browser session: start (then set ``started``), wait for ``ready``, send
+    ``text``; record chunk gaps into ``gaps`` if given."""
     async with websockets.connect(f"ws://127.0.0.1:{port}/websocket/", max_size=None) as ws:
         await ws.send(json.dumps({"method": "init", "data": {}}))
+        while "values" not in json.loads(await asyncio.wait_for(ws.recv(), START_TIMEOUT)):
+            pass  # the session has started once its first values arrive
+        started.set()
         await ready.wait()
         await ws.send(
             json.dumps({"method": "update", "data": {INPUT: {"text": text, "attachments": []}}})
@@ -105,14 +121,20 @@ async def session(port: int, text: str, gaps: list[float] | None, ready: asyncio
 async def round_(port: int, streamers: int, loaded: bool) -> list[float]:
     gaps: list[float] = []
     ready = asyncio.Event()
-    tasks = [
-        asyncio.create_task(session(port, "stream please", gaps, ready)) for _ in range(streamers)
-    ]
-    extra: list[asyncio.Task[None]] = []
-    if loaded:
-        extra.append(asyncio.create_task(session(port, "approve a write", None, ready)))
-        extra.append(asyncio.create_task(session(port, "slow tool", None, ready)))
-    await asyncio.sleep(1.0)  # every session connected and initialised
+    started: list[asyncio.Event] = []
+
+    def launch(text: str, into: list[float] | None) -> asyncio.Task[None]:
+        started.append(asyncio.Event())
+        return asyncio.create_task(session(port, text, into, started[-1], ready))
+
+    tasks = [launch("stream please", gaps) for _ in range(streamers)]
+    extra = [launch("approve a write", None), launch("slow tool", None)] if loaded else []
+    # Every session connected and initialised before anyone submits (a session that
+    # fails to start raises from its task below).
+    everyone = asyncio.gather(*(flag.wait() for flag in started))
+    watched: set[asyncio.Future[Any]] = {everyone, *tasks, *extra}
+    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    everyone.cancel()
     ready.set()
     await asyncio.gather(*tasks)
     for task in extra:
@@ -132,14 +154,19 @@ def p50_p99(gaps: list[float]) -> str:
     return f"p50 {p50:7.1f} ms   p99 {p99:7.1f} ms"
 
 
-async def main(sessions: int, rounds: int) -> float:
-    """Run ``rounds`` paired rounds; print them; return the median per-round p99 ratio."""
+async def main(sessions: int, rounds: int, chunks: int = CHUNKS, warm_up: bool = True) -> float:
+    """Run ``rounds`` paired rounds; print them; return the median per-round p99 ratio.
+
+    ``chunks`` and ``warm_up`` (a first, unmeasured round) are for the tiny run in
+    ``tests/test_benchmarks.py``, which checks that the benchmark works, not the figures.
+    """
     port = free_port()
-    server = start_app(port)
+    server = start_app(port, chunks)
     ratios: list[float] = []
     worst = 0.0
     try:
-        await round_(port, 2, loaded=False)  # warm-up: litellm import, first requests
+        if warm_up:
+            await round_(port, 2, loaded=False)  # litellm's first requests, thread pools
         for index in range(rounds):
             # Alternate which half of the pair goes first, so a drift in the machine's
             # load does not always favour the same one.

@@ -305,8 +305,9 @@ def start(port: int, tmp: Path) -> tuple[subprocess.Popen[bytes], Path]:
     return wait_until_serving(server, port, "the load app"), log
 
 
-def diagnostics(port: int) -> dict[str, Any]:
-    url = f"http://127.0.0.1:{port}{DIAGNOSTICS}"
+def diagnostics(port: int, quick: bool = False) -> dict[str, Any]:
+    """The server's state; ``quick``: only its sessions and child processes (cheaper)."""
+    url = f"http://127.0.0.1:{port}{DIAGNOSTICS}" + ("?quick=1" if quick else "")
     with urllib.request.urlopen(url, timeout=30) as response:
         data: dict[str, Any] = json.loads(response.read())
     return data
@@ -316,7 +317,7 @@ async def settle(port: int) -> dict[str, Any]:
     """The server's state once it holds no session (and no sandbox) any more."""
     deadline = time.monotonic() + SETTLE_TIMEOUT
     while True:
-        state = await asyncio.to_thread(diagnostics, port)
+        state = await asyncio.to_thread(diagnostics, port, True)
         if (state["sessions"] == 0 and not state["children"]) or time.monotonic() > deadline:
             await asyncio.sleep(1.0)  # let finished tasks and threads wind down
             return await asyncio.to_thread(diagnostics, port)

@@ -117,7 +117,8 @@ def test_first_token_prints_both_apps_and_its_ratio_last(
 async def test_concurrent_sessions_prints_paired_rounds_and_the_median_ratio_last(
     bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ratio = await bench("concurrent_sessions").main(sessions=2, rounds=1)
+    # Tiny: 50 chunks a stream (1 s) and no warm-up round; the figures are not judged.
+    ratio = await bench("concurrent_sessions").main(sessions=2, rounds=1, chunks=50, warm_up=False)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"median of the per-round p99 ratios loaded/baseline: {ratio:.3f}"
     assert ratio > 0
@@ -130,7 +131,8 @@ async def test_concurrent_sessions_prints_paired_rounds_and_the_median_ratio_las
 async def test_load_drives_every_kind_of_turn_and_prints_a_verdict_last(
     bench: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = await bench("load").main(users=3, seconds=3)
+    # One second: every user says hello (that turn ends past the deadline) and leaves.
+    result = await bench("load").main(users=3, seconds=1)
     lines = capsys.readouterr().out.strip().splitlines()
     verdict = "PASS" if result.passed else "FAIL"
     assert lines[-1].startswith(f"{verdict}: errors {result.errors} (target 0); left over ")
