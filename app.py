@@ -146,16 +146,11 @@ def build_agent(ctx: AgentChatContext, model: str, requester: str | None = None)
             *bash,
             *tools_interactive(callback=ctx.ask_user),
         ],
-        working_dir=ctx.working_dir,
-        approval_handler=ctx.approval_handler,
-        approval_dir=ctx.approval_dir,
-        agent_id=ctx.agent_id,
-        enable_file_checkpointing=True,
-        checkpoint_dir=ctx.checkpoint_dir,
         permissions=Permissions(run_bash=True, approval_effects=("write",)),
         hooks=[hook_block_dangerous_bash()],
         system_prompt=SYSTEM_PROMPT,
-        session_id=ctx.session_id,
+        # The session's folders, ids and approvals (with persistence: the user's own).
+        **ctx.agent_options(file_checkpointing=True),
     )
 
 

@@ -288,6 +288,20 @@ def persistent_agent(replies: list[Any]) -> Factory:
     return factory
 
 
+def options_agent(replies: list[Any]) -> Factory:
+    """As ``persistent_agent``, with what the session owns passed as ``ctx.agent_options``."""
+
+    def factory(ctx: AgentChatContext) -> Agent:
+        return Agent(
+            ScriptedModel(list(replies)),
+            tools=[tool_write_file()],
+            permissions=Permissions(approval_tools=("write_file",)),
+            **ctx.agent_options(file_checkpointing=True),
+        )
+
+    return factory
+
+
 def pending(kit: Kit) -> int:
     """The handle's ``pending_approvals`` as a reactive read would see it."""
     with reactive.isolate():
@@ -571,6 +585,39 @@ async def test_a_waiting_approval_comes_back_on_reload_and_is_decided_once(
     resumed = second.chat.messages[1]
     assert resumed.plain.endswith("written") and ("tool_result", "success") in cards(resumed)
     assert not second.session.restored_waiting and second.agent.pending_approval() is None
+    await second.session.end()
+
+
+async def test_agent_options_alone_bring_a_conversation_and_its_files_back(
+    tmp_path: Path,
+) -> None:
+    persistence = KitPersistence(tmp_path / "saved", trust_user_header=True)
+    first = start(
+        tmp_path,
+        options_agent([ScriptedReply(tool_calls=[WRITE]), "Written."]),
+        persistence=persistence,
+    )
+    await restored(first)
+    await first.session.submit("write it")
+    await wait_until(lambda: first.prompts.showing is not None)  # a durable approval
+    assert first.agent.approval_handler is None and first.agent.pending_approval() is not None
+    assert first.click("approve", values={})
+    await first.chat.settled()
+    await first.session.end()
+    folder = first.session.conversation.folder  # type: ignore[union-attr]
+    assert (folder.workspace / "a.txt").read_text() == "A"
+    assert (folder.checkpoints / "index.json").is_file()  # the journal is the user's
+
+    second = start(tmp_path, options_agent([]), persistence=persistence)
+    await restored(second)
+    assert second.chat.said()[0] == ("user", "write it")
+    assert second.chat.said()[-1][1].endswith("Written.")
+    assert (second.agent.agent_id, second.agent.session_id) == (folder.agent_id, folder.session_id)
+    # The run's checkpoints came back from the user's journal: the write can be undone.
+    checkpoints = second.agent.list_checkpoints()
+    assert sum(c.changes for c in checkpoints) == 1
+    second.agent.rewind_files(checkpoints[0].id)
+    assert not (folder.workspace / "a.txt").exists()
     await second.session.end()
 
 

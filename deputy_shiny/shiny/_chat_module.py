@@ -13,8 +13,7 @@ Example:
     >>> from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
     >>> app_ui = ui.page_fillable(agent_chat_ui("assistant"))
     >>> def server(input, output, session):
-    ...     agent_chat_server("assistant", lambda ctx: Agent("deputy/demo",
-    ...         working_dir=ctx.working_dir, approval_handler=ctx.approval_handler))
+    ...     agent_chat_server("assistant", lambda ctx: Agent("deputy/demo", **ctx.agent_options()))
     >>> app = App(app_ui, server)
 """
 
@@ -48,9 +47,9 @@ from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
     AgentChatContext,
     chat_context,
-    make_agent,
-    new_workspace,
     open_conversation,
+    session_workspace,
+    start_agent,
 )
 from ._conversations import KitPersistence
 from ._export import conversation_json, conversation_markdown
@@ -90,7 +89,8 @@ class AgentChatHandle(kit_module.ExpressInert):
     (Shiny Express renders it as nothing, so a bare ``agent_chat_server(...)`` line is fine).
 
     Attributes:
-        agent: This session's Agent (None in Shiny Express's stub session).
+        agent: This session's Agent (None in Shiny Express's stub session, and when
+            ``agent_factory`` raised: the chat then says so).
         running: True while a run streams.
         usage: The conversation's AgentUsage, updated after each run.
         pending_approvals: Prompts (approvals and questions) waiting in this session.
@@ -298,8 +298,8 @@ def agent_chat_server(
         persistence: Keep each user's conversation (a
             :class:`~deputy_shiny.shiny.KitPersistence`): it is saved after every run and
             comes back on a reload, with its workspace and any approval still waiting
-            (as a modal, decided once). The factory must pass ``ctx``'s ids and
-            directories to the Agent (see :class:`AgentChatContext`).
+            (as a modal, decided once). The factory passes the user's ids and folders
+            on with ``Agent(model, **ctx.agent_options())``.
         allowed_origins: Origins (``https://portal.example``) other than the app's own
             whose pages may open this app's chat (e.g. a page that embeds it). A session
             opened by any other origin's page (its websocket's ``Origin``) is refused:
@@ -326,7 +326,7 @@ def agent_chat_server(
     if session.is_stub_session():
         return _handle_without_agent(running, usage_value, tool_events)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
-        return _foreign_session(running, usage_value, tool_events)
+        return _session_without_agent(running, usage_value, tool_events, FOREIGN_MESSAGE)
 
     chat = _new_chat()
     mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
@@ -335,11 +335,11 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
-    working_dir = (
-        conversation.folder.workspace if conversation is not None else new_workspace(workspace_root)
-    )
+    working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
-    agent = make_agent(agent_factory, ctx, persistent=conversation is not None)
+    agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
+    if isinstance(agent, str):  # the factory raised: the chat says so, in one line
+        return _session_without_agent(running, usage_value, tool_events, agent)
     chat_session = _ChatSession(
         agent=agent,
         chat=chat,
@@ -420,7 +420,7 @@ def _new_chat() -> Chat:
         return Chat("chat", history=False)
 
 
-_foreign_chats: set[asyncio.Task[None]] = set()
+_agentless_notes: set[asyncio.Task[None]] = set()
 
 
 def _handle_without_agent(
@@ -440,23 +440,25 @@ def _handle_without_agent(
     )
 
 
-def _foreign_session(
+def _session_without_agent(
     running: reactive.Value[bool],
     usage_value: reactive.Value[AgentUsage],
     tool_events: reactive.Value[int],
+    message: str,
 ) -> AgentChatHandle:
-    """A session opened by another origin's page: one line in the chat, and nothing
-    else (no agent, no conversation, no prompts; what it sends is answered with the
-    same line)."""
+    """A session that gets no agent (another origin's page, or a factory that raised):
+    ``message`` (markdown the kit made safe) in the chat, and nothing else (no
+    conversation, no prompts); what it sends is answered with the same line, so the
+    input never waits on a reply that cannot come."""
     chat = _new_chat()
 
     @chat.on_user_submit
     async def _refuse(_user_input: str) -> None:
-        await chat.append_message(FOREIGN_MESSAGE)
+        await chat.append_message(message)
 
-    task = asyncio.get_running_loop().create_task(tell_logged(chat, FOREIGN_MESSAGE))
-    _foreign_chats.add(task)  # held until done (a task nothing references may vanish)
-    task.add_done_callback(_foreign_chats.discard)
+    task = asyncio.get_running_loop().create_task(tell_logged(chat, message))
+    _agentless_notes.add(task)  # held until done (a task nothing references may vanish)
+    task.add_done_callback(_agentless_notes.discard)
 
     @render.text
     def usage() -> str:

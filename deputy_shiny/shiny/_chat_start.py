@@ -3,19 +3,24 @@
 ``agent_chat_server`` opens the saved conversation (with ``persistence``) or makes a
 fresh workspace, builds the :class:`AgentChatContext` the app's ``agent_factory`` gets,
 and checks the Agent it returns (:func:`make_agent`): with persistence it must use the
-context's ids and folders, and an ``ask_user`` tool must be bound to this session.
+context's ids and folders (``Agent(model, **ctx.agent_options())`` passes them all), and an
+``ask_user`` tool must be bound to this session. When the factory fails,
+:func:`factory_failure` is the one line the chat shows instead of an agent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from shiny.session import Session
 
@@ -25,22 +30,54 @@ from ..errors import ConfigurationError
 from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, Question
 from ._conversations import KitPersistence
+from ._escape import markdown_text
 from ._mcp_session import SessionMcp
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation, _NotSaved
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AgentChatContext", "chat_context", "make_agent", "new_workspace", "open_conversation"]
+__all__ = [
+    "AgentChatContext",
+    "AgentOptions",
+    "chat_context",
+    "factory_failure",
+    "make_agent",
+    "new_workspace",
+    "open_conversation",
+    "session_workspace",
+    "start_agent",
+]
+
+FAILURE_CHARS = 400  # of the error's first line the chat quotes; the log has it all
+
+
+class AgentOptions(TypedDict, total=False):
+    """The ``Agent(...)`` keyword arguments a session owns (see
+    :meth:`AgentChatContext.agent_options`); a type checker checks them against
+    ``Agent``'s parameters when they are unpacked with ``**``.
+
+    Example:
+        >>> sorted(AgentOptions.__optional_keys__)[:2]
+        ['agent_id', 'approval_dir']
+    """
+
+    working_dir: Path
+    session_id: str
+    approval_handler: Callable[[ApprovalRequest], Any] | None
+    agent_id: str
+    approval_dir: Path
+    enable_file_checkpointing: bool
+    checkpoint_dir: Path
 
 
 @dataclass(frozen=True)
 class AgentChatContext:
     """What ``agent_factory`` gets for one browser session.
 
-    Pass ``working_dir``, ``session_id``, ``agent_id``, ``approval_handler`` and
-    ``approval_dir`` to the Agent as they are: the same factory then works with and
-    without ``persistence``.
+    ``Agent(model, **ctx.agent_options())`` gives the Agent what the session owns (its
+    folders, ids and approval handler, see :meth:`agent_options`): the same factory then
+    works with and without ``persistence``.
 
     Attributes:
         session_id: The Shiny session's id; with ``persistence``, the saved
@@ -73,6 +110,48 @@ class AgentChatContext:
     approval_dir: Path | None = None
     checkpoint_dir: Path | None = None
 
+    def agent_options(self, *, file_checkpointing: bool = False) -> AgentOptions:
+        """The ``Agent(...)`` arguments this session owns: ``Agent(model,
+        **ctx.agent_options())``. The rest (tools, permissions, prompts) stays the app's.
+
+        Always ``working_dir``, ``session_id`` and ``approval_handler`` (None with
+        ``persistence``: approvals then wait in ``approval_dir``, so one survives a
+        reload); with ``persistence`` also ``agent_id`` and ``approval_dir``. With
+        ``file_checkpointing=True``, ``enable_file_checkpointing=True`` too, and with
+        ``persistence`` the user's ``checkpoint_dir``, so the checkpoints come back
+        with the conversation. Passing one of these again is Python's ``TypeError``
+        (a keyword given twice): the session's own value is the one that works.
+
+        Example:
+            >>> import tempfile
+            >>> from deputy_shiny import Agent
+            >>> ctx = AgentChatContext(
+            ...     session_id="s1",
+            ...     working_dir=Path(tempfile.mkdtemp()),
+            ...     ask_user=lambda questions, context: [],
+            ...     approval_handler=None,
+            ...     mcp=SessionMcp(None),
+            ... )
+            >>> sorted(ctx.agent_options())
+            ['approval_handler', 'session_id', 'working_dir']
+            >>> Agent("deputy/demo", **ctx.agent_options(file_checkpointing=True)).session_id
+            's1'
+        """
+        options: AgentOptions = {
+            "working_dir": self.working_dir,
+            "session_id": self.session_id,
+            "approval_handler": self.approval_handler,
+        }
+        if self.agent_id is not None:
+            options["agent_id"] = self.agent_id
+        if self.approval_dir is not None:
+            options["approval_dir"] = self.approval_dir
+        if file_checkpointing:
+            options["enable_file_checkpointing"] = True
+            if self.checkpoint_dir is not None:
+                options["checkpoint_dir"] = self.checkpoint_dir
+        return options
+
 
 def open_conversation(
     persistence: KitPersistence | None, session: Session
@@ -99,6 +178,16 @@ def new_workspace(workspace_root: str | os.PathLike[str] | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     # Model-run code runs as the workspace's owner, never as root (see sandbox.py).
     return prepare_workspace(tempfile.mkdtemp(prefix="session-", dir=root))
+
+
+def session_workspace(
+    conversation: SessionConversation | None, workspace_root: str | os.PathLike[str] | None
+) -> Path:
+    """The session's working directory: the saved conversation's workspace, else a fresh
+    one under ``workspace_root`` (:func:`new_workspace`)."""
+    if conversation is not None:
+        return conversation.folder.workspace
+    return new_workspace(workspace_root)
 
 
 def chat_context(
@@ -138,6 +227,34 @@ def make_agent(
     return agent
 
 
+def start_agent(
+    agent_factory: Callable[[AgentChatContext], Agent],
+    ctx: AgentChatContext,
+    conversation: SessionConversation | None,
+    session: Session,
+    keep_workspace: bool,
+) -> Agent | str:
+    """:func:`make_agent`, or when it raised, the line the chat shows instead (markdown
+    made safe: the error quotes the app's code or data). The traceback goes to the log,
+    and what the session opened for the agent is let go: the saved conversation at once
+    (a reload may take it), a fresh workspace when the session ends."""
+    try:
+        return make_agent(agent_factory, ctx, persistent=conversation is not None)
+    except Exception as exc:
+        # The app's bug, but raised from the server function it would close the session
+        # with nothing said, and the browser's message would just wait.
+        logger.exception("agent_factory failed; this session has no agent")
+        if conversation is not None:
+            conversation.release()
+        elif not keep_workspace:
+            session.on_ended(functools.partial(_remove_workspace, ctx.working_dir))
+        return markdown_text(factory_failure(exc))
+
+
+async def _remove_workspace(working_dir: Path) -> None:
+    await asyncio.to_thread(shutil.rmtree, working_dir, True)
+
+
 def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
     """With persistence the agent must use ``ctx``'s ids and folders, or nothing saved
     could be resumed: a ConfigurationError naming what differs."""
@@ -155,9 +272,30 @@ def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
     if problems:
         raise ConfigurationError(
             "With persistence, the agent_factory must create the Agent with "
-            f"{', '.join(problems)}: a saved conversation and its waiting approvals are "
-            "resumed only by an agent with the same ids and folders."
+            f"{', '.join(problems)} (Agent(model, **ctx.agent_options()) passes them all): "
+            "a saved conversation and its waiting approvals are resumed only by an agent "
+            "with the same ids and folders."
         )
+
+
+def factory_failure(exc: BaseException) -> str:
+    """What the chat says when ``agent_factory`` raised ``exc``: one plain line (the
+    error's type and the first line of its message, cut short), for the chat to escape;
+    the traceback belongs in the server log.
+
+    Example:
+        >>> factory_failure(TypeError("bad argument\\n  more detail"))
+        'The agent could not be started (TypeError: bad argument). The server log has the details.'
+    """
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not hide the failure itself
+        text = ""
+    first = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
+    if len(first) > FAILURE_CHARS:
+        first = first[: FAILURE_CHARS - 1] + "…"
+    what = type(exc).__name__ + (f": {first}" if first else "")
+    return f"The agent could not be started ({what}). The server log has the details."
 
 
 def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any], stacklevel: int = 2) -> None:
