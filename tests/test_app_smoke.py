@@ -125,11 +125,10 @@ def test_without_bubblewrap_the_app_starts_and_leaves_bash_out(
     assert "Shell commands run in a sandbox" not in page
     script = (
         "import app\n"
-        "from types import SimpleNamespace\n"
         "import pathlib, tempfile\n"
-        "ctx = SimpleNamespace(working_dir=pathlib.Path(tempfile.mkdtemp()), ask_user=None,"
-        " approval_handler=None, session_id='s', agent_id=None, approval_dir=None,"
-        " checkpoint_dir=None)\n"
+        "from deputy_shiny.shiny import AgentChatContext, SessionMcp\n"
+        "ctx = AgentChatContext(session_id='s', working_dir=pathlib.Path(tempfile.mkdtemp()),"
+        " ask_user=lambda questions, context: [], approval_handler=None, mcp=SessionMcp(None))\n"
         "print(sorted(app.build_agent(ctx, 'deputy/demo').get_tools()))"
     )
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
