@@ -84,9 +84,12 @@ def test_effects_made_per_session_read_their_source_once(monkeypatch: pytest.Mon
     original = _source_refs._original
     assert original is not None
     reads: list[str] = []
-    monkeypatch.setattr(
-        _source_refs, "_original", lambda f: reads.append(f.__name__) or original(f)
-    )
+
+    def counting(func: Any) -> Any:
+        reads.append(func.__name__)
+        return original(func)
+
+    monkeypatch.setattr(_source_refs, "_original", counting)
     monkeypatch.setattr(_source_refs, "_memo", {})
 
     def server() -> None:
