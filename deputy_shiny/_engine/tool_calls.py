@@ -102,7 +102,7 @@ class ToolCalls:
             if verdict.suspend is not None:
                 # Nobody can answer now: the call is saved and the run pauses on it; the
                 # calls after it do not run (the model hears "Not executed").
-                yield self._suspend(st, requests[index + 1 :], verdict.suspend)
+                yield await self._suspend(st, requests[index + 1 :], verdict.suspend)
                 break
             if not verdict.allowed:
                 yield self._finish_call(
@@ -146,7 +146,7 @@ class ToolCalls:
                 f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
             )
 
-    def _suspend(
+    async def _suspend(
         self, st: RunState, later: Sequence[ContentToolRequest], approval: ApprovalRequest
     ) -> AgentEvent:
         """Save the paused call (with the results so far) and stop with ``approval_pending``."""
@@ -155,7 +155,7 @@ class ToolCalls:
         for request in later:
             st.results[request.id] = error_result(request, NOT_EXECUTED)
         open_turn = st.conversation.open_tool_requests()
-        path = store.suspend(
+        path = await store.suspend(
             Suspension(
                 request=approval,
                 calls=tuple(st.pending_calls),
@@ -197,17 +197,17 @@ class ToolCalls:
         async for event in st.gate.resume(approval, request, tool, resume.decision, verdict):
             yield event
         if verdict.allowed:
-            resume.executing()
+            await resume.executing()
             arguments = verdict.arguments if verdict.arguments is not None else approval.arguments
             outcome = await self.interrupter.guard(
                 self._execute(st, request, tool, arguments, verdict)
             )
-            resume.executed(outcome.result)
+            await resume.executed(outcome.result)
             for event in self._finish_call_events(st, outcome):
                 yield event
         else:
             result = error_result(request, f"Denied: {verdict.reason}")
-            resume.executed(result)
+            await resume.executed(result)
             yield self._finish_call(st, Outcome(result))
             if verdict.stop_run is not None:
                 st.stop("interrupted", verdict.stop_run)

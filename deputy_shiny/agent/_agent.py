@@ -64,6 +64,7 @@ from ..permissions import (
     permissions_standard,
 )
 from ..persistence.sessions import SessionSection, register_session_section
+from ..persistence.store import Store
 from ..tools import Tool, ToolState
 from ..trusted import TrustedResults
 from ..usage import ConversationCost, UsageLimits
@@ -133,6 +134,13 @@ class Agent(
         context_policy: When to compact and where large tool results go
             (:class:`~deputy_shiny.context.ContextPolicy`; default: compact past about
             32,000 tokens). With an ``offload_dir``, ``read_tool_result`` is added.
+        store: A :class:`~deputy_shiny.persistence.Store` (``FileStore`` or ``SqlStore``)
+            that keeps what this agent saves beyond the process, scoped to its session, in
+            place of the directories: calls waiting for approval (as with ``approval_dir``;
+            any process sharing the store may decide them, once), the file checkpoint
+            journal (with ``enable_file_checkpointing``; instead of ``checkpoint_dir``) and
+            large tool results (offloaded, with ``read_tool_result``, instead of
+            ``offload_dir``). Not together with those directories.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -177,6 +185,7 @@ class Agent(
         trusted_results: TrustedResults | None = None,
         approval_dir: str | os.PathLike[str] | None = None,
         context_policy: ContextPolicy | None = None,
+        store: Store | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -188,7 +197,8 @@ class Agent(
         self._run_context = validate_run_context(run_context or {})
         self._conversation = Conversation(_optional_text(system_prompt, "system_prompt"))
         context_policy = _checked_context_policy(context_policy)
-        tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
+        _check_store(store, approval_dir, checkpoint_dir, context_policy)
+        tool_results = ToolResultStore(context_policy.offload_dir, self._session_id, store=store)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
         self._tools = AgentTools(
@@ -206,6 +216,8 @@ class Agent(
             directory=checkpoint_dir,
             max_file_bytes=file_checkpoint_max_file_bytes,
             max_journal_bytes=file_checkpoint_max_journal_bytes,
+            store=store,
+            session_id=self._session_id,
         )
         self._checkpoints = FileCheckpoints(journal, self._guard)
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
@@ -228,6 +240,7 @@ class Agent(
             tools=self._tools,
             engine=self._engine,
             guard=self._guard,
+            store=store,
         )
         self._skills = Skills(
             tools=self._tools,
@@ -263,7 +276,8 @@ class Agent(
         )
         self._delegator = Delegator(host, self._guard)
         self.register_tools(tools)
-        if context_policy.offload_dir is not None and "read_tool_result" not in self._tools.tools:
+        offloads = context_policy.offload_dir is not None or store is not None
+        if offloads and "read_tool_result" not in self._tools.tools:
             self.register_tool(tool_read_tool_result(tool_results))
 
     # ------------------------------------------------------------ identity
@@ -709,9 +723,9 @@ class Agent(
             return "it has fallback models"
         if self._tools.natives:
             return "it has provider-native tools"
-        if self._approvals.approval_dir is not None:
+        if self._approvals.durable:
             # Its tasks run inside its owner's; a call paused to disk would outlive that.
-            return "it has an approval_dir"
+            return "it has an approval_dir" if self._approvals.approval_dir else "it has a store"
         return None
 
     def _set_retained(self, owner_id: str | None) -> None:
@@ -813,6 +827,34 @@ def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir"
     if not resolved.is_dir():
         raise ConfigurationError(f"{name} {str(resolved)!r} does not exist or is not a directory")
     return resolved.resolve()
+
+
+def _check_store(
+    store: object,
+    approval_dir: object,
+    checkpoint_dir: object,
+    policy: ContextPolicy,
+) -> None:
+    """A store is a Store, and takes the place of the directories (never beside them)."""
+    if store is None:
+        return
+    if not isinstance(store, Store):
+        raise ConfigurationError(
+            f"store must be a deputy_shiny.persistence.Store, not {type(store).__name__}"
+        )
+    given = [
+        name
+        for name, value in (
+            ("approval_dir", approval_dir),
+            ("checkpoint_dir", checkpoint_dir),
+            ("offload_dir", policy.offload_dir),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ConfigurationError(
+            f"store keeps what {', '.join(given)} would: give the store or the directories"
+        )
 
 
 def _identifier(value: str | None, name: str, prefix: str) -> str:
