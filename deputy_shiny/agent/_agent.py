@@ -68,7 +68,7 @@ from ..persistence.store import Store
 from ..tools import Tool, ToolState
 from ..trusted import TrustedResults
 from ..usage import ConversationCost, UsageLimits
-from ._approvals import ApprovalMethods, Approvals
+from ._approvals import ApprovalMethods, Approvals, check_store
 from ._chat import ChatMethods
 from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check
 from ._context import ContextMethods, ConversationContext
@@ -197,7 +197,7 @@ class Agent(
         self._run_context = validate_run_context(run_context or {})
         self._conversation = Conversation(_optional_text(system_prompt, "system_prompt"))
         context_policy = _checked_context_policy(context_policy)
-        _check_store(store, approval_dir, checkpoint_dir, context_policy)
+        check_store(store, approval_dir, checkpoint_dir, context_policy)
         tool_results = ToolResultStore(context_policy.offload_dir, self._session_id, store=store)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
@@ -827,34 +827,6 @@ def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir"
     if not resolved.is_dir():
         raise ConfigurationError(f"{name} {str(resolved)!r} does not exist or is not a directory")
     return resolved.resolve()
-
-
-def _check_store(
-    store: object,
-    approval_dir: object,
-    checkpoint_dir: object,
-    policy: ContextPolicy,
-) -> None:
-    """A store is a Store, and takes the place of the directories (never beside them)."""
-    if store is None:
-        return
-    if not isinstance(store, Store):
-        raise ConfigurationError(
-            f"store must be a deputy_shiny.persistence.Store, not {type(store).__name__}"
-        )
-    given = [
-        name
-        for name, value in (
-            ("approval_dir", approval_dir),
-            ("checkpoint_dir", checkpoint_dir),
-            ("offload_dir", policy.offload_dir),
-        )
-        if value is not None
-    ]
-    if given:
-        raise ConfigurationError(
-            f"store keeps what {', '.join(given)} would: give the store or the directories"
-        )
 
 
 def _identifier(value: str | None, name: str, prefix: str) -> str:

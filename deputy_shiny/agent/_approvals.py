@@ -23,10 +23,12 @@ from .._engine.loop import Engine
 from .._engine.options import RunOptions, build_run_options
 from .._util import sync as _sync
 from ..approvals import ApprovalDecision, ApprovalHandler
+from ..context import ContextPolicy
 from ..conversation import Conversation
 from ..errors import (
     ApprovalMismatchError,
     ApprovalResumeError,
+    ConfigurationError,
     InvalidLimitError,
     PersistenceError,
 )
@@ -52,7 +54,7 @@ from ..usage import UsageLimits
 from ._guard import Guard
 from ._tool_registry import ToolRegistry
 
-__all__ = ["ApprovalMethods", "Approvals"]
+__all__ = ["ApprovalMethods", "Approvals", "check_store"]
 
 DecisionLike = Literal["approve", "deny"] | ApprovalDecision
 
@@ -435,6 +437,34 @@ class ApprovalMethods:
         """:meth:`resume_approval_async` as events (for a UI). The arguments are checked
         at once; the approval is decided when you start iterating: iterate to the end."""
         return self._approvals.resume_events(path, decision, tool_input, usage_limits)
+
+
+def check_store(
+    store: object,
+    approval_dir: object,
+    checkpoint_dir: object,
+    policy: ContextPolicy,
+) -> None:
+    """A store is a Store, and takes the place of the directories (never beside them)."""
+    if store is None:
+        return
+    if not isinstance(store, Store):
+        raise ConfigurationError(
+            f"store must be a deputy_shiny.persistence.Store, not {type(store).__name__}"
+        )
+    given = [
+        name
+        for name, value in (
+            ("approval_dir", approval_dir),
+            ("checkpoint_dir", checkpoint_dir),
+            ("offload_dir", policy.offload_dir),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ConfigurationError(
+            f"store keeps what {', '.join(given)} would: give the store or the directories"
+        )
 
 
 def _counted_key(path: str) -> str:

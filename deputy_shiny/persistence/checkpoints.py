@@ -196,9 +196,7 @@ class FileJournal:
             return
         if directory is None:
             made = Path(tempfile.mkdtemp(prefix="deputy-checkpoints-"))
-            self._finalizer = weakref.finalize(
-                self, shutil.rmtree, made, ignore_errors=True
-            )
+            self._finalizer = weakref.finalize(self, shutil.rmtree, made, ignore_errors=True)
             self.directory = made
         else:
             self.directory = Path(os.path.realpath(directory))
