@@ -85,7 +85,8 @@ if TYPE_CHECKING:
         permissions_readonly,
         permissions_standard,
     )
-    from .persistence.approvals import ApprovalContinuation, approval_read
+    from .persistence.approval_records import approval_read
+    from .persistence.approvals import ApprovalContinuation
     from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
     from .sandbox import Sandbox, sandbox_unavailable_reason
     from .skills import Skill, skill_check_requirements, skill_create, skill_load
@@ -199,7 +200,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "permissions_readonly",
         "permissions_standard",
     ),
-    ".persistence.approvals": ("ApprovalContinuation", "approval_read"),
+    ".persistence.approval_records": ("approval_read",),
+    ".persistence.approvals": ("ApprovalContinuation",),
     ".persistence.checkpoints": ("FileCheckpoint", "FileJournal", "FileRewind"),
     ".sandbox": ("Sandbox", "sandbox_unavailable_reason"),
     ".skills": ("Skill", "skill_check_requirements", "skill_create", "skill_load"),

@@ -1,6 +1,7 @@
 """Crash harness for durable approvals (run by tests/test_approval_crash.py).
 
-``python -m tests.approval_crash_child <root>`` imports deputy_shiny and litellm once,
+``python -m tests.approval_crash_child <root> <store URL or -> ...`` imports deputy_shiny
+and litellm once,
 then forks one child process per step so each step is a fresh process that pays no
 import cost. For every stage of an approval's life it:
 
@@ -13,7 +14,14 @@ import cost. For every stage of an approval's life it:
 3. forks a process that tries to resume it again.
 
 The tool appends one line to ``<stage>/effects.log`` per execution. A last scenario
-forks two processes that resume the same approval at once. It prints one JSON summary.
+forks two processes that resume the same approval at once. It prints one JSON summary
+per root, as one JSON list (one interpreter serves every store).
+
+With a store URL the approvals live in that ``SqlStore`` (SQLite or PostgreSQL) instead
+of an ``approval_dir``; each process makes its own store (never one made before a fork).
+A resumer killed there leaves its lease behind until it expires: the process that tries
+again runs ``LEASE_TTL`` seconds later by its clock (a store clock moved forward), as a
+worker arriving after the lease lapsed would.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from deputy_shiny import Agent, HookMatcher, tool, tool_annotations
 from deputy_shiny.errors import ApprovalDecidedError
 from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.permissions import Permissions
+from deputy_shiny.persistence.approval_records import LEASE_TTL
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 
 STAGES = ("pending", "resuming", "executing", "continuing")
@@ -41,7 +50,18 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _agent(folder: Path, *, kill_at: str | None, slow: float = 0.0) -> Agent:
+STORE: str | None = None  # the SqlStore URL, or None: files in an approval_dir
+
+
+def _store(later: bool = False) -> Any:
+    from deputy_shiny.persistence import SqlStore
+
+    assert STORE is not None
+    ahead = LEASE_TTL + 5.0 if later else 0.0
+    return SqlStore(STORE, clock=lambda: time.time() + ahead)
+
+
+def _agent(folder: Path, *, kill_at: str | None, slow: float = 0.0, later: bool = False) -> Agent:
     log = folder / "effects.log"
 
     def send(to: str) -> str:
@@ -68,11 +88,14 @@ def _agent(folder: Path, *, kill_at: str | None, slow: float = 0.0) -> Agent:
         if kill_at == "resuming":
             _die()
 
+    where: dict[str, Any] = (
+        {"approval_dir": folder / "approvals"} if STORE is None else {"store": _store(later)}
+    )
     return Agent(
         FunctionModel(reply),
         tools=[tool(send, annotations=tool_annotations(open_world_hint=False))],
         working_dir=folder,
-        approval_dir=folder / "approvals",
+        **where,
         agent_id="crash-agent",
         session_id="crash-session",
         permissions=Permissions(tool_allowlist=("send",), approval_tools=("send",)),
@@ -107,8 +130,10 @@ def _pause(folder: Path) -> None:
     _die()  # killed right after the pending record was written
 
 
-def _resume(folder: Path, kill_at: str | None, outcome: str, slow: float = 0.0) -> None:
-    agent = _agent(folder, kill_at=kill_at, slow=slow)
+def _resume(
+    folder: Path, kill_at: str | None, outcome: str, slow: float = 0.0, later: bool = False
+) -> None:
+    agent = _agent(folder, kill_at=kill_at, slow=slow, later=later)
     path = (folder / "path.txt").read_text()
     try:
         result = agent.resume_approval(path, "approve")
@@ -122,6 +147,15 @@ def _warm_up() -> None:
     """Pay litellm's import and first-request costs once, here, before any fork; then
     wait until no thread but this one is left (a fork copies only the calling thread)."""
     get_litellm()
+    if STORE is not None:  # the SQL libraries too (the store itself is made after a fork)
+        import aiosqlite  # noqa: F401
+        import alembic.config
+        import alembic.runtime.environment
+        import alembic.runtime.migration
+        import alembic.script  # noqa: F401
+        import psycopg  # noqa: F401
+
+        import deputy_shiny.persistence.sql_store  # noqa: F401
     # asyncio.run, not run_sync: its loop and executor thread end before we fork.
     asyncio.run(Agent(ScriptedModel(["warm"])).run_async("warm up"))
     deadline = time.monotonic() + 5
@@ -132,7 +166,6 @@ def _warm_up() -> None:
 
 
 def main(root: Path) -> dict[str, Any]:
-    _warm_up()
     summary: dict[str, Any] = {}
     for stage in STAGES:
         folder = root / stage
@@ -141,7 +174,7 @@ def main(root: Path) -> dict[str, Any]:
         summary[stage] = {
             "pause": _in_child(lambda f=folder: _pause(f)),
             "resume": _in_child(lambda f=folder, k=kill_at: _resume(f, k, "first.txt")),
-            "again": _in_child(lambda f=folder: _resume(f, None, "again.txt")),
+            "again": _in_child(lambda f=folder: _resume(f, None, "again.txt", later=True)),
         }
     # Two processes resume one approval at the same moment: one wins.
     folder = root / "race"
@@ -164,4 +197,12 @@ def main(root: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]))))
+    summaries = []
+    pairs = sys.argv[1:]
+    if any(url != "-" for url in pairs[1::2]):
+        STORE = "warm"  # _warm_up imports the SQL libraries too
+    _warm_up()
+    for root, url in zip(pairs[::2], pairs[1::2], strict=True):
+        STORE = None if url == "-" else url
+        summaries.append(main(Path(root)))
+    print(json.dumps(summaries))

@@ -4,7 +4,9 @@ approval's life, then resumed and read in other processes.
 Zero double executions (the tool's log has at most one line per approval) and zero
 lost approvals (each ends decided: completed, stopped or indeterminate, never gone).
 The processes come from tests/approval_crash_child.py, which imports litellm once and
-forks one process per step, so the whole file takes a few seconds.
+forks one process per step, so each store takes a few seconds. Every test runs on each
+store: files in an ``approval_dir``, and a ``SqlStore`` on SQLite and on the session's
+PostgreSQL server (one database for the whole module).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +25,57 @@ import pytest
 
 from deputy_shiny import Agent, approval_read
 from deputy_shiny.errors import ApprovalDecidedError
+from deputy_shiny.persistence import SqlStore
 from deputy_shiny.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLED = signal.SIGKILL.value
 
 
+@dataclass
+class Crashed:
+    """One store's crash run: where, the summary, and how to reach its approvals."""
+
+    root: Path
+    summary: dict[str, Any]
+    url: str | None  # None: files in an approval_dir
+
+    def read(self, folder: Path) -> Any:
+        ref = (folder / "path.txt").read_text()
+        if self.url is None:
+            return approval_read(ref)
+        return approval_read(ref, store=SqlStore(self.url))
+
+    def agent(self, folder: Path) -> Agent:
+        where: dict[str, Any] = (
+            {"approval_dir": folder / "approvals"}
+            if self.url is None
+            else {"store": SqlStore(self.url)}
+        )
+        return Agent(
+            ScriptedModel([]),
+            working_dir=folder,
+            agent_id="crash-agent",
+            session_id="crash-session",
+            **where,
+        )
+
+
+STORES = ("dir", "sqlite", "postgresql")
+
+
 @pytest.fixture(scope="module")
-def crashed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
-    root = tmp_path_factory.mktemp("crash")
+def crashes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Crashed]]:
+    """Every store's crash run, from one harness interpreter (one litellm import)."""
+    roots = {name: tmp_path_factory.mktemp(f"crash-{name}") for name in STORES}
+    urls: dict[str, str | None] = {
+        "dir": None,
+        "sqlite": f"sqlite+aiosqlite:///{roots['sqlite'] / 'store.db'}",
+        "postgresql": request.getfixturevalue("postgres_server").database(),
+    }
+    args = [str(a) for name in STORES for a in (roots[name], urls[name] or "-")]
     # Records are authenticated with the server's record key. No key is given here: the
     # first process to need one creates the key file in a fresh state directory, and
     # every other process (the forked children, this one) reads the same file.
@@ -40,17 +85,26 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
         patch.delenv("DEPUTY_RECORD_KEY", raising=False)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         done = subprocess.run(
-            [sys.executable, "-m", "tests.approval_crash_child", str(root)],
+            [sys.executable, "-m", "tests.approval_crash_child", *args],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         key_file = state / "deputy_shiny" / "record.key"
         assert key_file.is_file() and key_file.stat().st_mode & 0o777 == 0o600
-        yield root, json.loads(done.stdout.strip().splitlines()[-1])
+        summaries = json.loads(done.stdout.strip().splitlines()[-1])
+        yield {
+            name: Crashed(roots[name], summary, urls[name])
+            for name, summary in zip(STORES, summaries, strict=True)
+        }
+
+
+@pytest.fixture(params=STORES)
+def crashed(request: pytest.FixtureRequest, crashes: dict[str, Crashed]) -> Crashed:
+    return crashes[request.param]
 
 
 def _executions(folder: Path) -> list[str]:
@@ -58,19 +112,9 @@ def _executions(folder: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def _record(folder: Path) -> Any:
-    return approval_read((folder / "path.txt").read_text())
-
-
-def _resume_here(folder: Path) -> None:
+def _resume_here(crashed: Crashed, folder: Path) -> None:
     """One more try, from this (yet another) process: always refused."""
-    agent = Agent(
-        ScriptedModel([]),
-        working_dir=folder,
-        approval_dir=folder / "approvals",
-        agent_id="crash-agent",
-        session_id="crash-session",
-    )
+    agent = crashed.agent(folder)
     with pytest.raises(ApprovalDecidedError):
         agent.resume_approval((folder / "path.txt").read_text(), "approve")
 
@@ -85,35 +129,31 @@ def _resume_here(folder: Path) -> None:
     ],
 )
 def test_a_kill_at_each_stage_loses_nothing_and_runs_nothing_twice(
-    crashed: tuple[Path, dict[str, Any]], stage: str, status: str, runs: int
+    crashed: Crashed, stage: str, status: str, runs: int
 ) -> None:
-    root, summary = crashed
-    folder = root / stage
-    steps = summary[stage]
+    folder = crashed.root / stage
+    steps = crashed.summary[stage]
     assert steps["pause"] == KILLED
     assert steps["resume"] == (0 if stage == "pending" else KILLED)
     assert steps["again"] == 0  # the second resumer ended normally: it was refused
     assert (folder / "again.txt").read_text() == f"decided:{status}"
 
-    record = _record(folder)
+    record = crashed.read(folder)
     assert record.status == status
     assert record.decision is not None and record.decision.approved
     assert len(_executions(folder)) == runs
-    _resume_here(folder)
+    _resume_here(crashed, folder)
     assert len(_executions(folder)) == runs  # still: nothing ran twice
     if stage == "executing":
         assert record.note and "not run again" in record.note
         assert [e["event"] for e in record.effects][-2:] == ["executing", "indeterminate"]
 
 
-def test_two_processes_resuming_at_once_run_the_tool_once(
-    crashed: tuple[Path, dict[str, Any]],
-) -> None:
-    root, summary = crashed
-    folder = root / "race"
-    assert summary["race"]["resumers"] == [0, 0]
+def test_two_processes_resuming_at_once_run_the_tool_once(crashed: Crashed) -> None:
+    folder = crashed.root / "race"
+    assert crashed.summary["race"]["resumers"] == [0, 0]
     outcomes = sorted((folder / name).read_text() for name in ("one.txt", "two.txt"))
     assert outcomes[1] == "ok:complete"
     assert outcomes[0].startswith("decided:")
     assert len(_executions(folder)) == 1
-    assert _record(folder).status == "completed"
+    assert crashed.read(folder).status == "completed"

@@ -3,11 +3,12 @@
 The engine never reads or writes approval files. When a call needs approval, nobody can
 answer it live and the run has a :class:`DurableStore` (``RunDeps.durable``), the engine
 describes the pause as a :class:`~deputy_shiny.approvals.Suspension` and the store saves
-it (returning its path); the run then stops with ``approval_pending``. A later run resumes
-a saved pause through a :class:`Resumption` (``RunOptions.resume``): the decided call is
-judged again, run once (the store records ``executing`` before the tool starts and
-``continuing`` after it), and the run goes on from the saved conversation.
-:mod:`deputy_shiny.persistence.approvals` implements both.
+it (returning its path or reference); the run then stops with ``approval_pending``. A
+later run resumes a saved pause through a :class:`Resumption` (``RunOptions.resume``):
+the decided call is judged again, run once (the store records ``executing`` before the
+tool starts and ``continuing`` after it), and the run goes on from the saved
+conversation. :mod:`deputy_shiny.persistence.approvals` (files) and
+:mod:`deputy_shiny.persistence.approval_records` (a ``Store``) implement both.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ NOT_EXECUTED = (
 class DurableStore(Protocol):
     """Where a run saves a call that waits for approval (``RunDeps.durable``)."""
 
-    def suspend(self, suspension: Suspension) -> str:
-        """Save the pause; return the path to resume it with. Raises on failure."""
+    async def suspend(self, suspension: Suspension) -> str:
+        """Save the pause; return the path (or reference) to resume it with. Raises on
+        failure. A coroutine: a store in a database is written without blocking the loop."""
         ...
 
 
@@ -51,9 +53,9 @@ class Resumption(Protocol):
     results: tuple[ContentToolResult, ...]
     prior_usage: AgentUsage
 
-    def executing(self) -> None: ...
+    async def executing(self) -> None: ...
 
-    def executed(self, result: ContentToolResult) -> None: ...
+    async def executed(self, result: ContentToolResult) -> None: ...
 
 
 def json_only_problem(value: Any, where: str = "arguments") -> str | None:

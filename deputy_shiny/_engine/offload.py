@@ -7,6 +7,12 @@ unguessable id under ``offload_dir``; the model sees a
 only the well-formed id shape (never a path), reads only ``<offload_dir>/<id>.json``,
 and only a result saved for this agent's session. Results restored from a saved
 session without an ``offload_dir`` are kept in memory.
+
+With a :class:`~deputy_shiny.persistence.store.Store` (``Agent(store=...)``) the same
+document is a store record of kind ``tool_result`` (key: the id; scope: the session),
+authenticated by the store, so another process serving the conversation reads it back.
+The store's calls run on its own loop (:mod:`deputy_shiny.persistence.store_bridge`):
+offloading and reading back happen in worker threads, never on the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from ..errors import (
 )
 from ..messages import ContentToolResult
 from ..persistence.files import read_document, write_document
+from ..persistence.store import Store
+from ..persistence.store_bridge import bridge_for, scope_for
 from ..tools import Tool, tool, tool_annotations
 from ..tools._tool import builtin_source
 
@@ -56,9 +64,12 @@ class ToolResultStore:
         True
     """
 
-    def __init__(self, directory: Path | None, session_id: str) -> None:
+    def __init__(
+        self, directory: Path | None, session_id: str, *, store: Store | None = None
+    ) -> None:
         self.directory = directory
         self.session_id = session_id
+        self.store = store
         self.ids: list[str] = []  # the results this agent saved or restored, in order
         self._memory: dict[str, dict[str, Any]] = {}
 
@@ -73,7 +84,7 @@ class ToolResultStore:
         size = len(output.encode("utf-8"))
         if size <= limit:
             return result
-        if self.directory is None:
+        if self.directory is None and self.store is None:
             return result.model_copy(update={"output": _cut(output, limit, size)})
         result_id = secrets.token_urlsafe(24)
         record = {
@@ -99,7 +110,18 @@ class ToolResultStore:
         )
         return result.model_copy(update={"output": shown})
 
+    @property
+    def keeps(self) -> bool:
+        """True when results are saved (in a directory or a store), not only in memory."""
+        return self.directory is not None or self.store is not None
+
     def _write(self, record: Mapping[str, Any]) -> None:
+        if self.store is not None:
+            store = self.store
+            bridge_for(store).call_sync(
+                store.put, _KIND, record["id"], record, scope=scope_for(self.session_id)
+            )
+            return
         assert self.directory is not None
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -121,14 +143,13 @@ class ToolResultStore:
         found = self._memory.get(result_id)
         if found is not None:
             return found
-        if self.directory is None:
+        if not self.keeps:
             raise ToolResultReferenceError(
                 f"Unknown tool result {TOOL_RESULT_SCHEME}{result_id}: this agent has no "
                 "offload_dir."
             )
-        path = self.directory / f"{result_id}.json"
         try:
-            record = read_document(path, _KIND)
+            record = self._read(result_id)
         except PersistenceCorruptError as exc:
             raise ToolResultReferenceError(f"The saved tool result is damaged: {exc}") from None
         except PersistenceError:
@@ -144,6 +165,16 @@ class ToolResultStore:
                 f"Unknown tool result {TOOL_RESULT_SCHEME}{result_id} (not this session's)."
             )
         return record
+
+    def _read(self, result_id: str) -> dict[str, Any]:
+        if self.store is None:
+            assert self.directory is not None
+            return read_document(self.directory / f"{result_id}.json", _KIND)
+        store = self.store
+        found = bridge_for(store).call_sync(store.get, _KIND, result_id)
+        if found is None or found.scope != scope_for(self.session_id):
+            raise PersistenceError(f"no tool result {result_id}")
+        return found.payload
 
     def read_page(self, reference: str, offset: int = 0, size: int = PAGE_CHARS) -> str:
         """Characters ``offset`` to ``offset + size`` of a saved result, with a header."""
@@ -186,13 +217,13 @@ class ToolResultStore:
                 "output": item["output"],
                 "created": time.time(),
             }
-            if self.directory is not None:
+            if self.keeps:
                 self._write(record)
             prepared[result_id] = record
 
         def commit() -> None:
             for result_id, record in prepared.items():
-                if self.directory is None:
+                if not self.keeps:
                     self._memory[result_id] = record
                 if result_id not in self.ids:
                     self.ids.append(result_id)

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +109,7 @@ class ToolCalls:
             if verdict.suspend is not None:
                 # Nobody can answer now: the call is saved and the run pauses on it; the
                 # calls after it do not run (the model hears "Not executed").
-                yield self._suspend(st, requests[index + 1 :], verdict.suspend)
+                yield await self._suspend(st, requests[index + 1 :], verdict.suspend)
                 break
             if not verdict.allowed:
                 yield self._finish_call(
@@ -151,7 +151,7 @@ class ToolCalls:
                 f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
             )
 
-    def _suspend(
+    async def _suspend(
         self, st: RunState, later: Sequence[ContentToolRequest], approval: ApprovalRequest
     ) -> AgentEvent:
         """Save the paused call (with the results so far) and stop with ``approval_pending``."""
@@ -160,7 +160,7 @@ class ToolCalls:
         for request in later:
             st.results[request.id] = error_result(request, NOT_EXECUTED)
         open_turn = st.conversation.open_tool_requests()
-        path = store.suspend(
+        path = await store.suspend(
             Suspension(
                 request=approval,
                 calls=tuple(st.pending_calls),
@@ -202,14 +202,14 @@ class ToolCalls:
         async for event in st.gate.resume(approval, request, tool, resume.decision, verdict):
             yield event
         if verdict.allowed:
-            resume.executing()
+            await resume.executing()
             arguments = verdict.arguments if verdict.arguments is not None else approval.arguments
             item: Ready = (request, tool, arguments, verdict)
             async for event in self._run_calls(st, [item], on_outcome=resume.executed):
                 yield event
         else:
             result = error_result(request, f"Denied: {verdict.reason}")
-            resume.executed(result)
+            await resume.executed(result)
             yield self._finish_call(st, Outcome(result))
             if verdict.stop_run is not None:
                 st.stop("interrupted", verdict.stop_run)
@@ -221,7 +221,7 @@ class ToolCalls:
         self,
         st: RunState,
         ready: list[Ready],
-        on_outcome: Callable[[ContentToolResult], None] | None = None,
+        on_outcome: Callable[[ContentToolResult], Awaitable[None]] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run ``ready`` concurrently (one item: alone), yielding each call's progress
         while it runs and its end events as it finishes (``on_outcome`` sees each
@@ -241,7 +241,7 @@ class ToolCalls:
                     board.close(tasks.pop(task))
                     outcome = task.result()
                     if on_outcome is not None:
-                        on_outcome(outcome.result)
+                        await on_outcome(outcome.result)
                     for event in self._finish_call_events(st, outcome):
                         yield event
                 for call_id, tool_name, message, fraction in board.take_due():

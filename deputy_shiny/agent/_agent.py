@@ -64,10 +64,11 @@ from ..permissions import (
     permissions_standard,
 )
 from ..persistence.sessions import SessionSection, register_session_section
+from ..persistence.store import Store
 from ..tools import Tool, ToolState
 from ..trusted import TrustedResults
 from ..usage import ConversationCost, UsageLimits
-from ._approvals import ApprovalMethods, Approvals
+from ._approvals import ApprovalMethods, Approvals, check_store
 from ._chat import ChatMethods
 from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check
 from ._context import ContextMethods, ConversationContext
@@ -133,6 +134,13 @@ class Agent(
         context_policy: When to compact and where large tool results go
             (:class:`~deputy_shiny.context.ContextPolicy`; default: compact past about
             32,000 tokens). With an ``offload_dir``, ``read_tool_result`` is added.
+        store: A :class:`~deputy_shiny.persistence.Store` (``FileStore`` or ``SqlStore``)
+            that keeps what this agent saves beyond the process, scoped to its session, in
+            place of the directories: calls waiting for approval (as with ``approval_dir``;
+            any process sharing the store may decide them, once), the file checkpoint
+            journal (with ``enable_file_checkpointing``; instead of ``checkpoint_dir``) and
+            large tool results (offloaded, with ``read_tool_result``, instead of
+            ``offload_dir``). Not together with those directories.
 
     Example:
         >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -177,6 +185,7 @@ class Agent(
         trusted_results: TrustedResults | None = None,
         approval_dir: str | os.PathLike[str] | None = None,
         context_policy: ContextPolicy | None = None,
+        store: Store | None = None,
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
@@ -188,7 +197,8 @@ class Agent(
         self._run_context = validate_run_context(run_context or {})
         self._conversation = Conversation(_optional_text(system_prompt, "system_prompt"))
         context_policy = _checked_context_policy(context_policy)
-        tool_results = ToolResultStore(context_policy.offload_dir, self._session_id)
+        check_store(store, approval_dir, checkpoint_dir, context_policy)
+        tool_results = ToolResultStore(context_policy.offload_dir, self._session_id, store=store)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
         self._tools = AgentTools(
@@ -206,6 +216,8 @@ class Agent(
             directory=checkpoint_dir,
             max_file_bytes=file_checkpoint_max_file_bytes,
             max_journal_bytes=file_checkpoint_max_journal_bytes,
+            store=store,
+            session_id=self._session_id,
         )
         self._checkpoints = FileCheckpoints(journal, self._guard)
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
@@ -228,6 +240,7 @@ class Agent(
             tools=self._tools,
             engine=self._engine,
             guard=self._guard,
+            store=store,
         )
         self._skills = Skills(
             tools=self._tools,
@@ -263,7 +276,8 @@ class Agent(
         )
         self._delegator = Delegator(host, self._guard)
         self.register_tools(tools)
-        if context_policy.offload_dir is not None and "read_tool_result" not in self._tools.tools:
+        offloads = context_policy.offload_dir is not None or store is not None
+        if offloads and "read_tool_result" not in self._tools.tools:
             self.register_tool(tool_read_tool_result(tool_results))
 
     # ------------------------------------------------------------ identity
@@ -709,9 +723,9 @@ class Agent(
             return "it has fallback models"
         if self._tools.natives:
             return "it has provider-native tools"
-        if self._approvals.approval_dir is not None:
+        if self._approvals.durable:
             # Its tasks run inside its owner's; a call paused to disk would outlive that.
-            return "it has an approval_dir"
+            return "it has an approval_dir" if self._approvals.approval_dir else "it has a store"
         return None
 
     def _set_retained(self, owner_id: str | None) -> None:

@@ -23,15 +23,23 @@ from .._engine.loop import Engine
 from .._engine.options import RunOptions, build_run_options
 from .._util import sync as _sync
 from ..approvals import ApprovalDecision, ApprovalHandler
+from ..context import ContextPolicy
 from ..conversation import Conversation
 from ..errors import (
     ApprovalMismatchError,
     ApprovalResumeError,
+    ConfigurationError,
     InvalidLimitError,
     PersistenceError,
 )
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..permissions import Permissions
+from ..persistence.approval_records import (
+    StoreApprovals,
+    StoreClaim,
+    approval_read_async,
+    approval_ref_id,
+)
 from ..persistence.approvals import (
     ApprovalContinuation,
     ApprovalStore,
@@ -40,11 +48,13 @@ from ..persistence.approvals import (
     continues_conversation,
     find_pending,
 )
+from ..persistence.store import Store
+from ..persistence.store_bridge import bridge_for, scope_for
 from ..usage import UsageLimits
 from ._guard import Guard
 from ._tool_registry import ToolRegistry
 
-__all__ = ["ApprovalMethods", "Approvals"]
+__all__ = ["ApprovalMethods", "Approvals", "check_store"]
 
 DecisionLike = Literal["approve", "deny"] | ApprovalDecision
 
@@ -56,6 +66,8 @@ class Approvals:
         handler: The live approval handler, or None.
         approval_dir: Where a paused call is saved when no handler can answer (None:
             it is not, and an ASK without a handler denies).
+        store: Or the :class:`~deputy_shiny.persistence.store.Store` it is saved in
+            (:mod:`deputy_shiny.persistence.approval_records`), scoped to the session.
         agent_id / session_id / working_dir / usage_limits: The agent's (fixed).
         permissions / run_context: Return the agent's current ones.
         run_deps: Returns what the agent's next run may use.
@@ -78,9 +90,11 @@ class Approvals:
         tools: ToolRegistry,
         engine: Engine,
         guard: Guard,
+        store: Store | None = None,
     ) -> None:
         self.handler = handler
         self.approval_dir = approval_dir
+        self.approval_store = store
         self._agent_id = agent_id
         self._session_id = session_id
         self._working_dir = working_dir
@@ -95,8 +109,26 @@ class Approvals:
         self._pending_path: str | None = None  # the record the last run here saved
         self._counted: set[str] = set()  # paused here: their earlier usage is counted
 
-    def store(self) -> ApprovalStore | None:
-        """The store a run saves its paused call to (None without ``approval_dir``)."""
+    @property
+    def durable(self) -> bool:
+        """True when calls waiting for approval are saved (in a dir or a store)."""
+        return self.approval_dir is not None or self.approval_store is not None
+
+    def store(self) -> ApprovalStore | StoreApprovals | None:
+        """The store a run saves its paused call to (None without ``approval_dir`` or
+        a store)."""
+        if self.approval_store is not None:
+            return StoreApprovals(
+                store=self.approval_store,
+                scope=scope_for(self._session_id),
+                working_dir=self._working_dir,
+                agent_id=self._agent_id,
+                session_id=self._session_id,
+                permissions=self._permissions(),
+                budget_ceiling=self._usage_limits,
+                tools=dict(self._tools.tools),
+                on_suspend=self._suspended,
+            )
         if self.approval_dir is None:
             return None
         return ApprovalStore(
@@ -112,10 +144,13 @@ class Approvals:
 
     def _suspended(self, path: str) -> None:
         self._pending_path = path
-        self._counted.add(str(Path(path).resolve()))
+        self._counted.add(_counted_key(path))
 
     def pending(self) -> ApprovalContinuation | None:
         """See :meth:`ApprovalMethods.pending_approval`."""
+        store = self.approval_store
+        if store is not None:
+            return bridge_for(store).call_sync(self.pending_async)
         if self.approval_dir is None:
             return None
         if self._pending_path is not None:
@@ -126,6 +161,20 @@ class Approvals:
             if record is not None and record.status == "pending":
                 return record
         return find_pending(self.approval_dir, self._agent_id, self._session_id)
+
+    async def pending_async(self) -> ApprovalContinuation | None:
+        """See :meth:`ApprovalMethods.pending_approval_async`."""
+        backend = self.store()
+        if not isinstance(backend, StoreApprovals):
+            return self.pending()  # files: quick local reads, as before
+        if self._pending_path is not None:
+            try:
+                record = await approval_read_async(self._pending_path, store=backend.store)
+            except PersistenceError:
+                record = None
+            if record is not None and record.status == "pending":
+                return record
+        return await backend.find_pending()
 
     async def resume(
         self,
@@ -148,10 +197,16 @@ class Approvals:
     ) -> AsyncIterator[AgentEvent]:
         """See :meth:`ApprovalMethods.resume_approval_events`."""
         self._guard.ready("resume an approval")
-        if self.approval_dir is None:
+        if not self.durable:
             raise ApprovalResumeError(
-                "This agent has no approval_dir; create it with the approval_dir the "
-                "approval was saved in."
+                "This agent has no approval_dir or store; create it with the approval_dir "
+                "(or store) the approval was saved in."
+            )
+        if (approval_ref_id(path) is None) != (self.approval_store is None):
+            where = "a store" if self.approval_store is not None else "an approval_dir"
+            raise ApprovalResumeError(
+                f"{path}: is not an approval of this agent's {where} (a store keeps "
+                "deputy://approval/<id> references, an approval_dir files)."
             )
         answer = _decision(decision, tool_input)
         if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
@@ -174,7 +229,8 @@ class Approvals:
             self._check_record(record, store)
             prepared.append(self._resume_options(record, usage_limits))
 
-        claim = store.claim(path, answer, check)
+        ref = str(path) if isinstance(store, StoreApprovals) else path
+        claim = await store.claim(ref, answer, check)  # type: ignore[arg-type]
         try:
             options = dataclasses.replace(prepared[0], resume=claim)
             self._conversation.turns = list(claim.record.turns)
@@ -193,21 +249,23 @@ class Approvals:
                 report=self._resume_report(claim, base.report),
             )
         except BaseException:
-            claim.finish(None)
+            await claim.finish(None)
             raise
         try:
             async for event in self._engine.run(deps, self._conversation, options):
                 yield event
         finally:
             result = self._engine.last_result
-            claim.finish(None if result is None else result.stop_reason, self._engine.last_error)
+            await claim.finish(
+                None if result is None else result.stop_reason, self._engine.last_error
+            )
 
     def _resume_report(
-        self, claim: Claim, record_run: Callable[[RunReport], None]
+        self, claim: Claim | StoreClaim, record_run: Callable[[RunReport], None]
     ) -> Callable[[RunReport], None]:
         """Count the resumed run's usage once: the part before the pause is already in
         this agent's usage when the pause happened here."""
-        counted = str(claim.path.resolve()) in self._counted
+        counted = _counted_key(str(claim.path)) in self._counted
         prior = claim.prior_usage
 
         def report(run: RunReport) -> None:
@@ -216,7 +274,9 @@ class Approvals:
 
         return report
 
-    def _check_record(self, record: ApprovalContinuation, store: ApprovalStore) -> None:
+    def _check_record(
+        self, record: ApprovalContinuation, store: ApprovalStore | StoreApprovals
+    ) -> None:
         """Refuse a record this agent did not save (nothing is decided then)."""
         source = record.source
         problems: list[str] = []
@@ -226,7 +286,10 @@ class Approvals:
             )
         if Path(source.working_dir) != self._working_dir:
             problems.append(f"it was saved with working_dir {source.working_dir!r}")
-        if self.approval_dir is None or Path(source.approval_dir).resolve() != (
+        if isinstance(store, StoreApprovals):
+            if source.approval_dir:
+                problems.append(f"it was saved with approval_dir {source.approval_dir!r}")
+        elif self.approval_dir is None or Path(source.approval_dir).resolve() != (
             self.approval_dir.resolve()
         ):
             problems.append(f"it was saved with approval_dir {source.approval_dir!r}")
@@ -298,6 +361,19 @@ class ApprovalMethods:
         """
         return self._approvals.pending()
 
+    async def pending_approval_async(self) -> ApprovalContinuation | None:
+        """:meth:`pending_approval` as a coroutine: with a ``store`` in a database, the
+        event loop stays free while it is read (use this one on an event loop).
+
+        Example:
+            >>> import asyncio
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> asyncio.run(Agent(ScriptedModel([])).pending_approval_async()) is None
+            True
+        """
+        return await self._approvals.pending_async()
+
     def resume_approval(
         self,
         path: str | os.PathLike[str],
@@ -361,6 +437,39 @@ class ApprovalMethods:
         """:meth:`resume_approval_async` as events (for a UI). The arguments are checked
         at once; the approval is decided when you start iterating: iterate to the end."""
         return self._approvals.resume_events(path, decision, tool_input, usage_limits)
+
+
+def check_store(
+    store: object,
+    approval_dir: object,
+    checkpoint_dir: object,
+    policy: ContextPolicy,
+) -> None:
+    """A store is a Store, and takes the place of the directories (never beside them)."""
+    if store is None:
+        return
+    if not isinstance(store, Store):
+        raise ConfigurationError(
+            f"store must be a deputy_shiny.persistence.Store, not {type(store).__name__}"
+        )
+    given = [
+        name
+        for name, value in (
+            ("approval_dir", approval_dir),
+            ("checkpoint_dir", checkpoint_dir),
+            ("offload_dir", policy.offload_dir),
+        )
+        if value is not None
+    ]
+    if given:
+        raise ConfigurationError(
+            f"store keeps what {', '.join(given)} would: give the store or the directories"
+        )
+
+
+def _counted_key(path: str) -> str:
+    """What identifies a pause this agent counted: a store reference, or the resolved path."""
+    return path if approval_ref_id(path) is not None else str(Path(path).resolve())
 
 
 def _decision(decision: DecisionLike, tool_input: Mapping[str, Any] | None) -> ApprovalDecision:

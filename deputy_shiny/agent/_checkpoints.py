@@ -16,6 +16,8 @@ from typing import Any
 from ..errors import CheckpointCorruptError, CheckpointError, ConfigurationError
 from ..persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
 from ..persistence.sessions import Commit
+from ..persistence.store import Store
+from ..persistence.store_bridge import scope_for
 from ..trusted import TrustedResults, check_trusted_tools
 from ._guard import Guard
 from ._tool_registry import ToolSetCheck
@@ -30,8 +32,11 @@ def make_file_journal(
     directory: str | os.PathLike[str] | None,
     max_file_bytes: int,
     max_journal_bytes: int,
+    store: Store | None = None,
+    session_id: str = "",
 ) -> FileJournal | None:
-    """The agent's journal when ``enable_file_checkpointing`` is on, else None."""
+    """The agent's journal when ``enable_file_checkpointing`` is on, else None (in
+    ``store`` under the session's scope when one is given)."""
     if not isinstance(enabled, bool):
         raise ConfigurationError("enable_file_checkpointing must be True or False")
     if not enabled:
@@ -44,6 +49,8 @@ def make_file_journal(
             directory=directory,
             max_file_bytes=max_file_bytes,
             max_journal_bytes=max_journal_bytes,
+            store=store,
+            scope=None if store is None else scope_for(session_id),
         )
     except CheckpointCorruptError:
         raise  # a journal in checkpoint_dir that is not what we wrote

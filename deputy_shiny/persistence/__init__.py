@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .approvals import ApprovalContinuation, approval_read
+from .approval_records import approval_read
+from .approvals import ApprovalContinuation
 from .checkpoints import FileCheckpoint, FileJournal, FileRewind
 from .file_store import FileStore
 from .files import MAX_DOCUMENT_BYTES, canonical_json, read_document, write_document

@@ -210,6 +210,11 @@ def _load(path: Path, key: bytes | str | None = None) -> ApprovalContinuation:
     """The record as stored (status not reconciled), checked as untrusted input."""
     approval_id = _record_id(path)
     payload = read_document(path, APPROVAL_KIND, key=key)
+    return validated_record(payload, approval_id, str(path))
+
+
+def validated_record(payload: Any, approval_id: str, path: str) -> ApprovalContinuation:
+    """An approval record's payload checked as untrusted input, its ``source.path`` set."""
     try:
         record = ApprovalContinuation.model_validate(payload)
     except ValidationError as exc:
@@ -220,9 +225,7 @@ def _load(path: Path, key: bytes | str | None = None) -> ApprovalContinuation:
         ) from None
     if record.id != approval_id or record.source.call_id != record.request.call_id:
         raise PersistenceCorruptError(f"{path}: its contents do not match its name.")
-    return record.model_copy(
-        update={"source": record.source.model_copy(update={"path": str(path)})}
-    )
+    return record.model_copy(update={"source": record.source.model_copy(update={"path": path})})
 
 
 def _lock_path(path: Path, approval_id: str) -> Path:
@@ -248,7 +251,7 @@ def _owner_alive(path: Path, approval_id: str) -> bool:
     return False
 
 
-def _reconciled(record: ApprovalContinuation, decided_marker: bool) -> ApprovalContinuation:
+def reconciled(record: ApprovalContinuation, decided_marker: bool = False) -> ApprovalContinuation:
     """The status of a record whose resuming process is gone."""
     status, note = record.status, None
     if status == "executing":
@@ -303,7 +306,7 @@ def approval_read(
         if record.status == "pending" and not marker:
             return record
         if not _owner_alive(source, record.id):
-            return _reconciled(record, marker)
+            return reconciled(record, marker)
     return record
 
 
@@ -331,13 +334,26 @@ class ApprovalStore:
         """The fingerprint of each tool, by name."""
         return {name: tool_fingerprint(tool) for name, tool in sorted(self.tools.items())}
 
-    def suspend(self, suspension: Suspension) -> str:
+    async def suspend(self, suspension: Suspension) -> str:
         """Save a paused call as a new pending record; return its path."""
         approval_id = secrets.token_urlsafe(24)
         path = self.approval_dir / f"{approval_id}{_SUFFIX}"
+        record = self.new_record(suspension, approval_id, str(path), str(self.approval_dir))
+        fd = os.open(
+            _lock_path(path, approval_id), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+        )
+        os.close(fd)
+        write_document(path, APPROVAL_KIND, record.model_dump(mode="json"), overwrite=False)
+        self.on_suspend(str(path))
+        return str(path)
+
+    def new_record(
+        self, suspension: Suspension, approval_id: str, path: str, approval_dir: str
+    ) -> ApprovalContinuation:
+        """The pending record of a paused call, saved at ``path``."""
         now = time.time()
         request = suspension.request
-        record = ApprovalContinuation(
+        return ApprovalContinuation(
             id=approval_id,
             status="pending",
             request=request,
@@ -354,8 +370,8 @@ class ApprovalStore:
             calls=list(suspension.calls),
             results=list(suspension.results),
             source=ApprovalSource(
-                path=str(path),
-                approval_dir=str(self.approval_dir),
+                path=path,
+                approval_dir=approval_dir,
                 working_dir=str(self.working_dir),
                 agent_id=self.agent_id,
                 session_id=self.session_id,
@@ -365,15 +381,8 @@ class ApprovalStore:
             created_at=now,
             updated_at=now,
         )
-        fd = os.open(
-            _lock_path(path, approval_id), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
-        )
-        os.close(fd)
-        write_document(path, APPROVAL_KIND, record.model_dump(mode="json"), overwrite=False)
-        self.on_suspend(str(path))
-        return str(path)
 
-    def claim(
+    async def claim(
         self,
         path: str | os.PathLike[str],
         decision: ApprovalDecision,
@@ -409,7 +418,7 @@ class ApprovalStore:
             record = _load(source)
             marker = _decided_path(source, approval_id)
             if record.status != "pending" or marker.exists():
-                final = _reconciled(record, marker.exists())
+                final = reconciled(record, marker.exists())
                 if final is not record:
                     _write(source, final)
                 raise ApprovalDecidedError(
@@ -466,11 +475,11 @@ class Claim:
         )
         _write(self.path, self.record)
 
-    def executing(self) -> None:
+    async def executing(self) -> None:
         """The tool is about to run: from now on a crash means ``indeterminate``."""
         self.write(status="executing", effect="executing")
 
-    def executed(self, result: ContentToolResult) -> None:
+    async def executed(self, result: ContentToolResult) -> None:
         """The call has its result (it ran, or was refused): the run continues."""
         results = [r for r in self.record.results if r.call_id != result.call_id]
         self.write(
@@ -479,7 +488,7 @@ class Claim:
             effect="executed" if self.record.status == "executing" else "refused",
         )
 
-    def finish(self, stop_reason: str | None, error: BaseException | None = None) -> None:
+    async def finish(self, stop_reason: str | None, error: BaseException | None = None) -> None:
         """The resumed run ended: record how, and let the lock go."""
         try:
             status = self.record.status

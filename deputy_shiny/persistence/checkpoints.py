@@ -8,8 +8,11 @@ start of every run, and :meth:`FileJournal.checkpoint` makes one on demand. Noth
 else is journaled: ``run_python``, ``run_bash`` and MCP tools change files (or remote
 services) the journal never sees.
 
-The journal lives in one directory (a private temporary one unless the agent is given
-``checkpoint_dir``), in the one persisted format (:mod:`deputy_shiny.persistence.files`):
+The journal lives in a :class:`~deputy_shiny.persistence.store.Store` when the agent has
+one (records of kinds ``file_checkpoint_index`` and ``file_checkpoint_blob`` under the
+session's scope, the same two documents as below, authenticated by the store), else in
+one directory (a private temporary one unless the agent is given ``checkpoint_dir``), in
+the one persisted format (:mod:`deputy_shiny.persistence.files`):
 
 * ``index.json`` (kind ``file_checkpoint_index``): the checkpoints, oldest first, and the
   changes, in order, each naming its file relative to the working directory;
@@ -71,6 +74,8 @@ from ..errors import (
     PersistenceError,
 )
 from .files import canonical_json, read_document, write_document
+from .store import Store, check_name
+from .store_bridge import bridge_for
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -96,6 +101,7 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 _MAX_NAME = 200
 _MAX_PATH = 4096
 _MAX_METADATA_BYTES = 64 * 1024
+_STORE_PREFIX = "store:"  # ``directory`` of a journal in a store: a name, never a path
 
 
 class FileCheckpoint(BaseModel):
@@ -150,6 +156,10 @@ class FileJournal:
             is refused.
         key: The key authenticating the journal's files (None: the server's record key,
             :func:`~deputy_shiny.persistence.keys.record_key`).
+        store / scope: Keep the journal in this store under ``scope`` (a session's)
+            instead of a directory (``directory`` must then be None). Its calls run on the
+            store's own loop (:mod:`deputy_shiny.persistence.store_bridge`): call the
+            journal from a worker thread, as the engine and the file tools do.
     """
 
     def __init__(
@@ -160,6 +170,8 @@ class FileJournal:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
         key: bytes | str | None = None,
+        store: Store | None = None,
+        scope: str | None = None,
     ) -> None:
         for name, value in (
             ("file_checkpoint_max_file_bytes", max_file_bytes),
@@ -172,14 +184,21 @@ class FileJournal:
         self.max_file_bytes = max_file_bytes
         self.max_journal_bytes = max_journal_bytes
         self._lock = threading.RLock()
+        self._store = store
+        self._scope = scope or ""
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        if store is not None:
+            if directory is not None or scope is None:
+                raise CheckpointError("a journal in a store takes a scope and no checkpoint_dir")
+            check_name(scope, "scope")
+            self.directory = Path(f"{_STORE_PREFIX}{scope}")
+            self._load()  # an existing journal must be sound before it is used
+            return
         if directory is None:
             made = Path(tempfile.mkdtemp(prefix="deputy-checkpoints-"))
-            self._finalizer: weakref.finalize[Any, Any] | None = weakref.finalize(
-                self, shutil.rmtree, made, ignore_errors=True
-            )
+            self._finalizer = weakref.finalize(self, shutil.rmtree, made, ignore_errors=True)
             self.directory = made
         else:
-            self._finalizer = None
             self.directory = Path(os.path.realpath(directory))
             if not self.directory.is_dir():
                 raise CheckpointError(f"checkpoint_dir {str(directory)!r} is not a directory")
@@ -410,7 +429,21 @@ class FileJournal:
 
     # ------------------------------------------------------------------ index
 
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        assert self._store is not None
+        try:
+            return bridge_for(self._store).call_sync(fn, *args, **kwargs)
+        except CheckpointError:
+            raise
+        except PersistenceError as exc:
+            raise CheckpointCorruptError(f"The checkpoint journal cannot be used: {exc}") from None
+
     def _load(self) -> dict[str, Any]:
+        if self._store is not None:
+            found = self._call(self._store.get, _INDEX_KIND, self._scope)
+            if found is None:
+                return {"working_dir": str(self.working_dir), "checkpoints": [], "changes": []}
+            return self._validate(found.payload, f"{self._store!r} {_INDEX_KIND} {self._scope}")
         path = self.directory / _INDEX
         if not os.path.lexists(path):
             return {"working_dir": str(self.working_dir), "checkpoints": [], "changes": []}
@@ -421,6 +454,9 @@ class FileJournal:
         return self._validate(payload, str(path))
 
     def _save(self, index: dict[str, Any]) -> None:
+        if self._store is not None:
+            self._store_write(_INDEX_KIND, self._scope, index)
+            return
         try:
             write_document(self.directory / _INDEX, _INDEX_KIND, index, key=self._key)
         except PersistenceError as exc:
@@ -506,11 +542,27 @@ class FileJournal:
 
     # ------------------------------------------------------------------ blobs
 
+    def _store_write(self, kind: str, key: str, payload: Mapping[str, Any]) -> None:
+        assert self._store is not None
+        try:
+            bridge_for(self._store).call_sync(
+                self._store.put, kind, key, payload, scope=self._scope
+            )
+        except PersistenceError as exc:
+            raise CheckpointError(f"The checkpoint journal cannot be written: {exc}") from None
+
+    def _blob_key(self, sha: str) -> str:
+        """A blob's record key: one per scope and content (a digest keeps it short)."""
+        return "blob-" + hashlib.sha256(f"{self._scope}\n{sha}".encode()).hexdigest()
+
     def _blob_path(self, sha: str) -> Path:
         return self.directory / "blobs" / f"{sha}.json"
 
     def _write_blob(self, sha: str, data: bytes) -> None:
         payload = {"sha256": sha, "size": len(data), "base64": base64.b64encode(data).decode()}
+        if self._store is not None:
+            self._store_write(_BLOB_KIND, self._blob_key(sha), payload)
+            return
         try:
             write_document(self._blob_path(sha), _BLOB_KIND, payload, key=self._key)
         except PersistenceError as exc:
@@ -522,9 +574,17 @@ class FileJournal:
             return None
         limit = (self.max_file_bytes * 4) // 3 + 64 * 1024
         try:
-            payload = read_document(
-                self._blob_path(sha), _BLOB_KIND, max_bytes=limit, key=self._key
-            )
+            if self._store is not None:
+                found = bridge_for(self._store).call_sync(
+                    self._store.get, _BLOB_KIND, self._blob_key(sha)
+                )
+                if found is None or found.payload.get("sha256") != sha:
+                    raise PersistenceError("it is missing")
+                payload = found.payload
+            else:
+                payload = read_document(
+                    self._blob_path(sha), _BLOB_KIND, max_bytes=limit, key=self._key
+                )
             data = base64.b64decode(payload.get("base64", ""), validate=True)
         except (PersistenceError, binascii.Error, ValueError, TypeError) as exc:
             raise CheckpointCorruptError(
@@ -535,6 +595,18 @@ class FileJournal:
         return data
 
     def _collect_garbage(self, index: Mapping[str, Any]) -> None:
+        if self._store is not None:
+            store = self._store
+            wanted = {self._blob_key(sha) for sha in _stored_blobs(index)}
+
+            async def collect() -> None:
+                for record in await store.list_records(_BLOB_KIND, scope=self._scope):
+                    if record.key not in wanted:
+                        await store.delete(_BLOB_KIND, record.key)
+
+            with contextlib.suppress(PersistenceError):
+                bridge_for(store).call_sync(collect)
+            return
         keep = {f"{sha}.json" for sha in _stored_blobs(index)}
         for entry in os.scandir(self.directory / "blobs"):
             if entry.name not in keep and entry.is_file(follow_symlinks=False):
