@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from ..errors import InvalidModelError
 from ._chat_model import DEMO_PROVIDER, ChatModel, SupportsChatModel, check_model_string
+from ._chatlas import chat_model, is_chatlas_chat
 from .demo import ensure_demo_registered
 
 
 def resolve_model(model: object) -> ChatModel:
-    """Turn a model string, :class:`ChatModel` or test model into a :class:`ChatModel`.
+    """Turn a model string, :class:`ChatModel`, test model or chatlas ``Chat`` into a
+    :class:`ChatModel` (a chatlas chat gives the model it talks to: ``_chatlas``).
 
     Raises:
         InvalidModelError: for anything else, or a string that is not a model string.
@@ -36,8 +38,10 @@ def resolve_model(model: object) -> ChatModel:
                 "not a ChatModel."
             )
         return resolved
+    if is_chatlas_chat(model):
+        return chat_model(model)
     raise InvalidModelError(
         f"Cannot use a {type(model).__name__} as a model. Pass a litellm model string "
-        "('openai/gpt-4.1-mini'), a deputy_shiny.ChatModel, or a test model from "
-        "deputy_shiny.testing."
+        "('openai/gpt-4.1-mini'), a deputy_shiny.ChatModel, a chatlas Chat, or a test "
+        "model from deputy_shiny.testing."
     )
