@@ -120,7 +120,14 @@ class SupportsChatModel(Protocol):
     def as_chat_model(self) -> ChatModel: ...
 
 
-ModelLike = str | ChatModel | SupportsChatModel
+class ChatlasChatLike(Protocol):
+    """A chatlas ``Chat`` (its ``provider`` names the model it talks to: ``_chatlas``)."""
+
+    @property
+    def provider(self) -> Any: ...
+
+
+ModelLike = str | ChatModel | SupportsChatModel | ChatlasChatLike
 
 
 def missing_credentials(model: ChatModel) -> list[str]:
