@@ -501,9 +501,12 @@ class DelegationHost:
         return f"The subagent {item.name} ended with {item.status} ({why}).{said}"
 
     def interrupt(self, delegation_id: str, reason: str = "interrupted") -> bool:
-        """Ask a running delegation to stop (its own delegations stop with it)."""
-        item = self.get(delegation_id)
-        if item.status not in ("running", "queued") or item.agent is None:
+        """Ask a running delegation to stop (its own delegations stop with it).
+
+        False, as the spec answers, when the delegation is unknown or already finished.
+        """
+        item = self._items.get(delegation_id)
+        if item is None or item.status not in ("running", "queued") or item.agent is None:
             return False
         item.interrupt_reason = reason
         return item.agent.interrupt(reason)
@@ -631,6 +634,9 @@ class DelegationHost:
     def inspect(
         self, requester: Any, delegation_id: str | None, transcript: bool
     ) -> list[dict[str, Any]]:
+        if delegation_id is not None and delegation_id not in self._items:
+            self.require(requester)  # an unknown requester still errors first
+            return []  # as the spec answers: an unknown id gives an empty list
         return [self.view(item, transcript) for item in self.selected(requester, delegation_id)]
 
     def export(self, requester: Any, delegation_id: str | None) -> dict[str, Any]:
