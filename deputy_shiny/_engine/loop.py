@@ -532,7 +532,11 @@ class Engine(ToolCalls):
         yield self._emit(
             st,
             RequestEndEvent,
-            usage=RequestUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=RequestUsage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+            ),
             cost=usage.cost,
         )
         yield self._emit(st, UsageEvent, usage=st.usage())
@@ -584,9 +588,7 @@ class Engine(ToolCalls):
             turns=list(st.turns),
             events=list(st.events),
             usage=usage,
-            cost=CostSummary(
-                total=usage.cost, complete=usage.cost_missing == 0, missing=usage.cost_missing
-            ),
+            cost=CostSummary.of(usage),
             duration=time.monotonic() - st.started,
             stop_reason=st.stop_reason or "interrupted",
             stop_message=st.stop_message,

@@ -647,6 +647,7 @@ class Agent(
         return ConversationCost(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
             total=usage.cost,
             complete=usage.cost_missing == 0,
             missing=usage.cost_missing,
