@@ -3,8 +3,22 @@ user porting R code reaches for, each checked against what it reports."""
 
 from __future__ import annotations
 
-from deputy_shiny import Agent
-from deputy_shiny.testing import ScriptedModel, ScriptedReply
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deputy_shiny import Agent, AgentResult, UsageLimits
+from deputy_shiny.agent._delegation.host import DelegationHost
+from deputy_shiny.delegation import AgentDefinition, LeadAgent
+from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from tests.helpers import local_tool
+
+
+def _add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
 
 # --------------------------------------------------------------------------- cached tokens
 
@@ -39,3 +53,75 @@ def test_cached_tokens_add_up_in_usage_result_cost_and_conversation_cost() -> No
     cost = agent.cost()
     assert (cost.input_tokens, cost.output_tokens, cost.cached_tokens) == (140, 8, 60)
     assert agent.usage().cached_tokens == 60
+
+
+# --------------------------------------------------------------------------- AgentResult
+
+
+def test_result_helpers_read_the_runs_turns_and_events() -> None:
+    reply = ScriptedReply(
+        text="Let me add.", tool_calls=[ScriptedToolCall("add", {"a": 1, "b": 2}, id="c1")]
+    )
+    agent = Agent(
+        ScriptedModel([reply, ScriptedReply(text="It is 3.", chunk_size=3)]),
+        tools=[local_tool(_add, name="add")],
+    )
+    result = agent.run_sync("1 + 2?")
+    assert result.is_success()
+    assert result.n_turns() == 4  # user, assistant (call), user (result), assistant
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls()] == [
+        ("c1", "add", {"a": 1, "b": 2})
+    ]
+    assert [(r.call_id, r.output, r.is_error) for r in result.tool_results()] == [
+        ("c1", "3", False)
+    ]
+    assert result.text_chunks() == ["Let me a", "dd.", "It ", "is ", "3."]
+    assert (result.parent_agent_id, result.parent_run_id, result.delegation_id) == (None,) * 3
+
+
+def test_a_limit_is_not_a_success() -> None:
+    agent = Agent(ScriptedModel(["never sent"]), usage_limits=UsageLimits(max_requests=0))
+    result = agent.run_sync("hi")
+    assert result.stop_reason == "request_limit" and not result.is_success()
+    assert result.n_turns() == 1 and result.text_chunks() == []
+
+
+def test_a_subagents_result_names_who_delegated_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A built subagent is dropped when it ends: catch its result as the host records it.
+    results: list[AgentResult] = []
+    finish = DelegationHost._finish
+
+    def keep(self: DelegationHost, item: Any, agent: Any) -> None:
+        results.append(agent.last_run())
+        finish(self, item, agent)
+
+    monkeypatch.setattr(DelegationHost, "_finish", keep)
+    task = {"agent": "writer", "task": "x"}
+    lead = LeadAgent(
+        ScriptedModel([ScriptedReply(tool_calls=[ScriptedToolCall("delegate", task)]), "ok"]),
+        working_dir=tmp_path,
+        subagents=[AgentDefinition(name="writer", description="Writes.", prompt="Write.")],
+        subagent_models={"writer": ScriptedModel(["The report."])},
+    )
+    lead_result = lead.run_sync("go")
+    (record,) = lead.list_subagents()
+    (sub_result,) = results
+    assert record.status == "completed" and sub_result.response == "The report."
+    assert (sub_result.parent_agent_id, sub_result.parent_run_id, sub_result.delegation_id) == (
+        lead.agent_id,
+        lead_result.run_id,
+        record.delegation_id,
+    )
+    assert lead_result.delegation_id is None and lead_result.parent_agent_id is None
+
+    owner = Agent(ScriptedModel([]))
+    handle = owner.retain_agent(Agent(ScriptedModel(["Sales rose."])), UsageLimits(max_requests=3))
+    retained = owner.continue_agent(handle, "Summarise.")
+    (retained_record,) = owner.list_subagents()
+    assert (retained.parent_agent_id, retained.parent_run_id, retained.delegation_id) == (
+        owner.agent_id,
+        None,  # host code sent the task, not one of the owner's runs
+        retained_record.delegation_id,
+    )

@@ -598,6 +598,7 @@ class Engine(ToolCalls):
             session_id=st.deps.session_id,
             run_id=st.run_id,
             run_context=st.options.run_context,
+            **_lineage_fields(st.deps),
         )
 
     def finished_result(self) -> AgentResult:
@@ -648,6 +649,18 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
     is closed by the event loop's generator finalizer ends in another context."""
     with contextlib.suppress(ValueError):
         var.reset(token)
+
+
+def _lineage_fields(deps: RunDeps) -> dict[str, str | None]:
+    """A delegated run's result names who delegated it (nothing for a direct run)."""
+    lineage = deps.lineage
+    if lineage is None:
+        return {}
+    return {
+        "parent_agent_id": lineage.parent_agent_id,
+        "parent_run_id": lineage.parent_run_id,
+        "delegation_id": lineage.delegation_id,
+    }
 
 
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Unpack
 
 from .._engine.budget import SharedBudget
-from .._engine.deps import Authority, RunDeps, RunReport
+from .._engine.deps import Authority, Lineage, RunDeps, RunReport
 from .._engine.loop import Engine
 from .._engine.offload import ToolResultStore, tool_read_tool_result
 from .._engine.options import RunKeywords, TaskInput, build_run_options
@@ -418,9 +418,11 @@ class Agent(
         parent_budget: SharedBudget,
         ancestors: tuple[Authority, ...],
         usage_limits: UsageLimits,
+        lineage: Lineage | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run ``task`` as a subagent: the same engine, drawing on ``parent_budget`` and
-        checked against ``ancestors`` at every call (package-internal: delegation/)."""
+        checked against ``ancestors`` at every call; its result names ``lineage``
+        (package-internal: delegation/)."""
         options = build_run_options(
             task,
             agent_limits=self._usage_limits,
@@ -428,7 +430,7 @@ class Agent(
             keywords={"usage_limits": usage_limits},
         )
         deps = dataclasses.replace(
-            self._run_deps(), parent_budget=parent_budget, ancestors=ancestors
+            self._run_deps(), parent_budget=parent_budget, ancestors=ancestors, lineage=lineage
         )
         return self._engine.run(deps, self._conversation, options)
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..._engine.budget import SharedBudget
-from ..._engine.deps import Authority
+from ..._engine.deps import Authority, Lineage
 from ...errors import DelegationDisclosureError, DelegationError
 from ...events import AgentEvent, AgentResult, AgentUsage
 from ...hooks import HookContext, HookRegistry
@@ -137,6 +137,7 @@ class DelegatingAgent(Protocol):
         parent_budget: SharedBudget,
         ancestors: tuple[Authority, ...],
         usage_limits: UsageLimits,
+        lineage: Lineage | None = None,
     ) -> AsyncGenerator[AgentEvent, None]: ...
 
 
@@ -427,11 +428,17 @@ class DelegationHost:
         self.observe(item, "status", "running")
         await self.subagent_hook("SubagentStart", item, None)
         token = parent_delegation.set(item.id)
+        caller = current_tool_context()  # the delegating run's call (none from host code)
         events = agent._delegated_run(
             message or item.task,
             parent_budget=budget,
             ancestors=item.ancestors,
             usage_limits=limits,
+            lineage=Lineage(
+                parent_agent_id=caller.agent_id or self.owner.agent_id,
+                parent_run_id=caller.run_id,
+                delegation_id=item.id,
+            ),
         )
         try:
             async for event in events:
