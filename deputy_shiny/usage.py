@@ -32,6 +32,7 @@ __all__ = [
     "ConversationCost",
     "CostSummary",
     "RequestUsage",
+    "TurnTokens",
     "TurnUsage",
     "UsageLimits",
     "format_cost",
@@ -166,6 +167,25 @@ class ConversationCost(BaseModel):
     complete: bool
     missing: int
     cached_tokens: int = 0
+
+
+class TurnTokens(BaseModel):
+    """One assistant turn's tokens and cost (a row of :meth:`Agent.get_tokens`).
+
+    ``turn`` is the turn's index in ``agent.get_turns()``; ``cost`` is None when unknown.
+
+    Example:
+        >>> TurnTokens(turn=1, input_tokens=12, output_tokens=3).cost is None
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    turn: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float | None = None
 
 
 _COUNT_FIELDS = (

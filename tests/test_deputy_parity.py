@@ -3,14 +3,18 @@ user porting R code reaches for, each checked against what it reports."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, AgentResult, UsageLimits
+from deputy_shiny import Agent, AgentResult, Permissions, UsageLimits
+from deputy_shiny._engine.compaction import _turn_tokens, context_tokens
 from deputy_shiny.agent._delegation.host import DelegationHost
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
+from deputy_shiny.errors import ConfigurationError
+from deputy_shiny.messages import user_turn
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from tests.helpers import local_tool
 
@@ -125,3 +129,73 @@ def test_a_subagents_result_names_who_delegated_it(
         None,  # host code sent the task, not one of the owner's runs
         retained_record.delegation_id,
     )
+
+
+# --------------------------------------------------------------------------- accessors
+
+
+def _priced(text: str, prompt: int, completion: int, cost: float | None) -> ScriptedReply:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    return ScriptedReply(text=text, usage=usage, cost=cost)
+
+
+def test_get_tokens_and_get_cost_read_usage_by_turn() -> None:
+    agent = Agent(ScriptedModel([_priced("one", 10, 2, 0.5), _priced("two", 20, 3, 0.25)]))
+    assert agent.get_tokens() == [] and agent.get_cost() == 0.0 and agent.get_cost("last") == 0.0
+    agent.chat("first")
+    agent.chat("second")
+    rows = [(t.turn, t.input_tokens, t.output_tokens, t.cost) for t in agent.get_tokens()]
+    assert rows == [(1, 10, 2, 0.5), (3, 20, 3, 0.25)]
+    assert (agent.get_cost(), agent.get_cost("last")) == (0.75, 0.25)
+    unknown = Agent(ScriptedModel([_priced("x", 1, 1, None)]))
+    unknown.chat("hi")
+    assert unknown.get_cost() is None and unknown.get_cost("last") is None
+    with pytest.raises(ConfigurationError):
+        agent.get_cost("first")  # type: ignore[arg-type]
+
+
+def test_token_count_is_the_count_compaction_uses() -> None:
+    agent = Agent(ScriptedModel(["Sure."]), system_prompt="Be brief.", tools=[local_tool(_add)])
+    agent.chat("Hello there")
+    new = agent.token_count("How many words is this?")
+    assert new == _turn_tokens(user_turn("How many words is this?"))
+    context = context_tokens(agent._conversation, agent._tools.schemas())
+    assert agent.token_count("How many words is this?", include="complete") == new + context
+    assert context > new > 0
+
+
+async def test_clone_copies_the_conversation_and_shares_no_state(tmp_path: Path) -> None:
+    def slow(text: str) -> ScriptedReply:
+        return ScriptedReply(text=text, chunk_size=2, delay=0.01)
+
+    agent = Agent(
+        ScriptedModel(["Hi!", slow("original again"), slow("second")]),
+        system_prompt="Be brief.",
+        tools=[local_tool(_add)],
+        working_dir=tmp_path,
+        usage_limits=UsageLimits(max_requests=7),
+        run_context={"user": "ana"},
+        permissions=Permissions(mode="readonly"),
+    )
+    await agent.chat_async("Hello")
+    twin = agent.clone()
+    assert twin.agent_id != agent.agent_id and twin.session_id == agent.session_id
+    assert twin.get_turns() == agent.get_turns() and twin.get_system_prompt() == "Be brief."
+    assert (twin.usage_limits, twin.run_context, twin.working_dir) == (
+        agent.usage_limits,
+        agent.run_context,
+        agent.working_dir,
+    )
+    assert twin.get_permission_mode() == "readonly" and list(twin.get_tools()) == ["_add"]
+    assert twin.usage() == agent.usage()
+    assert twin._engine is not agent._engine and twin.tool_state is not agent.tool_state
+    assert twin._guard is not agent._guard and twin._conversation is not agent._conversation
+    # Changing one changes nothing in the other.
+    twin.set_system_prompt("Be long.")
+    twin.add_turn("Another question", "Another answer")
+    assert agent.get_system_prompt() == "Be brief." and len(agent.get_turns()) == 2
+    # Both run at once (the model object is shared, as a model string would be).
+    first, second = await asyncio.gather(agent.run_async("a"), twin.run_async("b"))
+    assert {first.response, second.response} == {"original again", "second"}
+    assert len(agent.get_turns()) == 4 and len(twin.get_turns()) == 6
+    assert first.stop_reason == second.stop_reason == "complete"

@@ -583,6 +583,7 @@ class Engine(ToolCalls):
 
     def _result(self, st: RunState) -> AgentResult:
         usage = st.usage()
+        lineage = st.deps.lineage  # a delegated run's result names who delegated it
         return AgentResult.model_construct(
             response=st.response_text,
             turns=list(st.turns),
@@ -598,7 +599,9 @@ class Engine(ToolCalls):
             session_id=st.deps.session_id,
             run_id=st.run_id,
             run_context=st.options.run_context,
-            **_lineage_fields(st.deps),
+            parent_agent_id=lineage.parent_agent_id if lineage else None,
+            parent_run_id=lineage.parent_run_id if lineage else None,
+            delegation_id=lineage.delegation_id if lineage else None,
         )
 
     def finished_result(self) -> AgentResult:
@@ -649,18 +652,6 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
     is closed by the event loop's generator finalizer ends in another context."""
     with contextlib.suppress(ValueError):
         var.reset(token)
-
-
-def _lineage_fields(deps: RunDeps) -> dict[str, str | None]:
-    """A delegated run's result names who delegated it (nothing for a direct run)."""
-    lineage = deps.lineage
-    if lineage is None:
-        return {}
-    return {
-        "parent_agent_id": lineage.parent_agent_id,
-        "parent_run_id": lineage.parent_run_id,
-        "delegation_id": lineage.delegation_id,
-    }
 
 
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:
