@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .messages import Turn
+from .messages import ContentToolRequest, ContentToolResult, Turn
 from .usage import AgentUsage, CostSummary, RequestUsage
 
 StopReason = Literal[
@@ -325,13 +325,22 @@ class AgentResult(BaseModel):
         duration: Seconds from start to stop.
         stop_reason: Why the run ended (``"complete"`` when the model finished).
         structured_output: The accepted value when the run asked for ``type=``.
+        parent_agent_id / parent_run_id / delegation_id: For a subagent's run, the
+            agent and run that delegated it (``parent_run_id`` is None when host code
+            sent the task, as ``continue_agent`` from outside a run) and the delegation
+            (as in ``list_subagents()``); None for a run its caller started.
+
+    The helpers read it as deputy's do: :meth:`n_turns`, :meth:`tool_calls`,
+    :meth:`tool_results`, :meth:`text_chunks` and :meth:`is_success`.
 
     Example:
         >>> from deputy_shiny.testing import ScriptedModel
         >>> from deputy_shiny import Agent
         >>> result = Agent(ScriptedModel(["Hello!"])).run_sync("Hi")
-        >>> (result.response, result.stop_reason)
-        ('Hello!', 'complete')
+        >>> (result.response, result.stop_reason, result.is_success(), result.n_turns())
+        ('Hello!', 'complete', True, 2)
+        >>> result.text_chunks(), result.tool_calls(), result.parent_agent_id
+        (['Hello!'], [], None)
     """
 
     model_config = ConfigDict(
@@ -352,3 +361,28 @@ class AgentResult(BaseModel):
     session_id: str
     run_id: str
     run_context: dict[str, Any] = Field(default_factory=dict)
+    parent_agent_id: str | None = None
+    parent_run_id: str | None = None
+    delegation_id: str | None = None
+
+    def n_turns(self) -> int:
+        """How many turns the run added to the conversation (the user's included)."""
+        return len(self.turns)
+
+    def tool_calls(self) -> list[ContentToolRequest]:
+        """Every tool call the model asked for in this run, in order."""
+        return [request for turn in self.turns for request in turn.tool_requests]
+
+    def tool_results(self) -> list[ContentToolResult]:
+        """Every tool result the model was sent in this run, in order (calls that did not
+        run have their "not run" error result here too)."""
+        return [result for turn in self.turns for result in turn.tool_results]
+
+    def text_chunks(self) -> list[str]:
+        """The streamed text, chunk by chunk, as the ``text`` events carried it."""
+        return [event.text for event in self.events if event.type == "text"]
+
+    def is_success(self) -> bool:
+        """True when the model finished (stop reason ``complete``); a limit, an error,
+        an interruption or a pending approval is not a success."""
+        return self.stop_reason == "complete"

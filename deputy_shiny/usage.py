@@ -32,6 +32,7 @@ __all__ = [
     "ConversationCost",
     "CostSummary",
     "RequestUsage",
+    "TurnTokens",
     "TurnUsage",
     "UsageLimits",
     "format_cost",
@@ -46,16 +47,19 @@ class TurnUsage(BaseModel):
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0  # the part of input_tokens the provider read from its cache
     cost: float | None = None
 
 
 class RequestUsage(BaseModel):
-    """Tokens of one model request (the ``usage`` of a ``request_end`` event)."""
+    """Tokens of one model request (the ``usage`` of a ``request_end`` event);
+    ``cached_tokens`` is the part of the input the provider read from its prompt cache."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
 
 
 class AgentUsage(BaseModel):
@@ -66,6 +70,8 @@ class AgentUsage(BaseModel):
         tool_calls: Tool calls the model asked for that the agent handled.
         input_tokens / output_tokens: Summed over requests.
         total_tokens: input plus output.
+        cached_tokens: The part of ``input_tokens`` providers read from their prompt
+            cache (``prompt_tokens_details.cached_tokens``; 0 when none was reported).
         cost: US dollars, or None when any request's cost was unknown.
         cost_missing: How many requests had no known cost.
     """
@@ -77,6 +83,7 @@ class AgentUsage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
     cost: float | None = 0.0
     cost_missing: int = 0
 
@@ -100,23 +107,46 @@ class AgentUsage(BaseModel):
             tool_calls=self.tool_calls + other.tool_calls,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
             cost=cost,
             cost_missing=missing,
         )
 
 
 class CostSummary(BaseModel):
-    """The cost of a run: ``total`` is None unless every request's cost was known."""
+    """The cost of a run: ``total`` is None unless every request's cost was known;
+    its tokens split into input, output and cached (the cached part of the input).
+
+    Example:
+        >>> CostSummary(total=None, complete=False, missing=1, input_tokens=10).total is None
+        True
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     total: float | None = 0.0
     complete: bool = True
     missing: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    @classmethod
+    def of(cls, usage: AgentUsage) -> CostSummary:
+        """The cost view of ``usage``."""
+        return cls(
+            total=usage.cost,
+            complete=usage.cost_missing == 0,
+            missing=usage.cost_missing,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+        )
 
 
 class ConversationCost(BaseModel):
-    """Tokens and cost of a whole conversation (see :meth:`Agent.cost`).
+    """Tokens and cost of a whole conversation (see :meth:`Agent.cost`): input,
+    output and cached tokens (the cached part of the input, as providers report it).
 
     ``total`` is None unless every request's cost was known (``complete``);
     ``missing`` counts the requests whose cost was unknown.
@@ -136,6 +166,26 @@ class ConversationCost(BaseModel):
     total: float | None
     complete: bool
     missing: int
+    cached_tokens: int = 0
+
+
+class TurnTokens(BaseModel):
+    """One assistant turn's tokens and cost (a row of :meth:`Agent.get_tokens`).
+
+    ``turn`` is the turn's index in ``agent.get_turns()``; ``cost`` is None when unknown.
+
+    Example:
+        >>> TurnTokens(turn=1, input_tokens=12, output_tokens=3).cost is None
+        True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    turn: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float | None = None
 
 
 _COUNT_FIELDS = (

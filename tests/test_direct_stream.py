@@ -278,3 +278,29 @@ async def test_post_call_rules_keep_the_wrapper(
     agent, events = await _run(base, direct=True, monkeypatch=monkeypatch)
     assert _summary(agent, events)["text"] == TEXT
     assert wrapper_calls and checked  # litellm enforced the app's rule on the stream
+
+
+async def test_cached_tokens_are_read_on_both_paths(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenAI reports the cached part of the prompt as prompt_tokens_details.cached_tokens:
+    # on the direct path it is the SDK's CompletionUsage, through the wrapper litellm's Usage.
+    cached = {**USAGE, "prompt_tokens_details": {"cached_tokens": 8}}
+    events = [*_text_events(usage=False), _event({**BASE, "choices": [], "usage": cached})]
+    seen = []
+    for direct in (True, False):
+        base = await serve([events])
+        agent, run_events = await _run(base, direct=direct, monkeypatch=monkeypatch)
+        result = agent.last_run()
+        assert result is not None
+        (end,) = [e for e in run_events if e.type == "request_end"]
+        seen.append(
+            (
+                end.usage.cached_tokens,
+                result.usage.cached_tokens,
+                result.cost.cached_tokens,
+                agent.cost().cached_tokens,
+                result.usage.input_tokens,
+            )
+        )
+    assert seen == [(8, 8, 8, 8, 13)] * 2

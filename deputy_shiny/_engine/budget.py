@@ -48,20 +48,33 @@ __all__ = ["Meter", "SharedBudget", "UsageTally", "current_budget", "response_us
 class UsageTally:
     """Usage counters, added up in this one place (not thread-safe: a budget locks)."""
 
-    __slots__ = ("cost", "cost_missing", "input_tokens", "output_tokens", "requests", "tool_calls")
+    __slots__ = (
+        "cached_tokens",
+        "cost",
+        "cost_missing",
+        "input_tokens",
+        "output_tokens",
+        "requests",
+        "tool_calls",
+    )
 
     def __init__(self) -> None:
         self.requests = 0
         self.tool_calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cached_tokens = 0
         self.cost = 0.0
         self.cost_missing = 0
 
-    def add_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        """A response's tokens and cost (None: unknown, counted as missing)."""
+    def add_tokens(
+        self, input_tokens: int, output_tokens: int, cost: float | None, cached_tokens: int = 0
+    ) -> None:
+        """A response's tokens and cost (None: unknown, counted as missing);
+        ``cached_tokens`` are the part of the input the provider read from its cache."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.cached_tokens += cached_tokens
         if cost is None:
             self.cost_missing += 1
         else:
@@ -73,6 +86,7 @@ class UsageTally:
         self.tool_calls += usage.tool_calls
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
         self.cost_missing += usage.cost_missing
         self.cost += usage.cost or 0.0
 
@@ -84,6 +98,7 @@ class UsageTally:
             tool_calls=self.tool_calls,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
             cost=None if self.cost_missing else self.cost,
             cost_missing=self.cost_missing,
         )
@@ -107,6 +122,7 @@ def response_usage(
     if not response.chunks:
         cost = response.cost if response.cost is not None else known_cost(model, 0, 0)
         return TurnUsage(input_tokens=0, output_tokens=0, cost=cost)
+    cached_tokens = response.cached_tokens or 0
     input_tokens = response.input_tokens
     if input_tokens is None:
         input_tokens = estimate_prompt_tokens(messages())
@@ -116,7 +132,12 @@ def response_usage(
     cost = response.cost
     if cost is None:
         cost = known_cost(model, input_tokens, output_tokens)
-    return TurnUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost=cost)
+    return TurnUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=min(cached_tokens, input_tokens),
+        cost=cost,
+    )
 
 
 class SharedBudget:
@@ -175,11 +196,13 @@ class SharedBudget:
             with budget._lock:
                 budget._tally.tool_calls += 1
 
-    def charge_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+    def charge_tokens(
+        self, input_tokens: int, output_tokens: int, cost: float | None, cached_tokens: int = 0
+    ) -> None:
         """A response arrived: its tokens and cost (None: unknown) here and above."""
         for budget in self._chain():
             with budget._lock:
-                budget._tally.add_tokens(input_tokens, output_tokens, cost)
+                budget._tally.add_tokens(input_tokens, output_tokens, cost, cached_tokens)
 
     def charge_usage(self, usage: AgentUsage) -> None:
         """Work done before this run that counts toward its limits (a resumed approval's
@@ -274,8 +297,9 @@ class Meter:
     def count_response(self, usage: TurnUsage) -> None:
         """An attempt's tokens and cost (see :func:`response_usage`): the run's and every
         budget's."""
-        self.own.add_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
-        self.budget.charge_tokens(usage.input_tokens, usage.output_tokens, usage.cost)
+        cached = usage.cached_tokens
+        self.own.add_tokens(usage.input_tokens, usage.output_tokens, usage.cost, cached)
+        self.budget.charge_tokens(usage.input_tokens, usage.output_tokens, usage.cost, cached)
 
     def count_tool_call(self) -> None:
         """A tool call starts: the run's and every budget's."""

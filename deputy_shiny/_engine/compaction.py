@@ -54,6 +54,7 @@ __all__ = [
     "ContextRuntime",
     "SummaryCharge",
     "context_tokens",
+    "count_tokens",
     "text_digest",
 ]
 
@@ -125,6 +126,19 @@ def tools_tokens(tool_schemas: Sequence[dict[str, Any]]) -> int:
     if not tool_schemas:
         return 0
     return _schema_tokens(json.dumps(list(tool_schemas), sort_keys=True, default=str))
+
+
+def count_tokens(
+    conversation: Conversation,
+    tool_schemas: Sequence[dict[str, Any]],
+    new: Turn,
+    *,
+    complete: bool,
+) -> int:
+    """The tokens of ``new`` (a user turn), as compaction counts a turn; with ``complete``
+    the context the next request would send before it too (:func:`context_tokens`)."""
+    tokens = _turn_tokens(new)
+    return tokens + context_tokens(conversation, tool_schemas) if complete else tokens
 
 
 def context_tokens(conversation: Conversation, tool_schemas: Sequence[dict[str, Any]] = ()) -> int:

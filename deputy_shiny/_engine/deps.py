@@ -83,6 +83,16 @@ class RunReport:
     fallbacks_used: int
 
 
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a delegated run comes from: the agent and run that delegated it (the run
+    is None when host code, not a run's tool, sent the task) and its delegation."""
+
+    parent_agent_id: str
+    parent_run_id: str | None
+    delegation_id: str
+
+
 def _ignore_report(report: RunReport) -> None:
     return None
 
@@ -118,6 +128,8 @@ class RunDeps:
         trusted_results: The agent's :class:`~deputy_shiny.trusted.TrustedResults`, or None.
         context: The context policy and tool-result store (automatic compaction before
             requests, large results offloaded); None: neither.
+        lineage: For a delegated run, who delegated it (``parent_agent_id``,
+            ``parent_run_id``, ``delegation_id``, copied onto its result); None otherwise.
     """
 
     agent_id: str
@@ -142,6 +154,7 @@ class RunDeps:
     file_journal: FileJournal | None = None
     trusted_results: TrustedResults | None = None
     context: ContextRuntime | None = None
+    lineage: Lineage | None = None
 
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest

@@ -532,7 +532,11 @@ class Engine(ToolCalls):
         yield self._emit(
             st,
             RequestEndEvent,
-            usage=RequestUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=RequestUsage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+            ),
             cost=usage.cost,
         )
         yield self._emit(st, UsageEvent, usage=st.usage())
@@ -579,14 +583,13 @@ class Engine(ToolCalls):
 
     def _result(self, st: RunState) -> AgentResult:
         usage = st.usage()
+        lineage = st.deps.lineage  # a delegated run's result names who delegated it
         return AgentResult.model_construct(
             response=st.response_text,
             turns=list(st.turns),
             events=list(st.events),
             usage=usage,
-            cost=CostSummary(
-                total=usage.cost, complete=usage.cost_missing == 0, missing=usage.cost_missing
-            ),
+            cost=CostSummary.of(usage),
             duration=time.monotonic() - st.started,
             stop_reason=st.stop_reason or "interrupted",
             stop_message=st.stop_message,
@@ -596,6 +599,9 @@ class Engine(ToolCalls):
             session_id=st.deps.session_id,
             run_id=st.run_id,
             run_context=st.options.run_context,
+            parent_agent_id=lineage.parent_agent_id if lineage else None,
+            parent_run_id=lineage.parent_run_id if lineage else None,
+            delegation_id=lineage.delegation_id if lineage else None,
         )
 
     def finished_result(self) -> AgentResult:

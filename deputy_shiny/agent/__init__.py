@@ -7,7 +7,11 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 
 - ``_agent.py``: construction, identity, the conversation, the model and permissions,
   and the run methods (``run``, ``run_async``, ``run_sync``), all adapters of the one
-  engine in :mod:`deputy_shiny._engine`; it registers the saved sessions' sections;
+  engine in :mod:`deputy_shiny._engine`, ``usage``, ``cost``, ``token_count`` and
+  ``clone``; it registers the saved sessions' sections;
+- ``_usage.py``: ``get_tokens`` and ``get_cost``, usage by turn as ellmer's;
+- ``_checks.py``: the constructor's argument checks;
+- ``_clone.py``: ``clone()``, the twin rebuilt part by part;
 - ``_guard.py``: :class:`~deputy_shiny.agent._guard.Guard`, the one "retained by another
   agent / running a task" check every component uses;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,

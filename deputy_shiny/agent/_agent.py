@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import uuid
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -32,7 +31,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Unpack
 
 from .._engine.budget import SharedBudget
-from .._engine.deps import Authority, RunDeps, RunReport
+from .._engine.compaction import count_tokens
+from .._engine.deps import Authority, Lineage, RunDeps, RunReport
 from .._engine.loop import Engine
 from .._engine.offload import ToolResultStore, tool_read_tool_result
 from .._engine.options import RunKeywords, TaskInput, build_run_options
@@ -43,8 +43,6 @@ from ..context import ContextPolicy
 from ..conversation import Conversation
 from ..errors import (
     ConfigurationError,
-    ContextPolicyError,
-    InvalidLimitError,
 )
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookMatcher, HookRegistry
@@ -61,7 +59,6 @@ from ..models import ChatModel, ModelLike, resolve_model
 from ..permissions import (
     Permissions,
     narrow_mode,
-    permissions_standard,
 )
 from ..persistence.sessions import SessionSection, register_session_section
 from ..persistence.store import Store
@@ -71,6 +68,16 @@ from ..usage import ConversationCost, UsageLimits
 from ._approvals import ApprovalMethods, Approvals, check_store
 from ._chat import ChatMethods
 from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check
+from ._checks import (
+    add_callback,
+    checked_context_policy,
+    checked_handler,
+    checked_limits,
+    checked_permissions,
+    existing_dir,
+    identifier,
+    optional_text,
+)
 from ._context import ContextMethods, ConversationContext
 from ._delegation.host import DelegationHost
 from ._delegation.methods import DelegationMethods, Delegator
@@ -79,6 +86,7 @@ from ._guard import Guard
 from ._mcp import McpMethods, McpTools
 from ._skills import SkillMethods, Skills
 from ._tool_registry import AgentTools, ToolMethods
+from ._usage import UsageMethods
 from ._weak import weakly
 
 
@@ -91,6 +99,7 @@ class Agent(
     ApprovalMethods,
     ToolMethods,
     SkillMethods,
+    UsageMethods,
 ):
     """An LLM agent that runs tasks with tools, under usage limits, reporting events.
 
@@ -189,15 +198,16 @@ class Agent(
     ) -> None:
         self._model: ChatModel = resolve_model(model)
         self._fallbacks: list[ChatModel] = [resolve_model(m) for m in fallback_models]
-        self._usage_limits = _checked_limits(usage_limits)
-        self._working_dir = _existing_dir(working_dir)
-        self._session_id = _identifier(session_id, "session_id", "session")
-        self._agent_id = _identifier(agent_id, "agent_id", "agent")
-        self._agent_name = _optional_text(agent_name, "agent_name")
+        self._usage_limits = checked_limits(usage_limits)
+        self._working_dir = existing_dir(working_dir)
+        self._session_id = identifier(session_id, "session_id", "session")
+        self._agent_id = identifier(agent_id, "agent_id", "agent")
+        self._agent_name = optional_text(agent_name, "agent_name")
         self._run_context = validate_run_context(run_context or {})
-        self._conversation = Conversation(_optional_text(system_prompt, "system_prompt"))
-        context_policy = _checked_context_policy(context_policy)
+        self._conversation = Conversation(optional_text(system_prompt, "system_prompt"))
+        context_policy = checked_context_policy(context_policy)
         check_store(store, approval_dir, checkpoint_dir, context_policy)
+        self._store = store
         tool_results = ToolResultStore(context_policy.offload_dir, self._session_id, store=store)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
@@ -222,13 +232,13 @@ class Agent(
         self._checkpoints = FileCheckpoints(journal, self._guard)
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
-        self._permissions = _checked_permissions(permissions).for_working_dir(self._working_dir)
+        self._permissions = checked_permissions(permissions).for_working_dir(self._working_dir)
         self._hooks = HookRegistry()
         for matcher in hooks:
             self._hooks.add(matcher)
         self._approvals = Approvals(
-            _checked_handler(approval_handler),
-            None if approval_dir is None else _existing_dir(approval_dir, "approval_dir"),
+            checked_handler(approval_handler),
+            None if approval_dir is None else existing_dir(approval_dir, "approval_dir"),
             agent_id=self._agent_id,
             session_id=self._session_id,
             working_dir=self._working_dir,
@@ -432,9 +442,11 @@ class Agent(
         parent_budget: SharedBudget,
         ancestors: tuple[Authority, ...],
         usage_limits: UsageLimits,
+        lineage: Lineage | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run ``task`` as a subagent: the same engine, drawing on ``parent_budget`` and
-        checked against ``ancestors`` at every call (package-internal: delegation/)."""
+        checked against ``ancestors`` at every call; its result names ``lineage``
+        (package-internal: delegation/)."""
         options = build_run_options(
             task,
             agent_limits=self._usage_limits,
@@ -442,7 +454,7 @@ class Agent(
             keywords={"usage_limits": usage_limits},
         )
         deps = dataclasses.replace(
-            self._run_deps(), parent_budget=parent_budget, ancestors=ancestors
+            self._run_deps(), parent_budget=parent_budget, ancestors=ancestors, lineage=lineage
         )
         return self._engine.run(deps, self._conversation, options)
 
@@ -661,10 +673,60 @@ class Agent(
         return ConversationCost(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
             total=usage.cost,
             complete=usage.cost_missing == 0,
             missing=usage.cost_missing,
         )
+
+    def token_count(
+        self, *content: UserContent, include: Literal["new", "complete"] = "new"
+    ) -> int:
+        """Estimated tokens of ``content`` sent as a user turn, as ellmer's
+        ``$token_count()``, with the count compaction uses; ``include="complete"`` adds
+        the context the next request would send (system prompt, context turns, tool
+        schemas). It loads litellm's tokenizer on first use (a script's call; an app
+        calls it from a worker thread).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([]), system_prompt="Be brief.")
+            >>> new = agent.token_count("How many words is this?")
+            >>> 0 < new < agent.token_count("How many words is this?", include="complete")
+            True
+        """
+        if include not in ("new", "complete"):
+            raise ConfigurationError(f"include must be 'new' or 'complete', not {include!r}")
+        return count_tokens(
+            self._conversation,
+            self._tools.schemas(),
+            user_turn(*content),
+            complete=include == "complete",
+        )
+
+    def clone(self) -> Agent:
+        """A new agent with this one's configuration and a copy of its conversation.
+
+        The copy has its own engine, tool state (its own ``run_python`` interpreter),
+        locks, approvals and journal, and a new ``agent_id`` (the same ``session_id``):
+        the two can run at once, and changing one changes nothing in the other. Its
+        usage starts from this conversation's. Not copied: tools bound to this agent (an
+        MCP connection's), tool observers, tools approved "always", delegations and
+        retained agents. A :class:`~deputy_shiny.delegation.LeadAgent` is not cloned
+        (build another one from its definitions), nor an agent with a ``store`` (its
+        approvals and journal are its session's records).
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hi!", "Bye!"]))
+            >>> _ = agent.chat("Hello")
+            >>> twin = agent.clone()
+            >>> (len(twin.get_turns()), twin.agent_id != agent.agent_id)
+            (2, True)
+        """
+        from ._clone import clone_agent
+
+        return clone_agent(self)
 
     def get_model(self) -> str:
         """The litellm model string requests go to."""
@@ -755,86 +817,12 @@ class Agent(
         the callback to refuse the call; any other exception also refuses it.
         """
         self._guard.free("add tool observers")
-        return _add_callback(self._on_tool_request, callback)
+        return add_callback(self._on_tool_request, callback)
 
     def on_tool_result(self, callback: Callable[[ContentToolResult], object]) -> Callable[[], None]:
         """Call ``callback(result)`` when a tool call has a result; returns a remover."""
         self._guard.free("add tool observers")
-        return _add_callback(self._on_tool_result, callback)
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _add_callback(registry: list[Any], callback: Callable[..., object]) -> Callable[[], None]:
-    if not callable(callback):
-        raise ConfigurationError("callback must be callable")
-    registry.append(callback)
-
-    def remove() -> None:
-        if callback in registry:
-            registry.remove(callback)
-
-    return remove
-
-
-def _checked_limits(usage_limits: UsageLimits | None) -> UsageLimits:
-    """The agent's limits: 25 requests a run unless given."""
-    if usage_limits is None:
-        return UsageLimits(max_requests=25)
-    if not isinstance(usage_limits, UsageLimits):
-        raise InvalidLimitError(
-            f"usage_limits must be a UsageLimits, not {type(usage_limits).__name__}"
-        )
-    return usage_limits
-
-
-def _checked_context_policy(policy: ContextPolicy | None) -> ContextPolicy:
-    if policy is None:
-        return ContextPolicy()
-    if not isinstance(policy, ContextPolicy):
-        raise ContextPolicyError(
-            f"context_policy must be a ContextPolicy, not {type(policy).__name__}"
-        )
-    return policy
-
-
-def _checked_permissions(permissions: Permissions | None) -> Permissions:
-    if permissions is None:
-        return permissions_standard()
-    if not isinstance(permissions, Permissions):
-        raise ConfigurationError(
-            f"permissions must be a Permissions (e.g. permissions_standard()), not "
-            f"{type(permissions).__name__}"
-        )
-    return permissions
-
-
-def _checked_handler(handler: ApprovalHandler | None) -> ApprovalHandler | None:
-    if handler is not None and not callable(handler):
-        raise ConfigurationError("approval_handler must be an async function (request) -> decision")
-    return handler
-
-
-def _optional_text(value: str | None, name: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a string or None")
-    return value
-
-
-def _existing_dir(path: str | os.PathLike[str] | None, name: str = "working_dir") -> Path:
-    resolved = Path(os.getcwd() if path is None else path).expanduser()
-    if not resolved.is_dir():
-        raise ConfigurationError(f"{name} {str(resolved)!r} does not exist or is not a directory")
-    return resolved.resolve()
-
-
-def _identifier(value: str | None, name: str, prefix: str) -> str:
-    if value is None:
-        return f"{prefix}_{uuid.uuid4().hex}"
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{name} must be a non-empty string")
-    return value
+        return add_callback(self._on_tool_result, callback)
 
 
 # ---------------------------------------------------------------- saved sessions

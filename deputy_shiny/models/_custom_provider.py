@@ -456,6 +456,8 @@ def _make_plan(outcome: object, request: dict[str, Any], *, provider: str, model
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if reply.usage is not None and "cached_tokens" in reply.usage:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.usage["cached_tokens"]}
     if reply.cost is not None:
         usage["cost"] = reply.cost
     return _Plan(

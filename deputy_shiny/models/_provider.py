@@ -402,6 +402,7 @@ class Response:
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None  # of the input, read from the provider's prompt cache
     cost: float | None = None
     chunks: int = 0  # chunks received: once any arrived, fallbacks no longer apply
 
@@ -410,7 +411,7 @@ class Response:
         self.text.clear()
         self.thinking.clear()
         self.calls.clear()
-        self.input_tokens = self.output_tokens = self.cost = None
+        self.input_tokens = self.output_tokens = self.cached_tokens = self.cost = None
         self.chunks = 0
 
     def turn(self, usage: TurnUsage | None) -> Turn:
@@ -480,6 +481,7 @@ async def stream_response(
                 if usage is not None:
                     response.input_tokens = usage.prompt_tokens
                     response.output_tokens = usage.completion_tokens
+                    response.cached_tokens = cached_tokens(usage)
                 choices = chunk.choices
                 text = choices[0].delta.content if choices else None
                 if text:
@@ -514,6 +516,20 @@ async def stream_response(
             await direct.aclose()  # type: ignore[attr-defined]
         if stream is not None:
             await _close_stream(stream)
+
+
+def cached_tokens(usage: Any) -> int | None:
+    """The cached part of a request's input tokens, as a usage block reports it.
+
+    litellm's ``Usage`` and the OpenAI SDK's ``CompletionUsage`` (the direct path's
+    chunks) both carry it as ``prompt_tokens_details.cached_tokens``; either may be
+    absent or None (a provider without a prompt cache).
+    """
+    details = getattr(usage, "prompt_tokens_details", None)
+    value = getattr(details, "cached_tokens", None)
+    if value is None and isinstance(details, dict):
+        value = details.get("cached_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def lighten(stream: Any) -> bool:

@@ -106,7 +106,9 @@ class ScriptedReply(BaseModel):
         tool_calls: Tool calls, streamed after the text as tool-call deltas (id and
             name on the first delta of each call, arguments in ``chunk_size`` pieces,
             parallel calls with distinct ``index``).
-        usage: ``{"prompt_tokens": n, "completion_tokens": m}``; None estimates about
+        usage: ``{"prompt_tokens": n, "completion_tokens": m}``, optionally with
+            ``"cached_tokens": k`` (sent as ``prompt_tokens_details.cached_tokens``,
+            as a provider with a prompt cache reports it); None estimates about
             4 characters a token over the prompt messages' text and over the reply
             text plus tool-call arguments (at least 1 each).
         cost: USD for this request (see ``_provider.reported_cost``); None
@@ -178,9 +180,10 @@ class ScriptedReply(BaseModel):
         if value is None:
             return None
         expected = {"prompt_tokens", "completion_tokens"}
-        if set(value) != expected:
+        if set(value) - {"cached_tokens"} != expected:
             raise ValueError(
-                f"usage must have exactly the keys {sorted(expected)}, not {sorted(value)}"
+                f"usage must have exactly the keys {sorted(expected)} (and optionally "
+                f"'cached_tokens'), not {sorted(value)}"
             )
         if any(count < 0 for count in value.values()):
             raise ValueError("token counts cannot be negative")

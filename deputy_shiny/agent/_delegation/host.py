@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ..._engine.budget import SharedBudget
-from ..._engine.deps import Authority
+from ..._engine.deps import Authority, Lineage
 from ...errors import DelegationDisclosureError, DelegationError
 from ...events import AgentEvent, AgentResult, AgentUsage
 from ...hooks import HookContext, HookRegistry
@@ -137,6 +137,7 @@ class DelegatingAgent(Protocol):
         parent_budget: SharedBudget,
         ancestors: tuple[Authority, ...],
         usage_limits: UsageLimits,
+        lineage: Lineage | None = None,
     ) -> AsyncGenerator[AgentEvent, None]: ...
 
 
@@ -427,11 +428,17 @@ class DelegationHost:
         self.observe(item, "status", "running")
         await self.subagent_hook("SubagentStart", item, None)
         token = parent_delegation.set(item.id)
+        caller = current_tool_context()  # the delegating run's call (none from host code)
         events = agent._delegated_run(
             message or item.task,
             parent_budget=budget,
             ancestors=item.ancestors,
             usage_limits=limits,
+            lineage=Lineage(
+                parent_agent_id=caller.agent_id or self.owner.agent_id,
+                parent_run_id=caller.run_id,
+                delegation_id=item.id,
+            ),
         )
         try:
             async for event in events:
@@ -501,9 +508,12 @@ class DelegationHost:
         return f"The subagent {item.name} ended with {item.status} ({why}).{said}"
 
     def interrupt(self, delegation_id: str, reason: str = "interrupted") -> bool:
-        """Ask a running delegation to stop (its own delegations stop with it)."""
-        item = self.get(delegation_id)
-        if item.status not in ("running", "queued") or item.agent is None:
+        """Ask a running delegation to stop (its own delegations stop with it).
+
+        False, as the spec answers, when the delegation is unknown or already finished.
+        """
+        item = self._items.get(delegation_id)
+        if item is None or item.status not in ("running", "queued") or item.agent is None:
             return False
         item.interrupt_reason = reason
         return item.agent.interrupt(reason)
@@ -631,6 +641,9 @@ class DelegationHost:
     def inspect(
         self, requester: Any, delegation_id: str | None, transcript: bool
     ) -> list[dict[str, Any]]:
+        if delegation_id is not None and delegation_id not in self._items:
+            self.require(requester)  # an unknown requester still errors first
+            return []  # as the spec answers: an unknown id gives an empty list
         return [self.view(item, transcript) for item in self.selected(requester, delegation_id)]
 
     def export(self, requester: Any, delegation_id: str | None) -> dict[str, Any]:

@@ -162,7 +162,14 @@ class DelegationMethods:
     def interrupt_subagent(self, delegation_id: str, reason: str = "interrupted") -> bool:
         """Ask a running subagent to stop at its next safe point (its own delegations
         stop too). No disclosure check: make sure the user may do this. Returns True if
-        it was running."""
+        it was running; False if the delegation is unknown or already finished.
+
+        Example:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).interrupt_subagent("dlg_unknown")
+            False
+        """
         return self._delegator.host.interrupt(delegation_id, reason)
 
     def observe_subagents(
@@ -182,7 +189,8 @@ class DelegationMethods:
         observed (status, stop reason, usage, tools called, errors) kept apart from what
         the subagent claimed (its answer), and the manifest it started from; with
         ``transcript`` its turns too. A retained agent's task also reports the handle's
-        total usage. Every view passes the disclosure policy.
+        total usage. Every view passes the disclosure policy. An unknown
+        ``delegation_id`` gives an empty list.
 
         Raises:
             DelegationDisclosureError: the requester may see none of them.
