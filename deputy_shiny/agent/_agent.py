@@ -28,7 +28,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Unpack
+from typing import Any, ClassVar, Literal, Unpack, cast
 
 from .._engine.budget import SharedBudget
 from .._engine.compaction import count_tokens
@@ -78,6 +78,7 @@ from ._checks import (
     identifier,
     optional_text,
 )
+from ._clone import clone_agent
 from ._context import ContextMethods, ConversationContext
 from ._delegation.host import DelegationHost
 from ._delegation.methods import DelegationMethods, Delegator
@@ -724,9 +725,7 @@ class Agent(
             >>> (len(twin.get_turns()), twin.agent_id != agent.agent_id)
             (2, True)
         """
-        from ._clone import clone_agent
-
-        return clone_agent(self)
+        return cast(Agent, clone_agent(self, Agent))
 
     def get_model(self) -> str:
         """The litellm model string requests go to."""

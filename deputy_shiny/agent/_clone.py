@@ -7,20 +7,16 @@ and rebuilds each for the twin: nothing mutable is shared.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from ._agent import Agent
 
 __all__ = ["clone_agent"]
 
 
-def clone_agent(agent: Agent) -> Agent:
-    """See :meth:`Agent.clone`."""
-    from ._agent import Agent
-
+def clone_agent(agent: Any, agent_class: type[Any]) -> Any:
+    """See :meth:`Agent.clone` (``agent_class`` is ``Agent``: this module does not import it)."""
+    Agent = agent_class
     if type(agent) is not Agent or agent._store is not None:  # a store's records are its session's
         raise ConfigurationError(
             f"{type(agent).__name__}.clone(): a lead agent, or an agent with a store, is not cloned"
