@@ -262,6 +262,7 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
+    budget_value = _budget_value(persistence, conversation)
     if conversation is not None:
         working_dir = conversation.folder.workspace
     else:
@@ -271,7 +272,7 @@ def agent_chat_server(
     chat_session = _ChatSession(
         agent=agent,
         chat=chat,
-        values=_ReactiveValues(running, usage_value, tool_events),
+        values=_ReactiveValues(running, usage_value, tool_events, budget_value),
         asks=asks,
         mcp=mcp,
         conversation=conversation,
@@ -282,7 +283,7 @@ def agent_chat_server(
         close_session=session.close,
     )
     chat.on_user_submit(chat_session.submit)
-    _bind_stop_and_usage(input, chat_session, usage_value)
+    _bind_stop_and_usage(input, chat_session, usage_value, budget_value)
     chat_session.start(autoconnect, not_saved)
     session.on_ended(chat_session.end)
     return AgentChatHandle(
@@ -300,10 +301,23 @@ def agent_chat_server(
     )
 
 
+def _budget_value(
+    persistence: KitPersistence | None, conversation: SessionConversation | None
+) -> reactive.Value[str] | None:
+    """Today's spend against the user's budget, for the usage line (with a budget)."""
+    if conversation is None or persistence is None or persistence.budget is None:
+        return None
+    return reactive.value("", name="deputy_budget")
+
+
 def _bind_stop_and_usage(
-    input: Any, chat_session: _ChatSession, usage_value: reactive.Value[AgentUsage]
+    input: Any,
+    chat_session: _ChatSession,
+    usage_value: reactive.Value[AgentUsage],
+    budget_value: reactive.Value[str] | None = None,
 ) -> None:
-    """The stop button stops the run; the usage line shows the conversation's usage."""
+    """The stop button stops the run; the usage line shows the conversation's usage
+    (and, with a budget, today's spend against it)."""
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
@@ -312,7 +326,9 @@ def _bind_stop_and_usage(
 
     @render.text
     def usage() -> str:
-        return _usage_text(usage_value())
+        text = _usage_text(usage_value())
+        today = "" if budget_value is None else budget_value()
+        return f"{text} · {today}" if today else text
 
 
 @dataclass
@@ -323,6 +339,7 @@ class _ReactiveValues:
     running: reactive.Value[bool]
     usage: reactive.Value[AgentUsage]
     tool_events: reactive.Value[int]
+    budget: reactive.Value[str] | None = None
 
     async def set_running(self, running: bool) -> None:
         await _set(self.running, running)
@@ -332,6 +349,10 @@ class _ReactiveValues:
 
     async def set_tool_events(self, count: int) -> None:
         await _set(self.tool_events, count)
+
+    async def set_budget(self, line: str) -> None:
+        if self.budget is not None:
+            await _set(self.budget, line)
 
 
 async def _set(value: reactive.Value[Any], new: Any) -> None:
