@@ -138,6 +138,37 @@ async def test_two_tabs_in_two_processes_never_both_hold_the_conversation(
     newer.release()
 
 
+async def test_an_older_tab_that_has_not_noticed_yet_saves_nothing(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every save renews the lease first: an older tab whose renewal has not run since
+    the takeover finds out there, and writes nothing over the newer tab's conversation."""
+    monkeypatch.setattr(_session_conversation, "RENEW_EVERY", 60.0)
+    older = conversation(make("a"))
+    agent = agent_for(older, ["one", "two"])
+    await hold(older, agent)
+    _ = [event async for event in agent.run("first")]
+    assert await older.save(agent) is None
+    closed: list[str] = []
+
+    async def close_older() -> None:
+        closed.append("older")
+
+    older._close = close_older
+    newer = conversation(make("b"))
+    assert await newer.take_over(lambda: asyncio.sleep(0))
+    assert older.usable  # it has not renewed since
+    _ = [event async for event in agent.run("second")]
+    assert await older.save(agent) is None
+    await wait_until(lambda: closed == ["older"], within=10)
+    assert not older.usable
+    newer_agent = agent_for(newer, [])
+    assert await newer.load(newer_agent) is None
+    assert [t.text for t in newer_agent.get_turns()] == ["first", "one"]
+    older.release()
+    newer.release()
+
+
 async def test_a_budget_spent_through_one_process_refuses_the_next_run_in_another(
     tmp_path: Path, make: Make
 ) -> None:

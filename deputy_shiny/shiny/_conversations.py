@@ -153,6 +153,14 @@ class KitPersistence(BaseModel):
             raise ValueError("ttl must be positive")
         return value
 
+    def model_post_init(self, context: Any, /) -> None:
+        """With a store, open it now in the background (the app starts before its first
+        session, which then need not wait for the schema check)."""
+        if self.store is not None:
+            link = kit_store(self)
+            assert link is not None
+            link.warm_up()
+
     @field_validator("store")
     @classmethod
     def _a_store(cls, value: Store | str | None) -> Store | str | None:

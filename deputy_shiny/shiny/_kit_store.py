@@ -32,13 +32,16 @@ from ..persistence.store import Store
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["START_WAIT", "KitStore", "open_store"]
+__all__ = ["FIRST_WAIT", "START_WAIT", "KitStore", "open_store"]
 
 T = TypeVar("T")
 
 START_WAIT = 3.0
 """Seconds a session's start waits for the store (it holds up the Shiny loop meanwhile:
 a store that does not answer in time leaves that session unsaved, and says so)."""
+FIRST_WAIT = 15.0
+"""The same before the store ever answered (it is being opened and its schema checked
+or migrated: started as the app starts, see :meth:`KitStore.warm_up`)."""
 
 
 def open_store(store: Store | str) -> Store:
@@ -73,13 +76,21 @@ class KitStore:
             target=self._loop.run_forever, name="deputy-store", daemon=True
         )
         self._thread.start()
+        self.answered = False  # the store has answered a call (it is open)
+
+    def warm_up(self) -> None:
+        """Open the store now, in the background (an SQL store imports SQLAlchemy and
+        checks or migrates its schema), so the first session does not wait for it."""
+        self.later(lambda store: store.lease_holder("warm-up"), "opening the store")
 
     def __repr__(self) -> str:
         return f"KitStore({self.store!r})"
 
     def _submit(self, call: Callable[[Store], Awaitable[T]]) -> concurrent.futures.Future[T]:
         async def run() -> T:
-            return await call(self.store)
+            result = await call(self.store)
+            self.answered = True
+            return result
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop)
 
@@ -87,13 +98,16 @@ class KitStore:
         """``await call(store)`` on the store's loop; the caller's loop is never blocked."""
         return await asyncio.wrap_future(self._submit(call))
 
-    def wait(self, call: Callable[[Store], Awaitable[T]], timeout: float = START_WAIT) -> T:
-        """``call(store)`` from synchronous code, waiting at most ``timeout`` seconds.
+    def wait(self, call: Callable[[Store], Awaitable[T]], timeout: float | None = None) -> T:
+        """``call(store)`` from synchronous code, waiting at most ``timeout`` seconds
+        (None: :data:`START_WAIT`, or :data:`FIRST_WAIT` before the store ever answered).
 
         Raises:
             StoreUnavailableError: the store did not answer in time (the call goes on
                 on the store's loop; its result is dropped).
         """
+        if timeout is None:
+            timeout = START_WAIT if self.answered else FIRST_WAIT
         future = self._submit(call)
         try:
             return future.result(timeout)
