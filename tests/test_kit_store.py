@@ -301,3 +301,43 @@ def test_without_a_store_a_budget_keeps_its_counters_beside_the_records(tmp_path
         assert (records_root(persistence) / ".store").is_dir()
     finally:
         persistence.close()
+
+
+async def test_a_released_conversation_in_a_store_keeps_nothing_alive(make: Make) -> None:
+    """A session frees what it held: the lease's renewal task and the store's calls
+    keep no reference to a conversation that let go."""
+    import gc
+    import weakref
+
+    persistence = make()
+    held = conversation(persistence)
+    agent = agent_for(held, ["hello"])
+    await hold(held, agent)
+    _ = [event async for event in agent.run("hi")]
+    assert await held.save(agent) is None
+    held.release()
+    await asyncio.sleep(0.05)  # the lease is let go in the background
+    collected = weakref.ref(held)
+    del held, agent
+    gc.collect()
+    assert collected() is None
+
+
+async def test_an_expired_conversation_is_deleted_when_its_user_comes_back(make: Make) -> None:
+    from datetime import timedelta
+
+    first = conversation(make())
+    agent = agent_for(first, ["hello"])
+    await hold(first, agent)
+    _ = [event async for event in agent.run("hi")]
+    assert await first.save(agent) is None
+    (first.folder.workspace / "old.md").write_text("old")
+    first.release()
+    await asyncio.sleep(0.6)
+    back = await asyncio.to_thread(conversation, make(ttl=timedelta(seconds=0.5)))
+    assert not back.folder.kept and back.folder.session_id != first.folder.session_id
+    assert not (back.folder.workspace / "old.md").exists()
+    restored_agent = agent_for(back, [])
+    assert await back.take_over(lambda: asyncio.sleep(0))
+    assert await back.load(restored_agent) is None and restored_agent.get_turns() == []
+    back.release()

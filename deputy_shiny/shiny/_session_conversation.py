@@ -61,6 +61,7 @@ from ._identity import (
     trusted_user,
 )
 from ._stored_conversations import (
+    CONVERSATION_KIND,
     LEASE_SECONDS,
     RENEW_EVERY,
     SESSION_KIND,
@@ -558,6 +559,7 @@ class SessionConversation:
                 renewed = await store.renew_lease(lease, LEASE_SECONDS)
                 if renewed is not None:
                     await store.put(SESSION_KIND, folder.name, payload, scope=folder.name)
+                    await store.touch(CONVERSATION_KIND, folder.name)  # its last use
                 return renewed
 
             renewed = await self._link.run(write)

@@ -180,16 +180,8 @@ def open_stored(
             return None, True, False
         if record is None:
             return None, False, False
-        newest = record.updated_at
-        try:
-            saved = await store.get(SESSION_KIND, name)
-        except StoreUnavailableError:
-            raise
-        except PersistenceError:
-            saved = None  # damaged: restoring it says so
-        if saved is not None:
-            newest = max(newest, saved.updated_at)
-        if newest < cutoff:
+        # Every save touches the ids record too: its time is the conversation's last use.
+        if record.updated_at < cutoff:
             await store.delete_scope(name)
             return None, False, True
         return _ids(record), False, False
