@@ -22,7 +22,9 @@ connection) brings back the chat, the workspace and any approval still waiting. 
 is Posit Connect's signed-in user, else a token in an HttpOnly cookie (on Connect, whose
 content shares one origin, anonymous visitors' conversations are not saved); they live
 under ``DEPUTY_CONVERSATIONS_DIR`` (default: ``deputy_shiny/conversations`` in the
-system temp dir) and are deleted after 7 days unused. The sidebar's Conversation section
+system temp dir) and are deleted after 7 days unused. With ``DEPUTY_STORE_URL`` (a
+SQLAlchemy URL) the conversations are kept in that database instead, so several
+processes share them, and the folder keeps only the workspaces. The sidebar's Conversation section
 starts a new one, and rewinds the workspace's files to the start of any run.
 
 With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
@@ -103,9 +105,14 @@ BASH_UNAVAILABLE = sandbox_unavailable_reason()
 MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
 # Every user's conversation, kept across reloads (see the module docstring).
+# With DEPUTY_STORE_URL (a SQLAlchemy URL: sqlite+aiosqlite:///... for one machine,
+# postgresql+psycopg://... for several processes or hosts) the conversations' records,
+# the takeover lease and the sweep live in that database, and DEPUTY_CONVERSATIONS_DIR
+# keeps only the workspaces (storage every process sees).
 CONVERSATIONS = KitPersistence(
     os.environ.get("DEPUTY_CONVERSATIONS_DIR")
-    or Path(tempfile.gettempdir()) / "deputy_shiny" / "conversations"
+    or Path(tempfile.gettempdir()) / "deputy_shiny" / "conversations",
+    store=os.environ.get("DEPUTY_STORE_URL") or None,
 )
 
 

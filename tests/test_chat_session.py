@@ -132,6 +132,7 @@ class FakeValues:
     running: list[bool] = field(default_factory=list)
     usage: list[AgentUsage] = field(default_factory=list)
     tool_events: list[int] = field(default_factory=list)
+    budget: list[str] = field(default_factory=list)
 
     async def set_running(self, running: bool) -> None:
         self.running.append(running)
@@ -141,6 +142,9 @@ class FakeValues:
 
     async def set_tool_events(self, count: int) -> None:
         self.tool_events.append(count)
+
+    async def set_budget(self, line: str) -> None:
+        self.budget.append(line)
 
 
 class _Connection:

@@ -39,8 +39,10 @@ from .files import read_document, write_document
 __all__ = [
     "SESSION_KIND",
     "SessionSection",
+    "check_session_payload",
     "read_session",
     "register_session_section",
+    "session_payload",
     "session_sections",
     "write_session",
 ]
@@ -87,15 +89,9 @@ def session_sections() -> list[SessionSection]:
     return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
 
 
-def write_session(
-    agent: Any,
-    path: str | os.PathLike[str],
-    metadata: dict[str, Any],
-    *,
-    key: bytes | str | None = None,
-) -> Path:
-    """Save ``agent``'s sections and ``metadata`` to ``path`` (atomically, authenticated
-    with ``key``; None: the server's record key)."""
+def session_payload(agent: Any, metadata: dict[str, Any]) -> dict[str, Any]:
+    """``agent``'s saved session as JSON data (what :func:`write_session` writes, and
+    what a store keeps as a record's payload): its sections and ``metadata``, stamped."""
     sections: dict[str, Any] = {}
     for section in session_sections():
         data = section.save(agent)
@@ -105,8 +101,20 @@ def write_session(
         "saved_at": datetime.datetime.now(datetime.UTC).isoformat(),
         **metadata,
     }
+    return {"metadata": stamped, "sections": sections}
+
+
+def write_session(
+    agent: Any,
+    path: str | os.PathLike[str],
+    metadata: dict[str, Any],
+    *,
+    key: bytes | str | None = None,
+) -> Path:
+    """Save ``agent``'s sections and ``metadata`` to ``path`` (atomically, authenticated
+    with ``key``; None: the server's record key)."""
     target = Path(path)
-    write_document(target, SESSION_KIND, {"metadata": stamped, "sections": sections}, key=key)
+    write_document(target, SESSION_KIND, session_payload(agent, metadata), key=key)
     return target
 
 
@@ -125,6 +133,19 @@ def read_session(
     """
     source = Path(path)
     payload = read_document(source, SESSION_KIND, versions=(SESSION_VERSION,), key=key)
+    return check_session_payload(agent, payload, str(source))
+
+
+def check_session_payload(agent: Any, payload: Any, source: str) -> Commit:
+    """Check a saved session's data (:func:`session_payload`'s, already authenticated)
+    for ``agent``; returns the commit that applies it. ``source`` names it in errors.
+
+    Raises:
+        PersistenceCorruptError: it is not a session this version wrote.
+        SessionError: it conflicts with the agent (its run_context IDs).
+    """
+    if not isinstance(payload, dict):
+        raise PersistenceCorruptError(f"{source}: is not a saved session.")
     sections = payload.get("sections")
     if not isinstance(sections, dict) or not isinstance(payload.get("metadata"), dict):
         raise PersistenceCorruptError(f"{source}: is not a saved session (no sections).")

@@ -9,6 +9,7 @@ Example:
     True
 """
 
+from ._budget import UserBudget
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._conversation_panel import conversation_panel_server, conversation_panel_ui
 from ._conversations import KitPersistence
@@ -33,6 +34,7 @@ __all__ = [
     "McpServerState",
     "McpServerView",
     "SessionMcp",
+    "UserBudget",
     "agent_chat_server",
     "agent_chat_ui",
     "allowed_modes",

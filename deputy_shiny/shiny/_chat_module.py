@@ -335,6 +335,7 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
+    budget_value = _budget_value(persistence, conversation)
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
@@ -343,7 +344,7 @@ def agent_chat_server(
     chat_session = _ChatSession(
         agent=agent,
         chat=chat,
-        values=_ReactiveValues(running, usage_value, tool_events),
+        values=_ReactiveValues(running, usage_value, tool_events, budget_value),
         asks=asks,
         mcp=mcp,
         conversation=conversation,
@@ -355,7 +356,7 @@ def agent_chat_server(
         send_progress=functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
     )
     chat.on_user_submit(chat_session.submit)
-    _bind_stop_and_usage(input, chat_session, usage_value)
+    _bind_stop_and_usage(input, chat_session, usage_value, budget_value)
     chat_session.start(autoconnect, not_saved)
     session.on_ended(chat_session.end)
     return AgentChatHandle(
@@ -373,10 +374,23 @@ def agent_chat_server(
     )
 
 
+def _budget_value(
+    persistence: KitPersistence | None, conversation: SessionConversation | None
+) -> reactive.Value[str] | None:
+    """Today's spend against the user's budget, for the usage line (with a budget)."""
+    if conversation is None or persistence is None or persistence.budget is None:
+        return None
+    return reactive.value("", name="deputy_budget")
+
+
 def _bind_stop_and_usage(
-    input: Any, chat_session: _ChatSession, usage_value: reactive.Value[AgentUsage]
+    input: Any,
+    chat_session: _ChatSession,
+    usage_value: reactive.Value[AgentUsage],
+    budget_value: reactive.Value[str] | None = None,
 ) -> None:
-    """The stop button stops the run; the usage line shows the conversation's usage."""
+    """The stop button stops the run; the usage line shows the conversation's usage
+    (and, with a budget, today's spend against it)."""
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts
@@ -385,7 +399,9 @@ def _bind_stop_and_usage(
 
     @render.text
     def usage() -> str:
-        return _usage_text(usage_value())
+        text = _usage_text(usage_value())
+        today = "" if budget_value is None else budget_value()
+        return f"{text} · {today}" if today else text
 
 
 @dataclass
@@ -396,6 +412,7 @@ class _ReactiveValues:
     running: reactive.Value[bool]
     usage: reactive.Value[AgentUsage]
     tool_events: reactive.Value[int]
+    budget: reactive.Value[str] | None = None
 
     async def set_running(self, running: bool) -> None:
         await _set(self.running, running)
@@ -405,6 +422,10 @@ class _ReactiveValues:
 
     async def set_tool_events(self, count: int) -> None:
         await _set(self.tool_events, count)
+
+    async def set_budget(self, line: str) -> None:
+        if self.budget is not None:
+            await _set(self.budget, line)
 
 
 async def _set(value: reactive.Value[Any], new: Any) -> None:

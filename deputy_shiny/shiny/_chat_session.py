@@ -33,17 +33,28 @@ from typing import Any, Protocol
 
 from ..agent import Agent
 from ..approvals import ApprovalDecision
-from ..errors import ApprovalDecidedError, ApprovalResumeError, DeputyError, McpError
+from ..errors import (
+    ApprovalDecidedError,
+    ApprovalResumeError,
+    DeputyError,
+    McpError,
+    StoreUnavailableError,
+)
 from ..events import AgentEvent, AgentUsage, StopEvent
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
 from ._answers import decision_from_answer
+from ._budget import usage_since
 from ._escape import markdown_text
 from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
 from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_events
 from ._session_asks import SessionAsks
-from ._session_conversation import SessionConversation
+from ._session_conversation import (
+    STORE_DOWN_AT_START,
+    STORE_DOWN_MESSAGE,
+    SessionConversation,
+)
 from ._transcript import transcript_messages
 from ._values import cheap_value_names
 
@@ -85,6 +96,8 @@ class HandleValues(Protocol):
     async def set_usage(self, usage: AgentUsage) -> None: ...
 
     async def set_tool_events(self, count: int) -> None: ...
+
+    async def set_budget(self, line: str) -> None: ...
 
 
 async def tell(chat: ChatView, message: str) -> None:
@@ -215,16 +228,26 @@ class _ChatSession:
         try:
             await conversation.send_token()
             conversation.sweep_soon()
-            if not await conversation.take_over(self._close_for_newer):
-                await tell(
-                    self.chat,
-                    "This conversation is open in another window that did not let go. "
-                    "Close it there, then reload this page.",
-                )
+            try:
+                if not await conversation.take_over(self._close_for_newer):
+                    await tell(
+                        self.chat,
+                        "This conversation is open in another window that did not let go. "
+                        "Close it there, then reload this page.",
+                    )
+                    return
+                note = await conversation.load(self.agent)
+            except StoreUnavailableError as exc:
+                # Nothing is held or loaded, so nothing is saved over what the store has.
+                logger.warning("the conversation store cannot be reached: %s", exc)
+                conversation.release()
+                await tell(self.chat, STORE_DOWN_AT_START)
                 return
-            note = await conversation.load(self.agent)
             if note:
                 await tell(self.chat, note)
+            line = await conversation.charge(AgentUsage())
+            if line:
+                await self.values.set_budget(line)
             pending = await asyncio.to_thread(self.current_pending)
             self.restored_waiting = pending is not None
             await self._replay(pending)
@@ -308,6 +331,7 @@ class _ChatSession:
         self.starting = False
         self.shown = None
         self.user_stopped = False
+        before = self.agent.usage()
         await self.values.set_running(True)
         try:
             async for chunk in self._run(message):
@@ -326,8 +350,18 @@ class _ChatSession:
             self.streams -= 1
             if message is None:
                 self.restored_waiting = False
-            await self.values.set_usage(self.agent.usage())
+            after = self.agent.usage()
+            await self.values.set_usage(after)
+            await self._charge(usage_since(before, after))
             await self.values.set_running(False)
+
+    async def _charge(self, used: AgentUsage) -> None:
+        """Charge what a run used (failed and stopped ones too) to the user's budget."""
+        if self.conversation is None:
+            return
+        line = await self.conversation.charge(used)
+        if line:
+            await self.values.set_budget(line)
 
     def _give_up_shown(self) -> None:
         if self.shown is not None:
@@ -345,10 +379,17 @@ class _ChatSession:
             yield note_chunk(WAITING_MESSAGE)
             return
         if conversation is not None and message is not None:
+            refusal = await conversation.budget_check()
+            if refusal is not None:
+                yield note_chunk(refusal)  # before the request: nothing is spent
+                return
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).
-                await asyncio.to_thread(conversation.keep)
+                await conversation.keep_async()
+            except StoreUnavailableError as exc:
+                logger.warning("the conversation could not be kept: %s", exc)
+                yield note_chunk(STORE_DOWN_MESSAGE)
             except DeputyError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
                 yield note_chunk("This conversation could not be saved.")

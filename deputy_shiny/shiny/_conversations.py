@@ -52,17 +52,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SecretBytes, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretBytes, field_validator
 
 from ..errors import ConfigurationError, PersistenceError
 from ..persistence.files import read_document, write_document
+from ..persistence.store import Store
 from ..sandbox import prepare_workspace
+from ._budget import UserBudget
+from ._kit_store import KitStore, open_store
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ConversationFolder",
     "KitPersistence",
+    "kit_store",
     "open_folder",
     "records_root",
     "sweep_expired",
@@ -73,6 +77,7 @@ __all__ = [
 _IDS_KIND = "kit-conversation"
 _TRASH_PREFIX = ".expired-"
 _KEY_FILE = ".token-key"
+_STORE_DIR = ".store"  # the budget's counters without a store (never swept as a folder)
 _NAME = re.compile(r"[0-9a-f]{40}")
 UNKEPT_GRACE = 3600.0
 """Seconds after which the sweep removes the folders of a conversation that was never
@@ -103,6 +108,16 @@ class KitPersistence(BaseModel):
         token_key: The HMAC key (32 bytes or more) that signs browser tokens; None
             keeps a random one in ``root/records/.token-key``. Processes sharing a root
             share it; a new key ends every anonymous conversation.
+        store: Where conversations are kept: a SQLAlchemy URL (``sqlite+aiosqlite:///``
+            for one machine, ``postgresql+psycopg://`` for several) or a
+            :class:`~deputy_shiny.persistence.Store`. None (default) keeps files under
+            ``root``. With a store, the conversations' ids and saved sessions, the
+            takeover lease and the sweep's bookkeeping are the store's, so every
+            process sharing it sees them; ``root`` keeps the workspaces (storage every
+            process sees). Only the kit calls the store, on a thread of its own.
+        budget: A :class:`UserBudget` each user's runs are held to, per UTC day,
+            across their sessions and every process sharing the store (without a
+            store, the processes sharing ``root``).
 
     Example:
         >>> import tempfile
@@ -118,6 +133,10 @@ class KitPersistence(BaseModel):
     trust_user_header: bool | None = None
     anonymous: bool | None = None
     token_key: SecretBytes | None = None
+    store: Store | str | None = None
+    budget: UserBudget | None = None
+    _link: KitStore | None = PrivateAttr(default=None)
+    _link_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, root: str | os.PathLike[str], **options: Any) -> None:
         super().__init__(root=Path(root), **options)
@@ -134,12 +153,54 @@ class KitPersistence(BaseModel):
             raise ValueError("ttl must be positive")
         return value
 
+    def model_post_init(self, context: Any, /) -> None:
+        """With a store, open it now in the background (the app starts before its first
+        session, which then need not wait for the schema check)."""
+        if self.store is not None:
+            link = kit_store(self)
+            assert link is not None
+            link.warm_up()
+
+    @field_validator("store")
+    @classmethod
+    def _a_store(cls, value: Store | str | None) -> Store | str | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("store must be a SQLAlchemy URL, a Store or None")
+        return value
+
+    def close(self) -> None:
+        """Close the store the kit opened for this persistence (tests; a process that
+        ends needs nothing)."""
+        with self._link_lock:
+            link, self._link = self._link, None
+        if link is not None:
+            link.close()
+
     @field_validator("token_key")
     @classmethod
     def _long_enough(cls, value: SecretBytes | None) -> SecretBytes | None:
         if value is not None and len(value.get_secret_value()) < 32:
             raise ValueError("token_key must be at least 32 bytes")
         return value
+
+
+def kit_store(persistence: KitPersistence, *, for_budget: bool = False) -> KitStore | None:
+    """The store the kit uses for ``persistence`` (opened once): its ``store``; without
+    one, None, except ``for_budget``: then a FileStore under ``root/records/.store``
+    keeps the budget's counters."""
+    if persistence.store is None and not (for_budget and persistence.budget is not None):
+        return None
+    with persistence._link_lock:
+        if persistence._link is None:
+            if persistence.store is not None:
+                store = open_store(persistence.store)
+            else:
+                from ..persistence.file_store import FileStore
+
+                _ensure_layout(persistence)
+                store = FileStore(records_root(persistence) / _STORE_DIR)
+            persistence._link = KitStore(store)
+        return persistence._link
 
 
 def records_root(persistence: KitPersistence) -> Path:
@@ -422,7 +483,7 @@ def sweep_expired(persistence: KitPersistence, in_use: set[Path], now: float | N
         if entry.name.startswith(_TRASH_PREFIX) and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)  # left over from a crash
             continue
-        if entry in in_use or entry.is_symlink() or not entry.is_dir():
+        if entry in in_use or entry.name == _STORE_DIR or entry.is_symlink() or not entry.is_dir():
             continue
         kept = (entry / _IDS_FILE).exists() or (entry / "session.json").exists()
         if _expired(entry, persistence.ttl, now) or (not kept and _stale(entry, now)):

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import re
 import time
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,11 +38,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from .._util.timeouts import timeout
-from ..errors import DeputyError, PersistenceError
+from ..errors import DeputyError, PersistenceError, StoreUnavailableError
+from ..events import AgentUsage
+from ..persistence.sessions import check_session_payload
+from ..persistence.store import Lease, Store
+from ._budget import budget_day, budget_line, budget_refusal, budget_user, usage_amounts
 from ._conversations import (
     ConversationFolder,
     KitPersistence,
     check_key,
+    kit_store,
     open_folder,
     sweep_expired,
     token_key,
@@ -54,13 +60,40 @@ from ._identity import (
     token_id,
     trusted_user,
 )
+from ._stored_conversations import (
+    CONVERSATION_KIND,
+    LEASE_SECONDS,
+    RENEW_EVERY,
+    SESSION_KIND,
+    StoredFolder,
+    discard_folders,
+    lease_name,
+    open_stored,
+    remove_tree,
+    stored_session,
+    sweep_store,
+)
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SessionConversation", "UserKey", "resolve_user"]
+__all__ = ["STORE_DOWN_MESSAGE", "SessionConversation", "UserKey", "resolve_user"]
+
+STORE_DOWN_MESSAGE = (
+    "The conversation store cannot be reached just now, so this reply was not saved. "
+    "Nothing saved before is lost, and the conversation is saved again after a reply "
+    "once the store is back."
+)
+STORE_DOWN_AT_START = (
+    "The conversation store cannot be reached just now, so this conversation is not "
+    "saved; reload the page once it is back to continue the saved one."
+)
+BUDGET_UNKNOWN_MESSAGE = (
+    "Your daily budget cannot be checked just now (the store cannot be reached); "
+    "try again in a moment."
+)
 
 TAKEOVER_SECONDS = 20.0
 """How long a new session waits for the older session of the same user to let go."""
@@ -214,7 +247,8 @@ def _holder(directory: Path) -> SessionConversation | None:
 
 
 class SessionConversation:
-    """The saved conversation of one chat in one browser session.
+    """The saved conversation of one chat in one browser session: in files under the
+    persistence's root, or in its store (:mod:`._stored_conversations`).
 
     Example:
         >>> SessionConversation.__name__
@@ -229,8 +263,17 @@ class SessionConversation:
         self._session = session
         user = resolve_user(persistence, session)
         self.kind, self._issued_token = user.kind, user.issued
+        self.budget_user = budget_user(user.kind, user.key)
+        self._link = kit_store(persistence)
+        self.folder: ConversationFolder | StoredFolder
         try:
-            self.folder: ConversationFolder = open_folder(persistence, user.kind, user.key, chat_id)
+            if self._link is None:
+                self.folder = open_folder(persistence, user.kind, user.key, chat_id)
+            else:
+                self.folder = open_stored(persistence, self._link, user.kind, user.key, chat_id)
+        except StoreUnavailableError as exc:
+            logger.warning("the conversation store cannot be reached: %s", exc)
+            raise _NotSaved(STORE_DOWN_AT_START) from None
         except PersistenceError as exc:
             logger.warning("a conversation folder could not be opened: %s", exc)
             raise _NotSaved("This conversation cannot be saved on this server.") from None
@@ -241,6 +284,17 @@ class SessionConversation:
         self.loaded = False  # the saved conversation is in the agent (or set aside)
         self._close: Callable[[], Awaitable[None]] | None = None
         self._released = asyncio.Event()
+        self._holder_id = f"tab-{uuid.uuid4().hex}"  # this session, as the lease's holder
+        self._lease: Lease | None = None  # held in the store (with a store)
+        self._renewing: asyncio.Task[None] | None = None
+        self._lost = False  # a newer session (maybe in another process) took it over
+        self._renew_failing = False
+        self._uncharged: dict[str, float] = {}  # usage the store did not take yet
+
+    @property
+    def stored(self) -> bool:
+        """True when the conversation is kept in a store (not in files)."""
+        return self._link is not None
 
     async def send_token(self) -> None:
         """Give the browser its new token (nothing when it already had one): the kit's
@@ -252,18 +306,45 @@ class SessionConversation:
             await self._session.send_custom_message(TOKEN_MESSAGE, {"url": url})
 
     def keep(self) -> None:
-        """The first message is being sent: the conversation is kept from now on."""
-        if self.usable and not self.discarded:
+        """The first message is being sent: the conversation is kept from now on (in a
+        worker thread: with a store it waits for it)."""
+        if not (self.usable and not self.discarded):
+            return
+        if isinstance(self.folder, StoredFolder):
+            assert self._link is not None
+            self._link.wait(self.folder.keep)
+        else:
             self.folder.keep()
 
+    async def keep_async(self) -> None:
+        """:meth:`keep`, awaited (never blocking the event loop)."""
+        if not (self.usable and not self.discarded):
+            return
+        if isinstance(self.folder, StoredFolder):
+            assert self._link is not None
+            await self._link.run(self.folder.keep)
+        else:
+            await asyncio.to_thread(self.folder.keep)
+
+    def _in_use_names(self) -> set[Path]:
+        return {*_in_use, *_open, self.folder.directory}
+
     def sweep_soon(self) -> None:
-        """Delete expired conversations in the background (at most every few minutes)."""
+        """Delete expired conversations in the background (at most every few minutes;
+        with a store, in one process of all that share it)."""
         root = self.persistence.root
         now = time.monotonic()
         if now - _last_sweep.get(root, -SWEEP_EVERY) < SWEEP_EVERY:
             return
         _last_sweep[root] = now
-        in_use = {*_in_use, *_open, self.folder.directory}
+        in_use = self._in_use_names()
+        if self._link is not None:
+            sweeping = asyncio.ensure_future(
+                _sweep_stored(self.persistence, self._link.run, {p.name for p in in_use})
+            )
+            _closing.add(sweeping)
+            sweeping.add_done_callback(_closing.discard)
+            return
 
         def sweep() -> None:
             try:
@@ -279,7 +360,12 @@ class SessionConversation:
     async def take_over(self, close: Callable[[], Awaitable[None]]) -> bool:
         """Become the one session using this folder, closing an older one of the same
         user; False if it did not let go in time. ``close`` is how a newer session
-        will close this one."""
+        will close this one. With a store, this session then holds the conversation's
+        lease, taken over from whichever session (in any process) held it.
+
+        Raises:
+            StoreUnavailableError: the store cannot be reached (nothing is held).
+        """
         directory = self.folder.directory
         while (holder := _holder(directory)) is not None and holder is not self:
             # Not cancelled, even on a timeout: it runs the older session's end.
@@ -294,8 +380,67 @@ class SessionConversation:
         self._close = close
         self._released.clear()
         _in_use[directory] = weakref.ref(self)
+        if isinstance(self.folder, StoredFolder):
+            try:
+                await self._acquire(self.folder)
+            except BaseException:
+                self.release()
+                raise
         self.usable = True
         return True
+
+    async def _acquire(self, folder: StoredFolder) -> None:
+        """Hold the conversation's lease (taking it over), and mark it used now."""
+        assert self._link is not None
+
+        async def acquire(store: Store) -> Lease | None:
+            lease = await store.acquire_lease(
+                lease_name(folder.name), self._holder_id, LEASE_SECONDS, take_over=True
+            )
+            if folder.kept:
+                await folder.keep(store)  # touched: its expiry counts from now
+            return lease
+
+        self._lease = await self._link.run(acquire)
+        self._renewing = asyncio.ensure_future(self._renew())
+
+    async def _renew(self) -> None:
+        """Renew the lease until this session lets go, or close it when lost."""
+        while True:
+            await asyncio.sleep(RENEW_EVERY)
+            if not await self._still_held():
+                return
+
+    async def _still_held(self) -> bool:
+        """Renew the lease: False (and this session is closing) when another holds it."""
+        lease = self._lease
+        if lease is None or self._link is None:
+            return self.usable
+        try:
+            renewed = await self._link.run(lambda store: store.renew_lease(lease, LEASE_SECONDS))
+        except StoreUnavailableError as exc:
+            # Nobody can save through the store meanwhile; once it is back, the renewal
+            # says whether this session still holds the conversation.
+            if not self._renew_failing:
+                logger.warning("a conversation's lease could not be renewed: %s", exc)
+            self._renew_failing = True
+            return True
+        self._renew_failing = False
+        if renewed is None:
+            self._taken_over()
+            return False
+        self._lease = renewed
+        return True
+
+    def _taken_over(self) -> None:
+        """A newer session holds the conversation now: save nothing, close this one."""
+        self.usable = False
+        self._lost = True
+        self._lease = None
+        self._renewing = None  # closing may end this very task's session: not cancelled
+        closing = asyncio.ensure_future(self._closed_for_newer())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
 
     async def _closed_for_newer(self) -> None:
         if self._close is not None:
@@ -311,12 +456,18 @@ class SessionConversation:
             del _in_use[directory]
         self._close = None
         self._released.set()
+        if self._renewing is not None:
+            self._renewing.cancel()
+            self._renewing = None
+        lease, self._lease = self._lease, None
+        if lease is not None and self._link is not None:
+            self._link.later(lambda store: store.release_lease(lease), "letting a lease go")
         sessions = _open.get(directory)
         if sessions is not None:
             sessions.discard(self)
             if not sessions:
                 del _open[directory]
-        if directory not in _open and _holder(directory) is None:
+        if directory not in _open and _holder(directory) is None and not self._lost:
             try:
                 self.folder.discard_if_unkept()
             except OSError:
@@ -324,7 +475,14 @@ class SessionConversation:
 
     async def load(self, agent: Agent) -> str | None:
         """Load the saved conversation into ``agent``; a note for the chat when it could
-        not be (the damaged file is kept aside, never deleted)."""
+        not be (the damaged file is kept aside, never deleted).
+
+        Raises:
+            StoreUnavailableError: the store cannot be reached (nothing is loaded, so
+                nothing is saved over it either).
+        """
+        if isinstance(self.folder, StoredFolder):
+            return await self._load_stored(agent, self.folder)
         path = self.folder.session_file
         if not path.exists():
             self.loaded = True
@@ -346,6 +504,27 @@ class SessionConversation:
             )
         return None
 
+    async def _load_stored(self, agent: Agent, folder: StoredFolder) -> str | None:
+        assert self._link is not None
+        try:
+            record = await self._link.run(lambda store: store.get(SESSION_KIND, folder.name))
+            if record is not None:
+                commit = await asyncio.to_thread(
+                    check_session_payload, agent, record.payload, "the saved conversation"
+                )
+                commit()
+        except StoreUnavailableError:
+            raise
+        except DeputyError as exc:
+            logger.warning("a saved conversation could not be restored: %s", exc)
+            self.loaded = True  # a new conversation starts (saved over the damaged one)
+            return (
+                f"Your saved conversation could not be restored ({type(exc).__name__}); "
+                "a new one started."
+            )
+        self.loaded = True
+        return None
+
     async def save(self, agent: Agent) -> str | None:
         """Save ``agent``'s conversation; a note for the chat when that failed. Nothing is
         saved unless this session holds the folder and loaded what was saved before
@@ -354,6 +533,8 @@ class SessionConversation:
             return None
         if not self.folder.kept:
             return None  # nothing was ever sent: nothing to keep
+        if isinstance(self.folder, StoredFolder):
+            return await self._save_stored(agent, self.folder)
         try:
             await agent.save_session_async(self.folder.session_file)
             self.folder.touch()
@@ -365,9 +546,112 @@ class SessionConversation:
             return "This conversation could not be saved."
         return None
 
+    async def _save_stored(self, agent: Agent, folder: StoredFolder) -> str | None:
+        """Save into the store, fenced by the lease: a session that lost it saves nothing."""
+        assert self._link is not None
+        lease = self._lease
+        if lease is None:
+            return None
+        try:
+            payload = await asyncio.to_thread(stored_session, agent, folder)
+
+            async def write(store: Store) -> Lease | None:
+                renewed = await store.renew_lease(lease, LEASE_SECONDS)
+                if renewed is not None:
+                    await store.put(SESSION_KIND, folder.name, payload, scope=folder.name)
+                    await store.touch(CONVERSATION_KIND, folder.name)  # its last use
+                return renewed
+
+            renewed = await self._link.run(write)
+        except StoreUnavailableError as exc:
+            logger.warning("the conversation could not be saved: %s", exc)
+            return STORE_DOWN_MESSAGE
+        except DeputyError as exc:
+            logger.warning("the conversation could not be saved: %s", exc)
+            return f"This conversation could not be saved ({type(exc).__name__})."
+        if renewed is None:
+            self._taken_over()
+            return None
+        if self._lease is lease:
+            self._lease = renewed
+        return None
+
     async def start_new(self) -> None:
         """Forget the conversation (its files stay) and reload the page, which starts
         the new one."""
         self.discarded = True
-        await asyncio.to_thread(self.folder.start_new)
+        folder = self.folder
+        if isinstance(folder, StoredFolder):
+            assert self._link is not None
+            kept = folder.kept
+
+            async def forget(store: Store) -> None:
+                await store.delete_scope(folder.name)
+                folder.new_ids()
+                folder.kept = False
+                if kept:
+                    await folder.keep(store)  # still kept: its workspace's files stay
+
+            await self._link.run(forget)
+            for directory in (folder.approvals, folder.checkpoints):
+                await asyncio.to_thread(remove_tree, directory)
+        else:
+            await asyncio.to_thread(folder.start_new)
         await self._session.send_custom_message(RELOAD_MESSAGE, {})
+
+    # ------------------------------------------------------------------ budgets
+
+    async def budget_check(self) -> str | None:
+        """The note that refuses a run (the user's budget for today is spent, or cannot
+        be checked), else None."""
+        budget = self.persistence.budget
+        link = kit_store(self.persistence, for_budget=True)
+        if budget is None or link is None:
+            return None
+        user, day = self.budget_user, budget_day()
+        try:
+            totals = await link.run(lambda store: store.usage_totals(user, day))
+        except StoreUnavailableError as exc:
+            logger.warning("the budget could not be checked: %s", exc)
+            return BUDGET_UNKNOWN_MESSAGE
+        return budget_refusal(budget, totals)
+
+    async def charge(self, used: AgentUsage) -> str | None:
+        """Charge a run's usage to the user's day; today's spend against the budget, for
+        the usage line (None without a budget). Usage the store cannot take now is
+        charged with the next run."""
+        budget = self.persistence.budget
+        link = kit_store(self.persistence, for_budget=True)
+        if budget is None or link is None:
+            return None
+        amounts = dict(self._uncharged)
+        for metric, amount in usage_amounts(used).items():
+            amounts[metric] = amounts.get(metric, 0.0) + amount
+        user, day = self.budget_user, budget_day()
+        try:
+            if amounts:
+                totals = await link.run(lambda store: store.add_usage(user, day, amounts))
+            else:
+                totals = await link.run(lambda store: store.usage_totals(user, day))
+        except StoreUnavailableError as exc:
+            logger.warning("a run's usage could not be charged yet: %s", exc)
+            self._uncharged = amounts
+            return None
+        self._uncharged = {}
+        return budget_line(budget, totals)
+
+
+async def _sweep_stored(
+    persistence: KitPersistence,
+    run: Callable[[Callable[[Store], Awaitable[list[str] | None]]], Awaitable[list[str] | None]],
+    in_use: set[str],
+) -> None:
+    """The store's sweep, then the swept conversations' folders (a worker thread)."""
+    try:
+        names = await run(lambda store: sweep_store(persistence, store, in_use, time.time()))
+    except DeputyError as exc:
+        logger.warning("sweeping expired conversations failed: %s", exc)
+        return
+    if names:
+        await asyncio.to_thread(discard_folders, persistence, names)
+        logger.info("deleted %d expired conversation(s)", len(names))

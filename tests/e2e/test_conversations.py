@@ -242,3 +242,27 @@ def test_a_second_tab_takes_the_conversation_over(user: BrowserContext, app: App
     second_chat.expect_latest_reply("welcome.md", timeout=20_000)
     second_chat.expect_idle()
     expect(second_chat.loc_user_messages).to_have_count(2)
+
+
+def test_with_a_store_url_the_conversation_comes_back_from_the_database(
+    serve_app: Callable[..., AppServer],
+    tmp_path_factory: pytest.TempPathFactory,
+    new_page: Callable[[], Page],
+) -> None:
+    """``DEPUTY_STORE_URL``: the reference app keeps conversations in the database, and
+    its conversations folder only the workspaces."""
+    database = tmp_path_factory.mktemp("store") / "kit.db"
+    app = serve_app(str(ROOT / "app.py"), DEPUTY_STORE_URL=f"sqlite+aiosqlite:///{database}")
+    context = new_page().context
+    page, chat = chatted(context, app, "read welcome.md")
+    expect_requests(page, 2)
+    page.reload()
+    chat.expect_ready()
+    expect(chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    assert user_messages(chat) == ["read welcome.md"]
+    chat.expect_latest_reply("welcome.md")
+    expect_requests(page, 2)
+    assert database.is_file()
+    assert (workspace(app.conversations, page) / "welcome.md").is_file()
+    saved = [p.name for p in app.conversations.rglob("*.json")]
+    assert "session.json" not in saved and "conversation.json" not in saved

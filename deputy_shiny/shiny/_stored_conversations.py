@@ -1,0 +1,254 @@
+"""Kit conversations in a :class:`~deputy_shiny.persistence.Store` (``KitPersistence(store=)``).
+
+With a store, what the kit saves of a conversation is records, named by the same hash
+as the file layout's folder (``<name>``, 40 hex digits; no user key reaches the store):
+
+- kind ``conversation``, key ``<name>``, scope ``<name>``: its ids (``session_id``,
+  ``agent_id``), created once with ``expect_revision=0`` as its first message is sent
+  (the conversation is *kept* from then on);
+- kind ``session``, key ``<name>``, scope ``<name>``: the saved session (the
+  payload ``agent.save_session`` writes to a file);
+- the lease ``conversation:<name>``: which browser session (in any process sharing the
+  store) holds the conversation. A newer session takes it over; the older one learns it
+  at its next renewal (every :data:`RENEW_EVERY` seconds, and before every save) and
+  is closed. A lease nobody renews (its process died) is free after
+  :data:`LEASE_SECONDS`.
+
+``root`` keeps the workspaces (``root/workspaces/<name>``), which every process must
+see, and, until durable approvals and checkpoint journals move to the store, their
+folders (``root/records/<name>/approvals`` and ``checkpoints``).
+
+The TTL sweep runs in one process per :data:`SWEEP_EVERY` seconds of all that share the
+store (``claim_sweep``): ``sweep`` deletes every conversation unused for ``ttl``, and
+the sweeper deletes the workspaces and folders of the scopes it returned.
+
+Example:
+    >>> lease_name("0" * 40)
+    'conversation:0000000000000000000000000000000000000000'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._util.version import package_version
+from ..errors import PersistenceError, StoreConflictError, StoreUnavailableError
+from ..persistence.sessions import session_payload
+from ..persistence.store import Store, StoredRecord
+from ._conversations import (
+    _NAME,
+    UNKEPT_GRACE,
+    KitPersistence,
+    _discard,
+    _ensure_layout,
+    _prepare,
+    folder_name,
+    records_root,
+    workspaces_root,
+)
+from ._kit_store import KitStore
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CONVERSATION_KIND",
+    "LEASE_SECONDS",
+    "RENEW_EVERY",
+    "SESSION_KIND",
+    "StoredFolder",
+    "lease_name",
+    "open_stored",
+    "sweep_store",
+]
+
+CONVERSATION_KIND = "conversation"
+SESSION_KIND = "session"
+LEASE_SECONDS = 15.0
+"""How long a conversation's lease lasts unless renewed (a dead process's is free then)."""
+RENEW_EVERY = 4.0
+"""Seconds between two renewals of a held lease (well inside :data:`LEASE_SECONDS`)."""
+SWEEP_EVERY = 600.0
+"""Seconds between two sweeps, over every process sharing the store."""
+
+
+def lease_name(name: str) -> str:
+    """The lease of the conversation ``name``."""
+    return f"conversation:{name}"
+
+
+@dataclass
+class StoredFolder:
+    """One user's conversation kept in a store: its name (the records' key and scope),
+    its folders under ``root``, and the ids its agent must keep.
+
+    Attributes:
+        kept: True from its first message on (its ``conversation`` record exists).
+        overwrite: Its ``conversation`` record was unreadable: keeping it replaces it.
+    """
+
+    name: str
+    directory: Path
+    workspace: Path
+    session_id: str
+    agent_id: str
+    kept: bool = False
+    overwrite: bool = False
+
+    @property
+    def approvals(self) -> Path:
+        return self.directory / "approvals"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.directory / "checkpoints"
+
+    def ids(self) -> dict[str, str]:
+        return {"session_id": self.session_id, "agent_id": self.agent_id}
+
+    async def keep(self, store: Store) -> None:
+        """Write the conversation's ids, once (its first message)."""
+        if self.kept:
+            await store.touch(CONVERSATION_KIND, self.name)
+            return
+        # A conflict: written already (by this conversation's earlier session).
+        with contextlib.suppress(StoreConflictError):
+            await store.put(
+                CONVERSATION_KIND,
+                self.name,
+                self.ids(),
+                scope=self.name,
+                expect_revision=None if self.overwrite else 0,
+            )
+        self.kept, self.overwrite = True, False
+
+    def discard_if_unkept(self) -> bool:
+        """Remove the folders of a conversation never kept (no message was sent)."""
+        if self.kept:
+            return False
+        for directory in (self.directory, self.workspace):
+            _discard(directory)
+        return True
+
+    def new_ids(self) -> None:
+        """Give the conversation new ids (it starts anew)."""
+        self.session_id = f"session_{uuid.uuid4().hex}"
+        self.agent_id = f"agent_{uuid.uuid4().hex}"
+
+
+def _ids(record: StoredRecord | None) -> dict[str, str] | None:
+    if record is None:
+        return None
+    data = record.payload
+    if all(isinstance(data.get(k), str) and data[k] for k in ("session_id", "agent_id")):
+        return {"session_id": data["session_id"], "agent_id": data["agent_id"]}
+    return None
+
+
+def open_stored(
+    persistence: KitPersistence, link: KitStore, kind: str, key: str, chat_id: str
+) -> StoredFolder:
+    """The user's conversation: its ids read from the store (an expired one is deleted
+    first), its folders made ready. Called from a session's synchronous start: it waits
+    for the store at most :data:`~._kit_store.START_WAIT` seconds.
+
+    Raises:
+        PersistenceError: the folders cannot be made; a StoreUnavailableError when the
+            store does not answer.
+    """
+    _ensure_layout(persistence)
+    name = folder_name(kind, key, chat_id)
+    directory = records_root(persistence) / name
+    workspace = workspaces_root(persistence) / name
+    cutoff = time.time() - persistence.ttl.total_seconds()
+
+    async def read(store: Store) -> tuple[dict[str, str] | None, bool, bool]:
+        """(ids, damaged, expired)."""
+        try:
+            record = await store.get(CONVERSATION_KIND, name)
+        except StoreUnavailableError:
+            raise
+        except PersistenceError as exc:
+            logger.warning("a conversation's ids record is damaged; starting anew: %s", exc)
+            return None, True, False
+        if record is None:
+            return None, False, False
+        # Every save touches the ids record too: its time is the conversation's last use.
+        if record.updated_at < cutoff:
+            await store.delete_scope(name)
+            return None, False, True
+        return _ids(record), False, False
+
+    ids, damaged, expired = link.wait(read)
+    if expired:
+        for old in (directory, workspace):
+            _discard(old)
+    files = _prepare(directory, workspace)  # the folders (its ids are the store's)
+    folder = StoredFolder(name, directory, workspace, files.session_id, files.agent_id)
+    if ids is not None:
+        folder.session_id, folder.agent_id = ids["session_id"], ids["agent_id"]
+        folder.kept = True
+    folder.overwrite = damaged
+    return folder
+
+
+def session_metadata(folder: StoredFolder) -> dict[str, Any]:
+    """What a session saved to the store says of itself (informational)."""
+    return {
+        "deputy_shiny_version": package_version(),
+        "agent_id": folder.agent_id,
+        "session_id": folder.session_id,
+    }
+
+
+def stored_session(agent: Any, folder: StoredFolder) -> dict[str, Any]:
+    """The agent's session as a record's payload (reads offloaded results: a worker thread)."""
+    return session_payload(agent, session_metadata(folder))
+
+
+def discard_folders(persistence: KitPersistence, names: Collection[str]) -> None:
+    """Delete the workspaces and folders of the conversations ``names`` (a worker thread)."""
+    for name in names:
+        if _NAME.fullmatch(name):
+            _discard(records_root(persistence) / name)
+            _discard(workspaces_root(persistence) / name)
+
+
+async def sweep_store(
+    persistence: KitPersistence, store: Store, in_use: Collection[str], now: float
+) -> list[str] | None:
+    """One process's sweep (None when another swept lately): delete the conversations
+    unused for ``ttl`` (but those in ``in_use``); the names whose folders are to be
+    deleted: the swept ones, and folders no kept conversation owns that are older than
+    :data:`~._conversations.UNKEPT_GRACE` (a crash's leftovers)."""
+    if not await store.claim_sweep(SWEEP_EVERY):
+        return None
+    swept = await store.sweep(now - persistence.ttl.total_seconds(), keep_scopes=in_use)
+    names = {ref.scope for ref in swept if ref.scope is not None}
+    kept = {record.key for record in await store.list_records(CONVERSATION_KIND)}
+    for parent in (records_root(persistence), workspaces_root(persistence)):
+        if not parent.is_dir():
+            continue
+        for entry in parent.iterdir():
+            if (
+                _NAME.fullmatch(entry.name)
+                and entry.name not in kept
+                and entry.name not in in_use
+                and not entry.is_symlink()
+                and entry.is_dir()
+                and now - entry.stat().st_mtime > UNKEPT_GRACE
+            ):
+                names.add(entry.name)
+    return sorted(names)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder, if there (a worker thread)."""
+    shutil.rmtree(path, ignore_errors=True)
