@@ -12,7 +12,8 @@ other class lives only here. The families:
   ``InvalidToolError`` (and its ``ToolNameConflictError``), ``PermissionsError``,
   ``InvalidHookError``, ``SkillError`` (and its ``SkillLoadError``),
   ``AgentDefinitionError``, ``RunContextError``, ``TrustedResultsError``,
-  ``ContextPolicyError``; ``McpConfigError`` is one too.
+  ``ContextPolicyError``, ``CommandLineError`` (the ``deputy`` command's flags);
+  ``McpConfigError`` is one too.
 - ``ProviderError`` (root): a model request failed at the provider:
   ``MissingCredentialsError``, ``UnknownModelError``.
 - How a run ends in error (``run_async`` and friends): ``UsageLimitExceeded``,
@@ -71,6 +72,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointLimitError",
     "CheckpointPathError",
+    "CommandLineError",
     "CompactionError",
     "ConfigurationError",
     "ContextPolicyError",
@@ -238,6 +240,11 @@ class UsageLimitExceeded(DeputyError):
         super().__init__(message)
         self.stop_reason = stop_reason
         self.result = result
+
+
+class CommandLineError(ConfigurationError):
+    """The ``deputy`` command line cannot be run as given; its message is the one line
+    shown (exit status 2)."""
 
 
 class StructuredOutputError(DeputyError):

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from deputy_shiny import Agent, ApprovalRequest, Permissions
 from deputy_shiny.cli import main
-from deputy_shiny.cli._args import UsageError, choose_model, parse_args
+from deputy_shiny.cli._args import CommandLineError, choose_model, parse_args
 from deputy_shiny.cli._printer import EventPrinter, terminal_safe
 from deputy_shiny.cli._prompts import LineReader, ScriptedLines, TerminalPrompts
 from deputy_shiny.cli._session import Interrupts, Terminal, chat, exit_status, run_task
@@ -253,7 +253,7 @@ def test_parse_args_forms() -> None:
     ],
 )
 def test_bad_command_lines_are_usage_errors(argv: list[str], message: str) -> None:
-    with pytest.raises(UsageError, match=message):
+    with pytest.raises(CommandLineError, match=message):
         parse_args(argv)
 
 
@@ -276,9 +276,9 @@ def test_model_choice() -> None:
     fallback = choose_model(None, no_key, missing=lambda m: ["OPENAI_API_KEY"])
     assert fallback.model == "deputy/demo" and "OPENAI_API_KEY" in (fallback.note or "")
     assert choose_model("deputy/demo", no_key).model == "deputy/demo"
-    with pytest.raises(UsageError, match="needs OPENAI_API_KEY, which is not set"):
+    with pytest.raises(CommandLineError, match="needs OPENAI_API_KEY, which is not set"):
         choose_model("openai/gpt-4.1-mini", {}, missing=lambda m: ["OPENAI_API_KEY"])
-    with pytest.raises(UsageError, match="names no provider litellm knows \\('nosuch'\\)"):
+    with pytest.raises(CommandLineError, match="names no provider litellm knows \\('nosuch'\\)"):
         choose_model("nosuch/model", {}, missing=lambda m: [])
 
 

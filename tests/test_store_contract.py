@@ -529,3 +529,12 @@ def test_a_url_of_another_database_is_refused_and_plain_urls_get_the_async_drive
     plain = SqlStore("postgresql://app:secret@db/deputy", key=KEY)
     assert plain.url.drivername == "postgresql+psycopg"
     assert "secret" not in repr(plain)
+
+
+async def test_an_in_memory_sqlite_store_has_one_winner_too() -> None:
+    """Its one shared connection (StaticPool) must not interleave two transactions."""
+    async with SqlStore("sqlite+aiosqlite://", key=b"k" * 32) as store:
+        await store.put("approval", "a1", {"tool": "send"}, status="pending")
+        claims = [store.claim("approval", "a1", expect="pending", to="resuming") for _ in range(8)]
+        won = [record for record in await asyncio.gather(*claims) if record is not None]
+        assert len(won) == 1

@@ -2,7 +2,7 @@
 
 Two forms: ``deputy run TASK [flags]`` runs one task; ``deputy [chat] [flags]`` opens an
 interactive session. A bad flag, an unknown model or a session file that is not there
-is a :class:`UsageError`, which ``main`` prints as one line and exits with status 2
+is a :class:`CommandLineError`, which ``main`` prints as one line and exits with status 2
 (argparse's own convention), never a traceback.
 
 The model: ``--model``, else ``DEPUTY_MODEL``, else the offline demo model
@@ -17,7 +17,7 @@ Example:
     >>> parse_args(["--bogus"])
     Traceback (most recent call last):
     ...
-    deputy_shiny.cli._args.UsageError: unrecognized arguments: --bogus
+    deputy_shiny.errors.CommandLineError: unrecognized arguments: --bogus
 """
 
 from __future__ import annotations
@@ -30,18 +30,14 @@ from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import DeputyError
+from ..errors import CommandLineError, DeputyError
 from ..models import DEMO_MODEL, ChatModel, missing_credentials
 from ..models._litellm import get_litellm, is_registered
 from ..permissions import MODES
 
-__all__ = ["CliOptions", "ModelChoice", "UsageError", "choose_model", "parse_args"]
+__all__ = ["CliOptions", "CommandLineError", "ModelChoice", "choose_model", "parse_args"]
 
 MODEL_ENV = "DEPUTY_MODEL"
-
-
-class UsageError(DeputyError):
-    """The command line cannot be run as given; its message is the one line shown."""
 
 
 class CliOptions(BaseModel):
@@ -70,7 +66,7 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises instead of printing usage and exiting."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise CommandLineError(message)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -103,18 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> CliOptions:
-    """Parse ``argv`` (without the program name); :class:`UsageError` on any mistake."""
+    """Parse ``argv`` (without the program name); :class:`CommandLineError` on any mistake."""
     args = list(argv)
     if not args or args[0] not in ("run", "chat", "-h", "--help"):
         args.insert(0, "chat")  # `deputy` and `deputy --model M` open a session
     namespace = build_parser().parse_args(args)
     options = CliOptions(**vars(namespace))
     if options.command == "run" and not (options.task or "").strip():
-        raise UsageError('the task is empty: deputy run "what to do"')
+        raise CommandLineError('the task is empty: deputy run "what to do"')
     if options.resume is not None and not options.resume.is_file():
-        raise UsageError(f"--resume {options.resume}: no such file")
+        raise CommandLineError(f"--resume {options.resume}: no such file")
     if options.save is not None and not options.save.parent.is_dir():
-        raise UsageError(f"--save {options.save}: the folder {options.save.parent} does not exist")
+        raise CommandLineError(
+            f"--save {options.save}: the folder {options.save.parent} does not exist"
+        )
     return options
 
 
@@ -162,14 +160,14 @@ def choose_model(
         >>> choose_model("not a model!", {})
         Traceback (most recent call last):
         ...
-        deputy_shiny.cli._args.UsageError: --model: 'not a model!' is not a litellm model string (like openai/gpt-4.1-mini)
+        deputy_shiny.errors.CommandLineError: --model: 'not a model!' is not a litellm model string (like openai/gpt-4.1-mini)
     """  # noqa: E501
     if requested is not None:
         if requested == DEMO_MODEL:
             return ModelChoice(model=DEMO_MODEL)
         problem = _problem(requested, missing)
         if problem:
-            raise UsageError(f"--model: {problem}")
+            raise CommandLineError(f"--model: {problem}")
         return ModelChoice(model=requested)
     env = os.environ if environ is None else environ
     wanted = env.get(MODEL_ENV, "").strip()

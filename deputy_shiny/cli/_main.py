@@ -33,7 +33,7 @@ from ..models._litellm import warm_up
 from ..permissions import Permissions
 from ..sandbox import sandbox_unavailable_reason
 from ..tools import tool_run_bash, tools_interactive, tools_preset
-from ._args import CliOptions, UsageError, choose_model, parse_args
+from ._args import CliOptions, CommandLineError, choose_model, parse_args
 from ._prompts import TerminalPrompts, stdin_lines
 from ._session import Interrupts, Terminal, banner, chat, exit_status, run_task
 
@@ -73,7 +73,7 @@ def build_agent(
         try:
             agent.load_session(options.resume)
         except (DeputyError, OSError) as exc:
-            raise UsageError(f"--resume {options.resume}: {exc}") from None
+            raise CommandLineError(f"--resume {options.resume}: {exc}") from None
     note = f"run_bash is off: {bash_missing}" if bash_missing else None
     return agent, note
 
@@ -111,7 +111,7 @@ def _main(argv: Sequence[str]) -> int:
         choice = choose_model(options.model)
         terminal = Terminal(console, stdin_lines(), Interrupts())
         agent, bash_note = build_agent(options, choice.model, terminal.prompts, Path.cwd())
-    except UsageError as exc:
+    except CommandLineError as exc:
         errors.print(Text(f"deputy: {exc}"), soft_wrap=True)
         return 2
     notes = [n for n in (choice.note, bash_note) if n]

@@ -113,6 +113,12 @@ class SqlStore(Store):
         self._ready = False
         self._ready_lock: asyncio.Lock | None = None
         self.engine: AsyncEngine = _engine(self.url, connect_timeout, timeout)
+        # An in-memory SQLite database lives in one connection that every transaction
+        # shares (StaticPool): two transactions at once would interleave on it, and both
+        # claims of a race could win. Its transactions take turns instead.
+        self._one_at_a_time: asyncio.Lock | None = (
+            asyncio.Lock() if isinstance(self.engine.pool, sa.pool.StaticPool) else None
+        )
 
     def __repr__(self) -> str:
         return f"SqlStore({self.url.render_as_string(hide_password=True)!r})"
@@ -169,7 +175,10 @@ class SqlStore(Store):
             await self.migrate()
 
         async def run() -> _T:
-            async with self.engine.begin() as connection:
+            if self._one_at_a_time is None:
+                async with self.engine.begin() as connection:
+                    return await fn(connection)
+            async with self._one_at_a_time, self.engine.begin() as connection:
                 return await fn(connection)
 
         return await self._guard(run())
