@@ -13,6 +13,7 @@ fallback) or stops with one readable line, and the conversation stays consistent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import struct
@@ -196,15 +197,19 @@ class FakeOpenAI:
         """A reply that streams words until the client hangs up (counted in ``hangups``)."""
         writer.write(STREAM_HEAD + b"\r\n")
         gone = asyncio.ensure_future(reader.read())  # b"" once the client closes
-        i = 0
-        while not gone.done() and not self.release.is_set():
-            writer.write(_text_chunk(f"word{i:05d} "))
-            await writer.drain()
-            i += 1
-            await asyncio.sleep(0.01)
-        if gone.done():
-            self.hangups += 1
-        gone.cancel()
+        try:
+            i = 0
+            while not gone.done() and not self.release.is_set():
+                writer.write(_text_chunk(f"word{i:05d} "))
+                await writer.drain()  # raises once the client reset the connection
+                i += 1
+                await asyncio.sleep(0.01)
+        finally:
+            gone.cancel()
+            with contextlib.suppress(BaseException):
+                await gone  # a reset connection fails the read: retrieved, not logged
+        if not self.release.is_set():  # the client closed it: once, in answer()
+            raise ConnectionResetError("the client hung up")
 
 
 @pytest.fixture
@@ -394,6 +399,22 @@ async def test_a_fallback_takes_over_before_anything_arrived_and_stays(serve: Se
     assert agent.get_turns()[-1].text == "Still the backup. "
 
 
+async def test_after_a_tool_ran_the_fallback_is_not_used_and_nothing_dangles(
+    serve: Serve,
+) -> None:
+    primary = await serve([WEATHER, status(503, "Service unavailable")])
+    backup = await serve([text("never asked")])
+    model = primary.model(retries=0)
+    agent = weather_agent(model, fallback_models=[backup.model("openai/y")])
+    events = await run(agent, "Weather in Paris?")
+    # A tool ran: the spec's fallbacks apply only before any response or tool call.
+    assert errors(events) == ["openai returned 503: Service unavailable"]
+    assert stop_of(events).stop_reason == "provider_error" and backup.requests == []
+    assert roles(agent) == ["user", "assistant", "user"]  # the tool's result is there
+    assert_consistent(agent)
+    assert agent.model.model == "openai/x"
+
+
 # --------------------------------------------------------------------------- tools
 
 
@@ -450,11 +471,11 @@ async def test_a_browser_that_leaves_mid_stream_stops_the_run_and_its_request(
         left = time.monotonic()
         await kit.session.end()  # what Shiny's on_ended calls
         ended = time.monotonic() - left
+        # The interrupt stopped the run at once: end() waits up to 10 s for a run that
+        # does not stop, and nothing else may wait on it.
+        assert ended < 5 and not kit.agent.running
         await kit.chat.settled()
         await wait_until(lambda: fake.hangups == 1, BOUND)  # the HTTP request was closed
-    # The interrupt stopped the run at once: end() waits up to 10 s for a run that
-    # does not stop, and nothing else may wait on it.
-    assert ended < 5 and not kit.agent.running
     assert kit.values.running[-1] is False
     result = kit.agent.last_run()
     assert result is not None and result.stop_reason == "interrupted"
