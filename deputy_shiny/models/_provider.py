@@ -773,6 +773,28 @@ def _timed_out(exc: BaseException, model: ChatModel) -> str | None:
     )
 
 
+def _disconnected(exc: BaseException) -> bool:
+    """Whether the connection broke once made: the server closed or reset it before the
+    reply (or its stream) was complete. litellm calls this a 500 ("Connection error."),
+    but nothing answered with one."""
+    chain = [exc, *causes(exc)]
+    kinds: list[type[BaseException]] = [ConnectionResetError, BrokenPipeError]
+    httpx = sys.modules.get("httpx")
+    if httpx is not None:
+        kinds += [httpx.ReadError, httpx.WriteError]
+        # Only the disconnects among its protocol errors ("Server disconnected without
+        # sending a response", "peer closed connection ... incomplete chunked read").
+        protocol = [e for e in chain if isinstance(e, httpx.RemoteProtocolError)]
+        if any(re.search(r"disconnect|closed|incomplete", str(e), re.I) for e in protocol):
+            return True
+    client = getattr(sys.modules.get("aiohttp"), "client_exceptions", None)
+    for name in ("ServerDisconnectedError", "ClientPayloadError"):
+        kind = getattr(client, name, None)
+        if isinstance(kind, type):
+            kinds.append(kind)
+    return any(isinstance(error, tuple(kinds)) for error in chain)
+
+
 def _malformed_stream(exc: BaseException) -> bool:
     """Whether the provider's stream held an event that is not JSON (or not a chunk)."""
     return any(isinstance(error, json.JSONDecodeError) for error in (exc, *causes(exc)))
@@ -800,6 +822,13 @@ def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
     waited = _timed_out(exc, model)
     if waited is not None:  # litellm calls this a 408, but nothing answered with one
         return ProviderError(f"{provider}: {waited}", transient=True, status_code=status)
+    if _disconnected(exc):  # before the headers or mid-stream: the same words hold
+        host = _request_host([exc, *causes(exc)], model)
+        return ProviderError(
+            f"{provider}: the connection to {host} was closed before the reply was complete",
+            transient=True,
+            status_code=None,
+        )
     if _malformed_stream(exc):  # litellm shows the JSON parser's own words
         return ProviderError(
             f"{provider} sent a malformed stream (an event that is not valid JSON), "
