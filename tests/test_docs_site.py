@@ -76,9 +76,22 @@ def test_every_page_is_built(site: Path) -> None:
         assert built.is_file(), page
 
 
-@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")))
-def test_the_pages_examples_run(page: str) -> None:
-    text = (DOCS / page).read_text()
-    namespace: dict[str, object] = {"__name__": f"docs_{page}"}
-    for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL):
-        exec(compile(block, str(DOCS / page), "exec"), namespace)
+def _nav_pages() -> list[str]:
+    """The pages in the site's order (mkdocs.yml's nav)."""
+    return re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+
+
+def test_every_page_is_in_the_nav() -> None:
+    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
+    assert sorted(_nav_pages()) == pages
+
+
+def test_the_pages_examples_run_in_order() -> None:
+    """As a reader goes through the guide: one namespace, page after page."""
+    namespace: dict[str, object] = {"__name__": "docs"}
+    ran = 0
+    for page in _nav_pages():
+        for block in re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), re.DOTALL):
+            exec(compile(block, str(DOCS / page), "exec"), namespace)
+            ran += 1
+    assert ran >= 20
