@@ -166,3 +166,10 @@ def test_the_readme_deploy_and_manifest_commands_exclude_the_same_files() -> Non
     # The tested rsconnect-python is the one the README installs.
     (install,) = [r for r in extras()["test"] if r.name == "rsconnect-python"]
     assert readme_command("pip install rsconnect-python") == ["pip", "install", str(install)]
+
+
+def test_requirements_txt_works_as_a_constraints_file() -> None:
+    """scripts/test installs with ``-c requirements.txt``, and pip refuses a constraint
+    that names extras ("Constraints cannot have extras")."""
+    pins = requirement_lines((ROOT / "requirements.txt").read_text())
+    assert [str(pin) for pin in pins if pin.extras] == []
