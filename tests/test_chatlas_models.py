@@ -71,6 +71,12 @@ def test_the_model_string_key_and_endpoint_come_from_the_chat() -> None:
         )
     )
     assert (local.model, local.api_base) == ("openai/qwen", "http://127.0.0.1:8000/v1")
+    # Only the provider's own host counts as its default endpoint, not a URL naming it.
+    lookalike = "https://proxy.example/api.openai.com/v1"
+    proxied = resolve_model(
+        chatlas.ChatOpenAICompletions(model="m", base_url=lookalike, api_key="x")
+    )
+    assert proxied.api_base == lookalike
 
 
 def test_a_provider_without_a_mapping_says_what_to_pass_instead() -> None:

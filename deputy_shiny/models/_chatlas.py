@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ..errors import InvalidModelError
 from ._chat_model import ChatModel
@@ -93,7 +94,7 @@ def chat_model(chat: Any) -> ChatModel:
     key = getattr(client, "api_key", None)
     base = getattr(client, "base_url", None)
     api_base = str(base).rstrip("/") if base is not None else None
-    if api_base is not None and any(host in api_base for host in _DEFAULT_HOSTS):
+    if api_base is not None and urlsplit(api_base).hostname in _DEFAULT_HOSTS:
         api_base = None  # the provider's own endpoint: litellm knows it
     return ChatModel(
         model=f"{prefix}/{provider.model}",
