@@ -79,7 +79,20 @@ _NOT_INERT = re.compile(r"[<!\\]")
 # code-span rule alone: a link destination or reference label, a definition, a footnote,
 # an image the text stage rewrites, an autolink that may hold a backtick ("<1`a@b.c>",
 # GFM "www."/"://"). A "<" before a letter, "/", "!" or "?" is broken, so it opens nothing.
-_RISKY = re.compile(r"\]\(|\]\[|\]:|\[\^|!\[|://|www\.|<[^A-Za-z/!?\s]", re.IGNORECASE)
+_RISKY = re.compile(r"\]:|\[\^|!\[|<[^A-Za-z/!?\s]")
+# A link's destination or reference label: trusted when it holds none of what could take a
+# backtick or reach past its end (quotes start a title, "(" nests, "<" a bracketed one).
+_LINK_START = re.compile(r"\]\(|\]\[")
+_LINK_STOP = {"(": re.compile(r"[)`\"'(<\\]"), "[": re.compile(r"[\]`\[\\]")}
+_LINK_END = {"(": ")", "[": "]"}
+# A GFM autolink literal ("www.", "://") runs to the next whitespace or "<": a backtick
+# before that may be part of its URL.
+_URL = re.compile(r"://|www\.", re.IGNORECASE)
+_URL_STOP = re.compile(r"[\s`\\]")
+# shinychat's stream splitter and its final pass take "<thinking" for a thinking block,
+# by their own reading of fences and code spans: that "<" is broken even inside code.
+_THINKING = re.compile(r"<(?=/?thinking)")
+_THINKING_PREFIXES = ("<thinking", "</thinking")
 _JS_LINE_BREAK = re.compile("[\u2028\u2029]")
 _ESCAPABLE = frozenset(string.punctuation)  # what a backslash escapes (ASCII punctuation)
 
@@ -119,6 +132,9 @@ class ImageGuard:
 
     def __init__(self, allowed_origins: Iterable[str] = ()) -> None:
         self.allowed = normalize_origins(allowed_origins)
+        self._reset()
+
+    def _reset(self) -> None:
         self._held = ""  # the text stage's held text (a possible image or tag start)
         self._line = ""  # the start of a line whose kind is not known yet
         self._mode = "text"  # "text", "fence" (inside fenced code) or "uncertain"
@@ -131,6 +147,9 @@ class ImageGuard:
         self._open = 0  # the open span's backtick count (0: outside a span)
         self._code = ""  # the open span's text held back from its first non-inert character
         self._blank = True  # this line so far holds only spaces and tabs
+        self._link = ""  # "(" or "[": inside a link's destination or reference label
+        self._url = False  # inside a possible autolink literal (to the next whitespace)
+        self._fence_tail = ""  # fenced code held back: a possible "<thinking" start
 
     def _allowed(self, url: str) -> bool:
         url = url.strip()
@@ -213,7 +232,9 @@ class ImageGuard:
                 if end < 0 and text.endswith("\r"):  # "\r\n" may be split: wait for the "\n"
                     text, self._line = text[:-1], "\r"
                 part, text = (text, "") if end < 0 else (text[:end], text[end:])
-                out.append(part if self._routing == "code" else self._inline_feed(part))
+                out.append(
+                    self._fence_code(part) if self._routing == "code" else self._inline_feed(part)
+                )
                 if end >= 0:
                     self._routing = None
                 continue
@@ -264,7 +285,7 @@ class ImageGuard:
         """Act on a line's kind; ``line`` is the whole line when complete, else ""."""
         if kind == "code":
             self._routing = "code"
-            return line
+            return self._fence_code(line)
         if kind == "close":
             self._mode, self._fence = "text", ""
             return line
@@ -283,18 +304,52 @@ class ImageGuard:
         return self._inline_feed(line) if line else ""
 
     def flush(self) -> str:
-        """The end of the stream: release what was held (rewritten)."""
+        """The text part ends for now: release what was held (rewritten).
+
+        More text may still follow in the same markdown (after an event that shows
+        nothing), so the guard keeps its place: inside fenced code, inside a line. A span
+        whose closing run came last is closed, and a line break after it keeps a later
+        backtick from growing that run.
+        """
         line, self._line = self._line, ""
-        # The start of a last line inside fenced code is code (or its closing fence).
+        mid_line = bool(line) or self._routing is not None
         if self._mode == "fence":
-            out = line
+            out = self._fence_code(line, final=True)
+            if line:  # a closing fence may still be completing: from here, trust no code
+                self._mode, self._routing = "uncertain", None
         elif self._mode == "uncertain":
             out = self._text_feed(line)
         else:
-            # Text may follow after a tool card, so a span still open is not closed here.
-            out = self._inline_feed(line) + self._inline_stop(closing=False)
-        self._routing = None
+            out = self._inline_feed(line) + self._inline_stop(closing=False, final=True)
+            if out.endswith("\n") or not mid_line:
+                self._routing = None
+            else:
+                self._routing = "text"
         return out + self._text_flush()
+
+    def end(self) -> str:
+        """The markdown ends here (a tool card or the message's end follows): release
+        what was held, and start afresh, as the browser starts a new markdown document
+        after a card.
+
+        Example:
+            >>> guard = ImageGuard()
+            >>> guard.feed("```\\nopen fence") + guard.end() + guard.feed("<b>")
+            '```\\nopen fence<\\u200bb>'
+        """
+        out = self.flush()
+        self._reset()
+        return out
+
+    def _fence_code(self, text: str, *, final: bool = False) -> str:
+        """Fenced code as sent: byte-exact, but for a ``<`` that starts ``<thinking``
+        (held back while it might)."""
+        text, self._fence_tail = self._fence_tail + text, ""
+        if not final:
+            cut = text.rfind("<")
+            if cut >= 0 and any(p.startswith(text[cut:]) for p in _THINKING_PREFIXES):
+                text, self._fence_tail = text[:cut], text[cut:]
+        return _THINKING.sub(_BREAK, text if not final else _break_partial(text))
 
     # ------------------------------------------------------------------ inline code
 
@@ -307,6 +362,9 @@ class ImageGuard:
         if len(body) == len(part):
             return out
         out += self._inline_stop(closing=True) + self._text_feed(part[len(body) :])
+        if self._link:  # a destination or label left open may go on: a title, a label
+            self._clean = False
+        self._link, self._url = "", False
         if self._blank:  # a blank line ends the paragraph; no rewrite may reach across it
             out += self._text_flush()
             self._clean = True
@@ -327,14 +385,27 @@ class ImageGuard:
 
     def _scan_text(self, text: str, position: int, out: list[str]) -> int:
         """Outside a span: up to and through the next escape or backtick run."""
+        if self._link or self._url:
+            return self._scan_link(text, position, out)
         match = _TICK_OR_ESCAPE.search(text, position)
         special = len(text) if match is None else match.start()
-        if _RISKY.search(self._ctx + text[position : special + 1]):
+        window = self._ctx + text[position : special + 1]
+        risky = _RISKY.search(window)
+        link = _new(_LINK_START, window, len(self._ctx)) or _new(_URL, window, len(self._ctx))
+        if risky is not None and (link is None or risky.start() < link.start()):
             self._clean = False
             return position
+        if link is not None:
+            # Up to the link's "(" / "[" or the URL's start: then its own rules.
+            end = position + link.end() - len(self._ctx)
+            self._plain(text[position:end], out)
+            if link.group().startswith("]"):
+                self._link = link.group()[1]
+            else:
+                self._url = True
+            return end
         plain = text[position:special]
-        out.append(self._text_feed(plain))
-        self._ctx = (self._ctx + plain)[-3:]
+        self._plain(plain, out)
         if special == len(text):
             return special
         if text[special] == "\\":
@@ -342,8 +413,7 @@ class ImageGuard:
                 self._pend = "\\"  # what it escapes comes next
                 return len(text)
             escaped = text[special : special + (2 if text[special + 1] in _ESCAPABLE else 1)]
-            out.append(self._text_feed(escaped))  # an escaped backtick opens nothing
-            self._ctx = (self._ctx + escaped)[-3:]
+            self._plain(escaped, out)  # an escaped backtick opens nothing
             return special + len(escaped)
         run = _TICKS.match(text, special)
         assert run is not None
@@ -353,6 +423,37 @@ class ImageGuard:
         out.append(self._text_flush() + run.group())  # what the text stage held goes first
         self._open, self._ctx = len(run.group()), ""
         return run.end()
+
+    def _plain(self, text: str, out: list[str]) -> None:
+        """Text outside code, to the text stage; its end kept for tokens over chunks."""
+        out.append(self._text_feed(text))
+        self._ctx = (self._ctx + text)[-3:]
+
+    def _scan_link(self, text: str, position: int, out: list[str]) -> int:
+        """Inside a link's destination or label, or a possible URL: to where it ends.
+
+        A destination ``(...)`` or label ``[...]`` holding none of ``_LINK_STOP`` takes no
+        backtick whether or not the browser makes it a link, and ends at its ``)`` or
+        ``]``; a URL ends at whitespace. Anything else stops trusting spans.
+        """
+        stop = (_LINK_STOP[self._link] if self._link else _URL_STOP).search(text, position)
+        end = len(text) if stop is None else stop.start()
+        plain = text[position:end]
+        if self._link and _URL.search(self._ctx + plain):
+            self._url = True  # not a link after all? then a URL, to the next whitespace
+        self._plain(plain, out)
+        if stop is None:
+            return end
+        char = text[end]
+        if self._link and char == _LINK_END[self._link]:
+            self._link = ""
+            self._plain(char, out)
+            return end + 1
+        if not self._link and char.isspace():
+            self._url = False
+            return end
+        self._clean, self._link, self._url = False, "", False
+        return end
 
     def _scan_code(self, text: str, position: int, out: list[str]) -> int:
         """Inside a span: up to and through the next backtick run (or a "|")."""
@@ -377,7 +478,8 @@ class ImageGuard:
         if len(run) != self._open:
             self._code_text(run, out)
             return
-        out.append(self._code + run)  # closed on its line: code for the browser too
+        # Closed on its line: code for the browser too (but for "<thinking", see there).
+        out.append(_THINKING.sub(_BREAK, self._code) + run)
         self._code, self._open, self._ctx = "", 0, "`"
 
     def _code_text(self, text: str, out: list[str]) -> None:
@@ -396,12 +498,17 @@ class ImageGuard:
         code, self._code, self._open, self._clean = self._code, "", 0, False
         return self._text_feed(code)
 
-    def _inline_stop(self, *, closing: bool) -> str:
-        """The line's end (``closing``) or a flush: decide the pending run and open span."""
+    def _inline_stop(self, *, closing: bool, final: bool = False) -> str:
+        """The line's end (``closing``) or a flush (``final``): decide the pending run
+        and the open span."""
         pend, self._pend = self._pend, ""
         out: list[str] = []
-        if pend.startswith("`") and self._open and closing:
+        if pend.startswith("`") and self._open and (closing or final):
+            closes = len(pend) == self._open
             self._code_run(pend, out)
+            if closes and not closing:
+                out.append("\n")  # a later backtick would make the closing run longer
+                self._ctx, self._blank, self._link, self._url = "", True, "", False
         elif pend:
             if self._open:
                 self._code += pend  # maybe not the whole run: more text may follow
@@ -411,6 +518,20 @@ class ImageGuard:
         if self._open:
             out.append(self._distrust())  # open at the line's end: maybe a multi-line span
         return "".join(out)
+
+
+def _new(pattern: re.Pattern[str], window: str, seen: int) -> re.Match[str] | None:
+    """The first match of ``pattern`` in ``window`` that ends after its first ``seen``
+    characters (those were scanned before: a match inside them was acted on then)."""
+    return next((m for m in pattern.finditer(window) if m.end() > seen), None)
+
+
+def _break_partial(text: str) -> str:
+    """``text`` with a trailing start of ``<thinking`` broken too."""
+    cut = text.rfind("<")
+    if cut >= 0 and any(p.startswith(text[cut:]) for p in _THINKING_PREFIXES):
+        return text[:cut] + _BREAK + text[cut + 1 :]
+    return text
 
 
 def _construct_end(text: str, begin: int) -> int | None:

@@ -244,7 +244,7 @@ async def render_events(
             try:
                 event = await paced.next()
             except Exception:
-                held = _release(guard, paced.take())  # the text before a failure still shows
+                held = _release(guard, paced.take(), end=True)  # the text so far still shows
                 if held:
                     yield held
                 for stopped in cards.stopped():
@@ -262,27 +262,33 @@ async def render_events(
                 continue
             if on_event is not None:
                 on_event(event)
-            held = _release(guard, paced.take())  # text first, in order: nothing waits
-            if held:
-                yield held
+            update = None
             if isinstance(event, ToolProgressEvent | ToolEndEvent) and on_progress is not None:
                 update = cards.progress(event)
-                if update is not None:
-                    await on_progress(update)
-            for chunk in _event_chunks(event, waiting, cards, progress=on_progress is not None):
+            chunks = _event_chunks(event, waiting, cards, progress=on_progress is not None)
+            # Text first, in order: nothing waits. A card starts a new markdown document
+            # in the browser, so the guard starts afresh after it.
+            card = bool(chunks) and isinstance(chunks[0], ChatMessage)
+            held = _release(guard, paced.take(), end=card)
+            if held:
+                yield held
+            if update is not None and on_progress is not None:
+                await on_progress(update)
+            for chunk in chunks:
                 yield chunk
     finally:
         await paced.aclose()
-    held = _release(guard, paced.take())
+    held = _release(guard, paced.take(), end=True)
     if held:
         yield held
     for stopped in cards.stopped():  # a run whose stop was not shown (see _chat_session)
         yield stopped
 
 
-def _release(guard: ImageGuard, text: str) -> str:
-    """``text`` through the guard, nothing held back (the text part has ended)."""
-    return (guard.feed(text) if text else "") + guard.flush()
+def _release(guard: ImageGuard, text: str, *, end: bool = False) -> str:
+    """``text`` through the guard, nothing held back (the text part has ended; with
+    ``end``, the markdown too: a card or the message's end follows)."""
+    return (guard.feed(text) if text else "") + (guard.end() if end else guard.flush())
 
 
 def _event_chunks(
