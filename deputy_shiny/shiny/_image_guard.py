@@ -20,9 +20,14 @@ through an ``<iframe srcdoc>``, or restyle the page (hide the Deny button). So
   a run of N backticks closed by the next run of exactly N on the same line, holding
   no ``|`` (a table splits cells there), with nothing earlier in the paragraph that
   could pair backticks otherwise (a backtick run left open, a link destination or
-  label ``](`` ``][`` ``]:``, a footnote ``[^``, an image ``![``, an autolink
-  ``://`` ``www.`` or a ``<`` that could start one). Anywhere else a span's ``<``
-  still gets the zero-width space;
+  label holding a backtick, quote, ``(``, ``<`` or backslash, a definition ``]:``, a
+  footnote ``[^``, an image ``![``, a URL literal ``://`` ``www.`` reaching a backtick
+  before whitespace, or a ``<`` that could start an autolink). Anywhere else a span's
+  ``<`` still gets the zero-width space. ``<thinking`` gets it even in code:
+  shinychat's stream splitter reads fences its own way and would open a thinking
+  block there. A span closing as the text ends is closed, with a line break after it;
+  :meth:`ImageGuard.end` (before a tool card, at the end) starts afresh, as the
+  browser renders the text after a card as a new markdown document;
 * markdown images (``![alt](url)``) load only from the allowed origins (or ``data:``
   images); any other becomes the inert text ``[image blocked: alt (origin)]``.
   Reference-style images (``![alt][ref]``) can't be checked, so their ``!`` is
