@@ -245,13 +245,21 @@ def permissions_standard(working_dir: str | os.PathLike[str] | None = None) -> P
 
 
 def permissions_plan(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
-    """Plan mode: read and think; no writes, no code, no custom tools that modify.
+    """Plan mode: read and research; no writes, no code, no custom tools that modify.
+
+    As in deputy, planning may look things up: ``web`` is on, so the built-in
+    ``web_fetch`` and ``web_search`` and custom tools declared read-only but open-world
+    (an MCP search, say) are allowed. Turn it off with
+    ``permissions_plan().model_copy(update={"web": False})``.
 
     Example:
-        >>> permissions_plan().mode
-        'plan'
+        >>> plan = permissions_plan()
+        >>> plan.mode, plan.web
+        ('plan', True)
     """
-    return _mode_default("plan", working_dir)
+    return Permissions(
+        mode="plan", web=True, working_dir=None if working_dir is None else os.fspath(working_dir)
+    )
 
 
 def permissions_readonly(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
