@@ -89,7 +89,14 @@ if TYPE_CHECKING:
     from .persistence.approvals import ApprovalContinuation
     from .persistence.checkpoints import FileCheckpoint, FileJournal, FileRewind
     from .sandbox import Sandbox, sandbox_unavailable_reason
-    from .skills import Skill, skill_check_requirements, skill_create, skill_load
+    from .skills import (
+        Skill,
+        SkillInfo,
+        skill_check_requirements,
+        skill_create,
+        skill_load,
+        skills_list,
+    )
     from .tools import (
         Tool,
         ToolAnnotations,
@@ -204,7 +211,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".persistence.approvals": ("ApprovalContinuation",),
     ".persistence.checkpoints": ("FileCheckpoint", "FileJournal", "FileRewind"),
     ".sandbox": ("Sandbox", "sandbox_unavailable_reason"),
-    ".skills": ("Skill", "skill_check_requirements", "skill_create", "skill_load"),
+    ".skills": (
+        "Skill",
+        "SkillInfo",
+        "skill_check_requirements",
+        "skill_create",
+        "skill_load",
+        "skills_list",
+    ),
     ".tools": (
         "Tool",
         "ToolAnnotations",
@@ -319,6 +333,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailableError",
     "Skill",
+    "SkillInfo",
     "StopReason",
     "StructuredOutputError",
     "Tool",
@@ -352,6 +367,7 @@ __all__ = [
     "skill_check_requirements",
     "skill_create",
     "skill_load",
+    "skills_list",
     "tool",
     "tool_annotations",
     "tool_ask_user",

@@ -137,6 +137,56 @@ class ApprovalDecision(BaseModel):
         return cls(approved=False, stop=True, message=message)
 
 
+PROMPT_ANSWER_MAX_CHARS = 64 * 1024
+
+
+def prompt_tool_decision(value: object) -> ApprovalDecision | str:
+    """A permission prompt tool's answer as a decision, or why it is no answer.
+
+    The answer is untrusted (a remote service, or text shaped by whatever reached it),
+    so only exactly this approves: a JSON object (or a dict) whose ``behavior`` is
+    ``"allow"``, with an optional ``updatedInput`` object (checked again by the policy,
+    as a person's edit is). ``{"behavior": "deny"}`` denies with its ``message`` (a
+    string), and ``"interrupt": true`` also stops the run. Anything else (prose,
+    JSON inside prose, another behavior, a wrong type, over 64 KiB) is a string saying
+    what is wrong, and the call is denied.
+
+    Example:
+        >>> prompt_tool_decision('{"behavior": "allow"}').approved
+        True
+        >>> prompt_tool_decision('{"behavior": "deny", "message": "No."}').message
+        'No.'
+        >>> prompt_tool_decision('Sure! {"behavior": "allow"}')
+        'the answer is not a JSON object'
+    """
+    import json
+
+    if isinstance(value, str):
+        if len(value) > PROMPT_ANSWER_MAX_CHARS:
+            return f"the answer is over {PROMPT_ANSWER_MAX_CHARS // 1024} KiB"
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return "the answer is not a JSON object"
+    if not isinstance(value, dict):
+        return "the answer is not a JSON object"
+    behavior = value.get("behavior")
+    if behavior == "allow":
+        edited = value.get("updatedInput")
+        if edited is not None and not isinstance(edited, dict):
+            return "its updatedInput is not an object"
+        return ApprovalDecision.approve(updated_input=edited)
+    if behavior == "deny":
+        message = value.get("message")
+        if message is not None and not isinstance(message, str):
+            return "its message is not a string"
+        interrupt = value.get("interrupt", False)
+        if not isinstance(interrupt, bool):
+            return "its interrupt is not true or false"
+        return ApprovalDecision(approved=False, message=message, stop=interrupt)
+    return f'its behavior is {str(behavior)[:40]!r}, not "allow" or "deny"'
+
+
 ApprovalStatus = Literal["requested", "approved", "denied", "timeout", "pending_durable"]
 
 ApprovalHandler = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]

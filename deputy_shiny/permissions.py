@@ -5,7 +5,8 @@ goes through one evaluation, in order, and the first DENY ends it:
 
 1. a malformed tool name or arguments that fail the schema: an error result;
 2. tool gating (case-insensitive): a tool on the denylist, or missing from a non-empty
-   allowlist, is a hard DENY (``ask_user`` included);
+   allowlist, is a hard DENY (``ask_user`` included), and so is the model calling the
+   ``permission_prompt_tool_name`` tool;
 3. the path policy for built-in file tools (see :mod:`deputy_shiny._paths`): hard DENY;
 4. the mode and the capability flags, by tool kind and effective annotations
    (the table in :func:`mode_decision`): a soft DENY;
@@ -18,7 +19,8 @@ goes through one evaluation, in order, and the first DENY ends it:
    ``PermissionResultAllow``; they never lift a hard DENY;
 8. ``PreToolUse`` hooks: "deny" denies, "ask" asks, "allow" changes nothing; an
    exception or a timeout denies;
-9. ASK goes to the agent's ``approval_handler``, else DENY ("no one can approve").
+9. ASK goes to the ``permission_prompt_tool_name`` tool when one is named, else to the
+   agent's ``approval_handler``, else DENY ("no one can approve").
 
 Steps 1-6 live here (:func:`evaluate`); the engine adds the hooks and approvals.
 
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ._paths import PathDenied, confine
 from ._util import sync as _sync
@@ -95,6 +97,28 @@ def allowed_modes(mode: str) -> list[PermissionMode]:
 # Arguments that hold paths (or path patterns) in the built-in file tools.
 PATH_ARGUMENTS = ("path", "pattern")
 
+BUILTIN_TOOL_NAMES = frozenset(
+    {
+        "read_file",
+        "read_markdown",
+        "write_file",
+        "edit_file",
+        "multi_edit",
+        "list_files",
+        "glob_files",
+        "grep_files",
+        "run_python",
+        "run_bash",
+        "read_csv",
+        "web_fetch",
+        "web_search",
+        "ask_user",
+        "delegate",
+    }
+)
+"""The built-in tools' names (and the lead's ``delegate``): none may be the permission
+prompt tool, whose answer decides approvals."""
+
 
 class Permissions(FrozenConfig):
     """The policy every tool call is checked against (frozen; revise with ``model_copy``).
@@ -121,6 +145,15 @@ class Permissions(FrozenConfig):
             ``"destructive"``, ``"open_world"``.
         can_use_tool: ``callback(tool_name, tool_input, context)``, sync or async,
             returning a ``PermissionResult*``; anything else, or an exception, denies.
+        permission_prompt_tool_name: A registered tool (an MCP approval service, say)
+            that decides every ASK instead of the approval handler (step 9). The
+            engine calls it with ``{"tool_name", "input", "tool_use_id"}``; it answers
+            the JSON object ``{"behavior": "allow", "updatedInput": {...}}`` (the edit
+            is optional, and checked again like a person's) or ``{"behavior": "deny",
+            "message": "..."}`` (``"interrupt": true`` also ends the run). Any other
+            answer, an error, or a missing tool denies, saying why. The model may not
+            call this tool itself (a hard DENY at step 2). A built-in tool's name is
+            refused here: none of them answers approvals.
         working_dir: The directory the policy is for; None means the agent's.
 
     Example:
@@ -145,6 +178,7 @@ class Permissions(FrozenConfig):
     approval_tools: tuple[str, ...] = ()
     approval_effects: tuple[ApprovalEffect, ...] = ()
     can_use_tool: Callable[..., Any] | None = None
+    permission_prompt_tool_name: str | None = None
     working_dir: str | None = None
 
     @field_validator("file_write", mode="before")
@@ -196,6 +230,31 @@ class Permissions(FrozenConfig):
             raise ValueError("must be a function (tool_name, tool_input, context)")
         return value
 
+    @field_validator("permission_prompt_tool_name", mode="before")
+    @classmethod
+    def _prompt_tool(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("must be a tool name (or None)")
+        name = value.strip()
+        if name.lower() in BUILTIN_TOOL_NAMES:
+            raise ValueError(
+                f"{name!r} is a built-in tool, which cannot answer approvals; name a tool "
+                'that returns {"behavior": "allow" | "deny"} (an MCP approval tool, say)'
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _prompt_tool_not_denied(self) -> Permissions:
+        prompt = self.permission_prompt_tool_name
+        if prompt is not None and prompt.lower() in {n.lower() for n in self.tool_denylist}:
+            raise ValueError(
+                f"permission_prompt_tool_name {prompt!r} is on the tool_denylist; "
+                "no one could approve anything"
+            )
+        return self
+
     @field_validator("working_dir", mode="before")
     @classmethod
     def _working_dir(cls, value: object) -> object:
@@ -245,13 +304,21 @@ def permissions_standard(working_dir: str | os.PathLike[str] | None = None) -> P
 
 
 def permissions_plan(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
-    """Plan mode: read and think; no writes, no code, no custom tools that modify.
+    """Plan mode: read and research; no writes, no code, no custom tools that modify.
+
+    As in deputy, planning may look things up: ``web`` is on, so the built-in
+    ``web_fetch`` and ``web_search`` and custom tools declared read-only but open-world
+    (an MCP search, say) are allowed. Turn it off with
+    ``permissions_plan().model_copy(update={"web": False})``.
 
     Example:
-        >>> permissions_plan().mode
-        'plan'
+        >>> plan = permissions_plan()
+        >>> plan.mode, plan.web
+        ('plan', True)
     """
-    return _mode_default("plan", working_dir)
+    return Permissions(
+        mode="plan", web=True, working_dir=None if working_dir is None else os.fspath(working_dir)
+    )
 
 
 def permissions_readonly(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
@@ -376,9 +443,10 @@ class PermissionDecision:
     Attributes:
         decision: ``"allow"``, ``"deny"`` or ``"ask"``.
         reason: Why, in words a UI can show and a model can act on.
-        step: Which step decided: ``arguments``, ``denylist``, ``allowlist``, ``path_policy``,
-            ``mode``, ``approval_rules``, ``can_use_tool``, ``permission_request_hook``,
-            ``pre_tool_use_hook``, ``approval`` (or ``allowed`` when nothing objected).
+        step: Which step decided: ``arguments``, ``denylist``, ``allowlist``,
+            ``permission_prompt``, ``path_policy``, ``mode``, ``approval_rules``,
+            ``can_use_tool``, ``permission_request_hook``, ``pre_tool_use_hook``,
+            ``approval`` (or ``allowed`` when nothing objected).
         hard: A hard DENY (tool gating, path policy, bad arguments) that nothing lifts.
         arguments: The validated arguments (None when they failed).
         interrupt: A ``can_use_tool`` DENY with ``interrupt=True``: the run ends after
@@ -446,6 +514,15 @@ def tool_gating(name: str, permissions: Permissions) -> PermissionDecision | Non
     lowered = name.lower()
     if lowered in {n.lower() for n in permissions.tool_denylist}:
         return _deny(f"{name} is on the tool denylist.", "denylist", hard=True)
+    prompt = permissions.permission_prompt_tool_name
+    if prompt is not None and lowered == prompt.lower():
+        # Its answer approves other calls: a model (or a prompt injection) calling it
+        # could only probe or spam the approver, so only the engine calls it.
+        return _deny(
+            f"{name} decides approvals (permission_prompt_tool_name); the model may not call it.",
+            "permission_prompt",
+            hard=True,
+        )
     allowlist = {n.lower() for n in permissions.tool_allowlist}
     if allowlist and lowered not in allowlist:
         return _deny(

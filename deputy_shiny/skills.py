@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import logging
 import os
 import re
 import sys
@@ -53,12 +54,15 @@ from .tools._tool import Tool, tool
 
 # packaging and yaml are imported where they are used, keeping `import deputy_shiny` lean.
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "SKILL_MD",
     "SKILL_YAML",
     "Skill",
     "SkillCheck",
     "SkillError",
+    "SkillInfo",
     "SkillLoadError",
     "SkillRequirements",
     "prepare_skill",
@@ -66,6 +70,7 @@ __all__ = [
     "skill_create",
     "skill_load",
     "skill_prompt_section",
+    "skills_list",
 ]
 
 SKILL_MD = "SKILL.md"
@@ -420,6 +425,19 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
         ('concise', 'Short answers.', 'Be brief.')
     """
     root = _skill_root(path)
+    fields, origin = _read_fields(root)
+    tool_specs = fields.pop("tools", None)
+    # Validate every field, and every tool entry, before any tool file runs.
+    skill = _validated_skill(fields, origin)
+    if tool_specs is None:
+        return skill
+    specs = _tool_specs(tool_specs, root, origin["tools"])
+    tools = _import_tools(specs, skill.name)
+    return _validated_skill({**fields, "tools": tools}, origin)
+
+
+def _read_fields(root: Path) -> tuple[dict[str, Any], dict[str, Path]]:
+    """A skill directory's fields (``tools`` still unchecked) and the file each came from."""
     md_path, yaml_path = root / SKILL_MD, root / SKILL_YAML
     has_md, has_yaml = md_path.is_file(), yaml_path.is_file()
     if not has_md and not has_yaml:
@@ -441,15 +459,92 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
         fields["prompt"], origin["prompt"] = body, md_path
     if "version" in fields:
         fields["version"] = _version_text(fields["version"], origin["version"])
+    return fields, origin
 
-    tool_specs = fields.pop("tools", None)
-    # Validate every field, and every tool entry, before any tool file runs.
-    skill = _validated_skill(fields, origin)
-    if tool_specs is None:
-        return skill
-    specs = _tool_specs(tool_specs, root, origin["tools"])
-    tools = _import_tools(specs, skill.name)
-    return _validated_skill({**fields, "tools": tools}, origin)
+
+class SkillInfo(_SkillValue):
+    """One skill :func:`skills_list` found: what it says about itself (frozen).
+
+    Attributes:
+        name / version / description: From its SKILL.md front matter or SKILL.yaml.
+        path: Its directory (absolute), ready for :func:`skill_load`.
+        tools: The names of the tools it declares (their files are not run).
+        error: Why :func:`skill_load` would refuse it (None: it reads cleanly); then
+            ``name`` is the directory's name.
+    """
+
+    name: StrictStr
+    path: StrictStr
+    version: StrictStr = "0.0.0"
+    description: StrictStr = ""
+    tools: tuple[StrictStr, ...] = ()
+    error: StrictStr | None = None
+
+
+def skills_list(path: str | os.PathLike[str] = "skills") -> list[SkillInfo]:
+    """The skills in the folders under ``path``, by folder name, read but never run.
+
+    Each subfolder holding ``SKILL.md`` and/or ``SKILL.yaml`` is a skill, checked as
+    :func:`skill_load` checks it, but no tool file runs. One that :func:`skill_load`
+    would refuse (bad YAML, no front matter, a tool file outside its folder, a near
+    miss such as ``skill.md``) is listed with ``error`` saying why and logged at
+    WARNING: one broken skill neither hides the others nor passes silently. Other
+    folders, and hidden ones, are skipped. It only reads local files, like
+    :func:`skill_load`; on an event loop, call it through ``asyncio.to_thread``.
+
+    Raises :class:`SkillLoadError` when ``path`` does not exist, is not a folder, or
+    is a skill folder itself (pass its parent, or use :func:`skill_load`).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "concise").mkdir()
+        >>> _ = (root / "concise" / "SKILL.md").write_text(
+        ...     "---\\nname: concise\\ndescription: Short answers.\\n---\\nBe brief.\\n")
+        >>> [(s.name, s.description, s.error) for s in skills_list(root)]
+        [('concise', 'Short answers.', None)]
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise SkillLoadError(f"skills_list() needs the path of a folder, got {path!r:.60}.")
+    given = Path(path)
+    if not given.is_dir():
+        what = "is not a folder" if given.exists() else "does not exist"
+        raise SkillLoadError(f"Skills folder {str(given)!r} {what}.")
+    root = given.resolve()
+    if (root / SKILL_MD).is_file() or (root / SKILL_YAML).is_file():
+        raise SkillLoadError(
+            f"{str(root)!r} is a skill folder itself; pass the folder that holds skill "
+            "folders, or load this one with skill_load()."
+        )
+    found = []
+    for folder in sorted(root.iterdir(), key=lambda p: p.name):
+        if folder.name.startswith(".") or not folder.is_dir():
+            continue
+        names = {p.name.lower() for p in folder.iterdir()}
+        if not names & {"skill.md", "skill.yaml", "skill.yml"}:
+            continue
+        found.append(_skill_info(folder.resolve()))
+    return found
+
+
+def _skill_info(folder: Path) -> SkillInfo:
+    """One folder's SkillInfo; a SkillLoadError becomes its ``error``."""
+    try:
+        fields, origin = _read_fields(folder)
+        specs = fields.pop("tools", None)
+        skill = _validated_skill(fields, origin)
+        tools = [] if specs is None else _tool_specs(specs, folder, origin["tools"])
+    except SkillLoadError as exc:
+        logger.warning("skills_list: %s cannot be loaded: %s", folder, exc)
+        return SkillInfo(name=folder.name, path=str(folder), error=str(exc))
+    return SkillInfo(
+        name=skill.name,
+        path=str(folder),
+        version=skill.version,
+        description=skill.description,
+        tools=tuple(spec.name or spec.function for spec in tools),
+    )
 
 
 def _skill_root(path: str | os.PathLike[str]) -> Path:

@@ -26,7 +26,7 @@ from deputy_shiny.delegation import (
     LeadAgent,
     delegation_history,
 )
-from deputy_shiny.errors import DelegationDisclosureError, DelegationError
+from deputy_shiny.errors import ConfigurationError, DelegationDisclosureError, DelegationError
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_read_file, tool_write_file
 from tests.helpers import assert_consistent, local_tool, wait_until
@@ -141,6 +141,71 @@ async def test_bad_tasks_are_refused_before_anything_runs(
         (record,) = lead.list_subagents()
         assert (record.status, record.input_error) == ("not_started", input_error)
     assert sub.requests == []
+
+
+async def test_a_subagent_registered_later_is_offered_and_delegated_to(tmp_path: Path) -> None:
+    reader = AgentDefinition(name="reader", description="Reads files.", tools=["read_file"])
+    (tmp_path / "a.txt").write_text("hello")
+    lead_model = ScriptedModel(
+        [
+            calls(delegate("reader", "Read a.txt")),  # first run: reader is not there yet
+            "No reader.",
+            calls(delegate("reader", "Read a.txt")),
+            "The reader says hello.",
+        ]
+    )
+    sub = ScriptedModel([calls(ScriptedToolCall("read_file", {"path": "a.txt"})), "It says hello."])
+    lead = LeadAgent(
+        lead_model,
+        tools=[tool_write_file(), tool_read_file()],
+        working_dir=tmp_path,
+        subagents=[writer()],
+        subagent_models={"writer": ScriptedModel([])},
+    )
+    first = await lead.run_async("Ask the reader")
+    assert "reader" in tool_outputs(first, "delegate")[0]  # refused by the tool's schema
+    assert lead.list_subagents() == []
+
+    assert lead.register_sub_agent(reader, model=sub) is lead
+    assert lead.available_sub_agents() == ["writer", "reader"]
+    result = await lead.run_async("Ask the reader again")
+
+    # The model was offered the new choice, in the schema and the description alike.
+    (offered,) = [t for t in lead_model.requests[2]["tools"] if t["function"]["name"] == "delegate"]
+    function = offered["function"]
+    assert function["parameters"]["properties"]["agent"]["enum"] == ["reader", "writer"]
+    assert "- reader: Reads files." in function["description"]
+    (old,) = [t for t in lead_model.requests[0]["tools"] if t["function"]["name"] == "delegate"]
+    assert old["function"]["parameters"]["properties"]["agent"]["enum"] == ["writer"]
+    assert result.response == "The reader says hello."
+    (record,) = lead.list_subagents()
+    assert (record.agent_name, record.status, record.response) == (
+        "reader",
+        "completed",
+        "It says hello.",
+    )
+    assert "hello" in sub.requests[1]["messages"][-1]["content"]  # it really read the file
+    assert_consistent(lead)
+
+
+def test_register_sub_agent_refuses_a_clash_and_keeps_a_removed_tool_removed(
+    tmp_path: Path,
+) -> None:
+    lead = LeadAgent(ScriptedModel([]), working_dir=tmp_path)
+    assert lead.available_sub_agents() == [] and "delegate" not in lead.get_tools()
+    lead.register_sub_agent(writer())
+    with pytest.raises(ConfigurationError, match="already a subagent named 'writer'"):
+        lead.register_sub_agent(writer(description="Another."))
+    with pytest.raises(ConfigurationError, match="takes an AgentDefinition"):
+        lead.register_sub_agent({"name": "x"})  # type: ignore[arg-type]
+    lead.register_sub_agent(writer(description="Writes better."), replace=True)
+    assert "Writes better." in lead.get_tools()["delegate"].description
+    assert lead.available_sub_agents() == ["writer"]
+    # The host took the delegate tool away: registering a subagent never brings it back.
+    lead.set_tools([])
+    lead.register_sub_agent(AgentDefinition(name="other", description="Other."))
+    assert lead.available_sub_agents() == ["writer", "other"]
+    assert "delegate" not in lead.get_tools()
 
 
 # --------------------------------------------------------------------------- authority

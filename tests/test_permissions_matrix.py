@@ -299,7 +299,9 @@ MODE_TABLE = [
     ("web_fetch", "standard", {}, "deny"),
     ("web_fetch", "standard", {"web": True}, "allow"),
     ("web_fetch", "plan", {"web": True}, "allow"),
-    ("web_fetch", "plan", {}, "deny"),
+    # permissions_plan() turns web on, as deputy's does; without it plan mode denies.
+    ("web_fetch", "plan", {}, "allow"),
+    ("web_fetch", "plan", {"web": False}, "deny"),
     # The built-in web tools only read: readonly mode allows them when web=True.
     ("web_fetch", "readonly", {"web": True}, "allow"),
     ("web_fetch", "readonly", {}, "deny"),
@@ -307,6 +309,8 @@ MODE_TABLE = [
     ("web_search", "standard", {}, "deny"),
     ("web_search", "standard", {"web": True}, "allow"),
     ("web_search", "plan", {"web": True}, "allow"),
+    ("web_search", "plan", {}, "allow"),
+    ("web_search", "plan", {"web": False}, "deny"),
     ("web_search", "full", {"web": False}, "deny"),
     ("web_search", "readonly", {"web": True}, "allow"),
     ("web_search", "readonly", {}, "deny"),
@@ -352,6 +356,8 @@ CUSTOM_TABLE = [
     (RO_OPEN, "standard", {}, False, "deny"),
     (RO_OPEN, "standard", {"web": True}, False, "allow"),
     (RO_OPEN, "plan", {"web": True}, False, "allow"),
+    (RO_OPEN, "plan", {}, False, "allow"),  # permissions_plan() has web on
+    (RO_OPEN, "plan", {"web": False}, False, "deny"),
     (RO_OPEN, "readonly", {"web": True}, True, "deny"),
     (RO_OPEN, "full", {}, False, "allow"),
     (RO_OPEN, "full", {"web": False}, False, "deny"),

@@ -803,3 +803,96 @@ def test_skill_prompt_section():
     assert skill_prompt_section(skill_create("blank", prompt=" \n ")) == ""
     with pytest.raises(SkillError, match="needs a Skill"):
         skill_prompt_section("concise")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- skills_list
+
+
+def test_skills_list_reads_every_skill_folder_and_runs_no_tool_file(tmp_path: Path) -> None:
+    from deputy_shiny.skills import SkillInfo, skills_list
+
+    root = tmp_path / "skills"
+    write_skill(
+        root / "concise",
+        {"SKILL.md": "---\nname: concise\ndescription: Short answers.\n---\nBe brief.\n"},
+    )
+    write_skill(
+        root / "b-tools",
+        {
+            "SKILL.yaml": """
+                name: counting
+                version: "2.1"
+                description: Counts.
+                tools:
+                  - {file: tools.py, function: count}
+                  - {file: tools.py, function: other, name: renamed}
+            """,
+            # Listing must never run a skill's code: this file would fail if it ran.
+            "tools.py": "raise SystemExit('skills_list ran a tool file')\n",
+        },
+    )
+    (root / "notes").mkdir()  # no skill files: not a skill
+    write_skill(root / ".hidden", {"SKILL.md": "---\nname: hidden\ndescription: x\n---\n"})
+    (root / "README.md").write_text("not a skill folder")
+
+    found = skills_list(root)
+
+    assert found == [
+        SkillInfo(
+            name="counting",
+            path=str((root / "b-tools").resolve()),
+            version="2.1",
+            description="Counts.",
+            tools=("count", "renamed"),
+        ),
+        SkillInfo(
+            name="concise", path=str((root / "concise").resolve()), description="Short answers."
+        ),
+    ]
+    assert skill_load(found[1].path).prompt == "Be brief."
+
+
+def test_skills_list_reports_a_broken_skill_and_keeps_the_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deputy_shiny.skills import skills_list
+
+    root = tmp_path / "skills"
+    write_skill(root / "good", {"SKILL.md": "---\nname: good\ndescription: Fine.\n---\nOk.\n"})
+    write_skill(root / "corrupt", {"SKILL.md": "---\nname: [unclosed\ndescription: x\n---\n"})
+    write_skill(root / "bare", {"SKILL.md": "No front matter at all.\n"})
+    write_skill(root / "lower", {"skill.md": "---\nname: lower\ndescription: x\n---\n"})
+    write_skill(
+        root / "escape", {"SKILL.yaml": "name: esc\ntools: [{file: ../x.py, function: f}]\n"}
+    )
+
+    with caplog.at_level("WARNING", logger="deputy_shiny.skills"):
+        found = {info.path.rsplit(os.sep, 1)[-1]: info for info in skills_list(root)}
+
+    assert sorted(found) == ["bare", "corrupt", "escape", "good", "lower"]
+    assert found["good"].error is None and found["good"].name == "good"
+    for folder, says in [
+        ("corrupt", "SKILL.md"),
+        ("bare", "no YAML front matter"),
+        ("lower", "found skill.md"),
+        ("escape", "tools[0].file"),
+    ]:
+        info = found[folder]
+        assert info.name == folder and info.error is not None and says in info.error, info
+    assert sum("cannot be loaded" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_skills_list_refuses_a_path_that_is_no_skills_folder(tmp_path: Path) -> None:
+    from deputy_shiny.skills import skills_list
+
+    with pytest.raises(SkillLoadError, match="does not exist"):
+        skills_list(tmp_path / "missing")
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(SkillLoadError, match="is not a folder"):
+        skills_list(tmp_path / "file.txt")
+    write_skill(tmp_path / "one", {"SKILL.md": "---\nname: one\ndescription: x\n---\n"})
+    with pytest.raises(SkillLoadError, match="is a skill folder itself"):
+        skills_list(tmp_path / "one")
+    with pytest.raises(SkillLoadError, match="needs the path"):
+        skills_list(3)  # type: ignore[arg-type]
+    assert [info.name for info in skills_list(tmp_path)] == ["one"]  # its parent lists it

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._util.interrupt import Guard, Interrupted
-from ..approvals import ApprovalDecision, ApprovalRequest
+from ..approvals import ApprovalDecision, ApprovalRequest, prompt_tool_decision
 from ..conversation import Conversation
 from ..errors import ToolArgumentsError
 from ..events import ApprovalEvent, HookEvent, PermissionEvent
@@ -32,8 +32,9 @@ from ..permissions import (
     evaluate,
     is_soft_denial,
     permission_context,
+    tool_kind,
 )
-from ..tools import Tool, tool_metadata
+from ..tools import Tool, tool_context, tool_metadata
 from .deps import RunDeps
 from .durable import json_only_problem
 
@@ -296,6 +297,10 @@ class ToolGate:
                 ),
             )
             return
+        if deps.permissions.permission_prompt_tool_name is not None:
+            async for event in self._ask_prompt_tool(request, tool, arguments, decision, verdict):
+                yield event
+            return
         handler = deps.approval_handler
         if handler is None and deps.durable is None:
             verdict.reason = f"{decision.reason} No one can approve this call, so it is denied."
@@ -303,19 +308,7 @@ class ToolGate:
                 request, PermissionDecision("deny", verdict.reason, "approval")
             )
             return
-        approval = ApprovalRequest(
-            call_id=request.id,
-            tool_name=tool.name,
-            description=tool.description,
-            annotations=dict(tool_metadata(tool)["annotations"]),
-            arguments=arguments,
-            input_schema=tool.parameters,
-            reason=decision.reason,
-            agent_id=deps.agent_id,
-            session_id=deps.session_id,
-            run_id=self.run_id,
-            calls_after=calls_after,
-        )
+        approval = self._approval_request(request, tool, arguments, decision, calls_after)
         if handler is None:
             # Step 9's durable branch: the call is saved and the run pauses on it. It will
             # run from its saved JSON, so the tool must take JSON-only arguments.
@@ -350,6 +343,81 @@ class ToolGate:
         async for event in self._apply(approval, request, tool, arguments, answer, verdict):
             yield event
 
+    async def _ask_prompt_tool(
+        self,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        decision: PermissionDecision,
+        verdict: Verdict,
+    ) -> AsyncIterator[Any]:
+        """Step 9 through ``permission_prompt_tool_name``: that tool's answer decides.
+
+        Its answer is untrusted input: only a well-formed allow approves (see
+        :func:`~deputy_shiny.approvals.prompt_tool_decision`); anything else denies.
+        """
+        deps = self.deps
+        name = deps.permissions.permission_prompt_tool_name
+        prompt = deps.tools.get(name) if isinstance(name, str) else None
+        if prompt is None or tool_kind(prompt) != "custom":
+            why = "is not registered" if prompt is None else "is a built-in tool"
+            verdict.reason = (
+                f"{decision.reason} The permission prompt tool {name!r} {why}, so no one "
+                "can approve this call."
+            )
+            yield self._permission_event(
+                request, PermissionDecision("deny", verdict.reason, "approval")
+            )
+            return
+        approval = self._approval_request(request, tool, arguments, decision, 0)
+        yield self._approval_event(approval, "requested")
+        question = {"tool_name": tool.name, "input": arguments, "tool_use_id": request.id}
+        ask = ContentToolRequest(id=request.id, name=prompt.name, arguments=question)
+        try:
+            parsed = prompt.parse_arguments(question)
+            context = deps.tool_context(self.run_id, self.run_context, ask)
+            with tool_context(context):
+                value = await self.guard(prompt.invoke(parsed))
+            answer = prompt_tool_decision(value)
+        except Interrupted:
+            raise
+        except Exception as exc:
+            logger.warning("permission prompt tool failed; denying the call", exc_info=True)
+            answer = f"it failed ({type(exc).__name__}: {str(exc)[:200]})"
+        if isinstance(answer, str):
+            verdict.reason = (
+                f"The permission prompt tool {prompt.name!r} gave no valid answer: {answer}; "
+                "the call is denied."
+            )
+            yield self._approval_event(approval, "denied")
+            return
+        by = f"the permission prompt tool {prompt.name!r}"
+        async for event in self._apply(approval, request, tool, arguments, answer, verdict, by=by):
+            yield event
+
+    def _approval_request(
+        self,
+        request: ContentToolRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        decision: PermissionDecision,
+        calls_after: int,
+    ) -> ApprovalRequest:
+        deps = self.deps
+        return ApprovalRequest(
+            call_id=request.id,
+            tool_name=tool.name,
+            description=tool.description,
+            annotations=dict(tool_metadata(tool)["annotations"]),
+            arguments=arguments,
+            input_schema=tool.parameters,
+            reason=decision.reason,
+            agent_id=deps.agent_id,
+            session_id=deps.session_id,
+            run_id=self.run_id,
+            calls_after=calls_after,
+        )
+
     async def resume(
         self,
         approval: ApprovalRequest,
@@ -378,12 +446,13 @@ class ToolGate:
         verdict: Verdict,
         *,
         recheck: bool = False,
+        by: str = "the user",
     ) -> AsyncIterator[Any]:
         """A person's answer: deny, stop the run, or run the call (edited input re-checked)."""
         if not answer.approved:
             told = f": {answer.message}" if answer.message else "."
             verdict.reason = (
-                "The user stopped the run" if answer.stop else "Denied by the user"
+                f"{by[:1].upper()}{by[1:]} stopped the run" if answer.stop else f"Denied by {by}"
             ) + told
             if answer.stop:
                 verdict.stop_run = verdict.reason

@@ -100,6 +100,7 @@ class Delegations:
         self._lead_ref = weakref.ref(lead)
         self._host = host
         self.definitions = by_name
+        self._tool: Tool | None = None  # the delegate tool this object last registered
         self._models = dict(models or {})
         self.max_depth = max_depth
         self.max_concurrency = max_concurrency
@@ -107,6 +108,45 @@ class Delegations:
         self._slots: weakref.WeakKeyDictionary[SharedBudget, _RunSlots] = (
             weakref.WeakKeyDictionary()
         )
+
+    # ------------------------------------------------------------------ definitions
+
+    def register(
+        self, definition: AgentDefinition, *, model: Any = None, replace: bool = False
+    ) -> None:
+        """Add (or with ``replace``, replace) a subagent, and bring the tool in step.
+
+        The ``delegate`` tool's choices and description list every subagent, so it is
+        registered again: on the lead's next run the model sees the new one. A lead
+        whose ``delegate`` tool was taken away (``set_tools``) does not get it back.
+        """
+        if not isinstance(definition, AgentDefinition):
+            raise ConfigurationError(
+                f"register_sub_agent() takes an AgentDefinition, not {type(definition).__name__}"
+            )
+        if definition.name in self.definitions and not replace:
+            raise ConfigurationError(
+                f"there is already a subagent named {definition.name!r}; pass replace=True "
+                "to replace it"
+            )
+        # Copied, not changed in place: a delegation under way keeps reading a whole table.
+        self.definitions = {**self.definitions, definition.name: definition}
+        if model is not None:
+            self._models[definition.name] = model
+        elif replace:
+            self._models.pop(definition.name, None)
+        self.install()
+
+    def install(self) -> None:
+        """Register the ``delegate`` tool for the current definitions (none: no tool)."""
+        lead = self._lead
+        if not self.definitions:
+            return
+        current = lead.get_tools().get(DELEGATE_TOOL)
+        if self._tool is not None and current is not self._tool:
+            return  # the host removed or replaced it: registering is not authorizing
+        self._tool = self.tool()
+        lead.register_tool(self._tool, replace=current is not None)
 
     # ------------------------------------------------------------------ the tool
 

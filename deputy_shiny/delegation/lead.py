@@ -57,7 +57,9 @@ class LeadAgent(Agent):
 
     Args:
         model: As for :class:`~deputy_shiny.Agent`.
-        subagents: The :class:`AgentDefinition` of each subagent it may call.
+        subagents: The :class:`AgentDefinition` of each subagent it may call (more
+            can be added with :meth:`register_sub_agent`; with none, the lead has no
+            ``delegate`` tool until one is registered).
         subagent_models: Models for named subagents, overriding their definition's
             ``model`` (e.g. test models).
         max_depth: How deep delegations may nest (1: subagents cannot delegate).
@@ -72,7 +74,7 @@ class LeadAgent(Agent):
         self,
         model: ModelLike,
         *,
-        subagents: Sequence[AgentDefinition],
+        subagents: Sequence[AgentDefinition] = (),
         subagent_models: Mapping[str, ModelLike] | None = None,
         max_depth: int = 1,
         max_concurrency: int = 4,
@@ -89,4 +91,43 @@ class LeadAgent(Agent):
             max_concurrency=max_concurrency,
             max_delegations=max_delegations,
         )
-        self.register_tool(self._delegations.tool())
+        self._delegations.install()
+
+    def register_sub_agent(
+        self,
+        definition: AgentDefinition,
+        *,
+        model: ModelLike | None = None,
+        replace: bool = False,
+    ) -> LeadAgent:
+        """Add a subagent after construction; the lead's next run can delegate to it.
+
+        The ``delegate`` tool is registered again with the new choice in its schema and
+        description (so register between runs: a run under way keeps the tool it
+        started with). A name already taken is a ConfigurationError unless
+        ``replace=True``. ``model`` overrides the definition's model, as
+        ``subagent_models`` does.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> lead = LeadAgent(ScriptedModel([]))
+            >>> lead.available_sub_agents(), "delegate" in lead.get_tools()
+            ([], False)
+            >>> _ = lead.register_sub_agent(AgentDefinition(name="helper", description="Helps."))
+            >>> lead.available_sub_agents(), "delegate" in lead.get_tools()
+            (['helper'], True)
+        """
+        self._delegations.register(definition, model=model, replace=replace)
+        return self
+
+    def available_sub_agents(self) -> list[str]:
+        """The names of the subagents the lead can delegate to, in registration order.
+
+        Example:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> LeadAgent(ScriptedModel([]), subagents=[
+            ...     AgentDefinition(name="b", description="B."),
+            ...     AgentDefinition(name="a", description="A.")]).available_sub_agents()
+            ['b', 'a']
+        """
+        return list(self._delegations.definitions)
