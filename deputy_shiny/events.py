@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .messages import ContentToolRequest, ContentToolResult, Turn
+from .messages import Content, ContentToolRequest, ContentToolResult, Turn
 from .usage import AgentUsage, CostSummary, RequestUsage
 
 StopReason = Literal[
@@ -107,6 +107,40 @@ class RequestErrorEvent(_EventBase):
     type: Literal["request_error"] = "request_error"
     error: str
     transient: bool = False
+
+
+class ContentEvent(_EventBase):
+    """A model response held content other than text and tool calls (its reasoning, as a
+    :class:`~deputy_shiny.messages.ContentThinking`): one event per content, in order,
+    before the response's ``text_complete``. ``content_type`` is the content's ``type``
+    (``"thinking"``). Model-written: show it as text, never as markup."""
+
+    type: Literal["content"] = "content"
+    content: Content
+    content_type: str
+
+
+class TurnEvent(_EventBase):
+    """A model turn joined the conversation (after its ``request_end``): ``turn`` is the
+    assistant :class:`~deputy_shiny.messages.Turn`, with its tokens and cost in
+    ``turn.usage``; ``turn_number`` counts the run's model turns from 1."""
+
+    type: Literal["turn"] = "turn"
+    turn: Turn
+    turn_number: int
+
+
+class WarningEvent(_EventBase):
+    """Something went wrong that the run survived, or is about to stop it: ``message``
+    for people, ``code`` for code (``cost_limit_warning``: the run has spent 90% of its
+    cost limit; ``compact_fallback``: compaction used a plain digest because the summary
+    failed), ``details`` the underlying error or numbers. The ``Notification`` hook
+    fires with the same code."""
+
+    type: Literal["warning"] = "warning"
+    message: str
+    code: str = ""
+    details: str = ""
 
 
 class ToolStartEvent(_EventBase):
@@ -286,6 +320,9 @@ AgentEvent = Annotated[
     | TextCompleteEvent
     | RequestEndEvent
     | RequestErrorEvent
+    | ContentEvent
+    | TurnEvent
+    | WarningEvent
     | ToolStartEvent
     | ToolEndEvent
     | ToolProgressEvent

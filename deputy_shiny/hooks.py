@@ -97,6 +97,7 @@ HookPoint = Literal[
     "PreCompact",
     "PostCompact",
     "Notification",
+    "ConfigChange",
 ]
 """The points of a run where hooks fire.
 
@@ -110,13 +111,27 @@ return :class:`HookResultPreCompact` to cancel or supply the summary; ``reason``
 ``PostCompact`` after it (``details``: the
 :class:`~deputy_shiny.context.CompactionRecord` as a dict).
 
-Some points are defined (matchers for them can be made and registered today) but no
-code fires them yet; the upcoming feature that fires each one:
+``Notification`` fires when the agent has something to tell the app outside a run's
+reply, as in deputy; ``context.details`` holds ``message`` (for people), ``level``
+(``"info"`` or ``"warning"``), ``code`` (for code) and what the notice is about:
 
-- ``SubagentStart``, ``SubagentStop``: delegation (``delegation/``), as a lead agent
-  starts and ends a subagent.
-- ``Notification``: notifications, when the agent has something to tell the user
-  outside a run's reply.
+- ``permission_denied``: a tool call was denied (``tool_name``, ``tool_input``,
+  ``call_id``; the denial's reason is the ``message``);
+- a limit's stop reason (``request_limit``, ``cost_limit``...): a usage limit ended the
+  run (``usage``, ``limit``: the run's own limit, None when a budget above it stopped it);
+- ``cost_limit_warning``: the run has spent 90% of its cost limit (``usage``,
+  ``limit``); ``compact_fallback``: compaction used a plain digest (``error``), both
+  also ``warning`` events;
+- ``permission_mode_changed`` (level ``info``): ``set_permission_mode`` narrowed the
+  mode (``previous_mode``, ``permission_mode``).
+
+``ConfigChange`` fires when the agent's configuration changes at runtime:
+``details`` holds ``key`` (``"permission_mode"`` or ``"model"``), ``old_value`` and
+``new_value``. Outside a run (these two, and ``set_model``'s) hooks fire at once when
+no event loop runs in the calling thread; inside one they run in a task of their own,
+so the call that changed the configuration never waits for them.
+
+``SubagentStart`` and ``SubagentStop`` fire as a lead agent starts and ends a subagent.
 
 ``events.HookEvent`` is the *event record* the engine emits after a hook ran; this is
 the name of the hook point.
@@ -255,7 +270,9 @@ class HookContext(CallIdentity):
             approval.
         prompt: The user's message at ``UserPromptSubmit``.
         details: Anything else the event carries (for example ``subagent`` and ``task``
-            at ``SubagentStart``/``SubagentStop``, ``message`` at ``Notification``).
+            at ``SubagentStart``/``SubagentStop``; ``message``, ``level`` and ``code`` at
+            ``Notification``; ``key``, ``old_value`` and ``new_value`` at
+            ``ConfigChange``).
         tool_metadata: At tool events, :func:`~deputy_shiny.tools.tool_metadata` of the
             tool (its source: an MCP tool's server, remote name and connection id), as
             permission callbacks get it; None at other events.

@@ -62,14 +62,20 @@ async def run_pre(
 # --------------------------------------------------------------------------- matcher
 
 
-def test_hook_events_are_the_thirteen_names() -> None:
-    assert len(HOOK_EVENTS) == 13
+def test_hook_events_are_the_fourteen_names() -> None:
+    assert len(HOOK_EVENTS) == 14
     assert deputy_shiny.HookPoint is hooks.HookPoint
     assert not hasattr(deputy_shiny, "HookEventName")  # the old alias is gone
     assert not hasattr(hooks, "HookEventName")
     assert get_args(hooks.HookPoint) == HOOK_EVENTS
     assert not hasattr(hooks, "hook_block_dangerous_bash")  # built-ins: hooks_builtin
-    assert {"PreToolUse", "PostToolUse", "PermissionRequest", "Notification"} <= set(HOOK_EVENTS)
+    assert {
+        "PreToolUse",
+        "PostToolUse",
+        "PermissionRequest",
+        "Notification",
+        "ConfigChange",
+    } <= set(HOOK_EVENTS)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ never reads an Agent's private state. The map, in the order a run meets it:
 * ``state``: what one run carries between steps, and error results;
 * ``tool_calls``: a response's tool calls: the gate, execution, results;
 * ``gate``: permission steps 7-9 per call (permission hooks, PreToolUse, approvals);
+* ``notices``: ``warning`` events and the ``Notification`` hook (denials, limits);
 * ``durable``: what the engine knows of durable approvals (pause and resume);
 * ``structured``: structured output prompts and the check of each reply;
 * ``compaction``: token counts, the kept turns, summaries (ContextRuntime);

@@ -50,6 +50,8 @@ from ..events import (
     LIMIT_STOP_REASONS,
     AgentEvent,
     AgentResult,
+    CompactionErrorEvent,
+    ContentEvent,
     CostSummary,
     FallbackEvent,
     FileCheckpointEvent,
@@ -64,6 +66,7 @@ from ..events import (
     StructuredAttemptEvent,
     TextCompleteEvent,
     TextEvent,
+    TurnEvent,
     UsageEvent,
 )
 from ..hooks import HookContext
@@ -85,6 +88,7 @@ from .budget import Meter, SharedBudget, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
+from .notices import cost_nearing, limit_notice, warn
 from .observer import observer_factory
 from .options import RunOptions
 from .state import (
@@ -235,6 +239,8 @@ class Engine(ToolCalls):
                 st.stop("error", message)
             self._make_consistent(st)
             st.stop("complete")
+            for event in await limit_notice(st):  # a limit ended it: the Notification hook
+                yield event
             for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
                 yield event
             for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
@@ -297,6 +303,8 @@ class Engine(ToolCalls):
                 yield event
             if self._limit_after_request(st):
                 return
+            for event in await cost_nearing(st, partial(self._emit, st)):
+                yield event
             if not turn.tool_requests:
                 if st.options.output_type is not None:
                     async for event in self._structured(st):
@@ -328,6 +336,17 @@ class Engine(ToolCalls):
             ),
         ):
             yield event
+            if isinstance(event, CompactionErrorEvent) and event.fallback == "text":
+                # Survived: the run goes on with a plain digest of what was removed.
+                for warning in await warn(
+                    st,
+                    partial(self._emit, st),
+                    "compact_fallback",
+                    "The conversation was compacted to a plain digest: the summary failed.",
+                    details=event.error,
+                    error=event.error,
+                ):
+                    yield warning
 
     async def compact(
         self,
@@ -526,6 +545,9 @@ class Engine(ToolCalls):
         return turn
 
     async def _after_request_events(self, st: RunState, turn: Turn) -> AsyncIterator[AgentEvent]:
+        for content in turn.contents:  # what is neither text nor a tool call: reasoning
+            if content.type not in ("text", "tool_request"):
+                yield self._emit(st, ContentEvent, content=content, content_type=content.type)
         if turn.text:
             yield self._emit(st, TextCompleteEvent, text=turn.text)
         usage = turn.usage or TurnUsage()
@@ -539,6 +561,8 @@ class Engine(ToolCalls):
             ),
             cost=usage.cost,
         )
+        st.turn_number += 1
+        yield self._emit(st, TurnEvent, turn=turn, turn_number=st.turn_number)
         yield self._emit(st, UsageEvent, usage=st.usage())
 
     # ---------------------------------------------------------------- structured output

@@ -76,6 +76,8 @@ class RunState:
     results: dict[str, ContentToolResult] = field(default_factory=dict)
     loop_counts: Counter[str] = field(default_factory=Counter)
     hook_stop: str | None = None
+    turn_number: int = 0  # the run's model turns so far (the ``turn`` events count them)
+    cost_warned: bool = False  # the cost_limit_warning was sent (once a run)
     observer: RunObserver | None = None  # tracing (None: off)
 
     @property

@@ -45,6 +45,7 @@ from ..tools._context import ProgressSink
 from .budget import current_budget
 from .durable import NOT_EXECUTED, Resumption
 from .gate import Verdict
+from .notices import notify
 from .progress import ProgressBoard
 from .state import (
     LOOP_REPEATS,
@@ -112,6 +113,8 @@ class ToolCalls:
                 yield await self._suspend(st, requests[index + 1 :], verdict.suspend)
                 break
             if not verdict.allowed:
+                for event in await _denied(st, request, arguments, verdict):
+                    yield event
                 yield self._finish_call(
                     st, Outcome(error_result(request, f"Denied: {verdict.reason}"))
                 )
@@ -208,6 +211,8 @@ class ToolCalls:
             async for event in self._run_calls(st, [item], on_outcome=resume.executed):
                 yield event
         else:
+            for event in await _denied(st, request, approval.arguments, verdict):
+                yield event
             result = error_result(request, f"Denied: {verdict.reason}")
             await resume.executed(result)
             yield self._finish_call(st, Outcome(result))
@@ -453,3 +458,17 @@ class ToolCalls:
             # A response with tool calls that a limit stopped before they ran.
             st.pending_calls = list(unanswered.tool_requests)
             self._add_results_turn(st, why)
+
+
+async def _denied(
+    st: RunState, request: ContentToolRequest, arguments: dict[str, Any], verdict: Verdict
+) -> list[AgentEvent]:
+    """A denied call's ``Notification`` (code ``permission_denied``), as deputy sends it."""
+    return await notify(
+        st,
+        "permission_denied",
+        verdict.reason,
+        tool_name=request.name,
+        tool_input=dict(arguments),
+        call_id=request.id,
+    )

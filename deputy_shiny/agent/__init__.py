@@ -12,6 +12,8 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_usage.py``: ``get_tokens`` and ``get_cost``, usage by turn as ellmer's;
 - ``_checks.py``: the constructor's argument checks;
 - ``_clone.py``: ``clone()``, the twin rebuilt part by part;
+- ``_config_change.py``: ``HookFirer``, the hooks fired outside a run (``ConfigChange``
+  and its notice, from ``set_permission_mode`` and ``set_model``);
 - ``_guard.py``: :class:`~deputy_shiny.agent._guard.Guard`, the one "retained by another
   agent / running a task" check every component uses;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,

@@ -79,6 +79,7 @@ from ._checks import (
     optional_text,
 )
 from ._clone import clone_agent
+from ._config_change import HookFirer
 from ._context import ContextMethods, ConversationContext
 from ._delegation.host import DelegationHost
 from ._delegation.methods import DelegationMethods, Delegator
@@ -169,6 +170,7 @@ class Agent(
     """
 
     _retainable: ClassVar[bool] = True  # a LeadAgent cannot be retained
+    _hook_firer: HookFirer | None = None  # see _firer()
 
     def __init__(
         self,
@@ -346,7 +348,9 @@ class Agent(
         """Switch to a narrower mode for later tool calls (it takes effect at the next call).
 
         full -> any; standard -> readonly; plan -> readonly; the same mode does nothing;
-        anything else raises (create a new Agent for wider permissions).
+        anything else raises (create a new Agent for wider permissions). A change fires
+        the ``ConfigChange`` hooks (key ``"permission_mode"``), then ``Notification``
+        (code ``permission_mode_changed``).
 
         Example:
             >>> from deputy_shiny.testing import ScriptedModel
@@ -354,10 +358,27 @@ class Agent(
             'readonly'
         """
         self._guard.free("change its permissions")
+        old = self._permissions.mode
         self._permissions = narrow_mode(self._permissions, mode)
         # Provider-native tools can't be checked per call: drop those the new mode refuses.
         self._tools.drop_refused_natives(self._permissions)
+        if old != self._permissions.mode:  # as deputy: ConfigChange, then a notice
+            self._firer().config_change("permission_mode", old, self._permissions.mode)
+            self._firer().notify(
+                "permission_mode_changed",
+                f"Permission mode changed from {old} to {mode}.",
+                previous_mode=old,
+                permission_mode=mode,
+            )
         return self
+
+    def _firer(self) -> HookFirer:
+        """What fires this agent's hooks outside a run (made at the first change)."""
+        if self._hook_firer is None:
+            self._hook_firer = HookFirer(
+                self._hooks, lambda: (self._agent_id, self._session_id, self._run_context)
+            )
+        return self._hook_firer
 
     def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
@@ -736,6 +757,7 @@ class Agent(
 
         The conversation, system prompt and tools carry over. Switching provider drops
         thinking content from the history, since each provider accepts only its own.
+        A change fires the ``ConfigChange`` hooks (key ``"model"``, the model strings).
 
         Example:
             >>> from deputy_shiny.testing import ScriptedModel
@@ -751,7 +773,8 @@ class Agent(
             )
         if new_model.provider != self._model.provider:
             self._conversation.turns = drop_thinking(self._conversation.turns)
-        self._model = new_model
+        old, self._model = self._model, new_model
+        self._firer().config_change("model", old.model, new_model.model)
         return self
 
     # ------------------------------------------------------------ tools

@@ -20,6 +20,9 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   placeholder with text nodes, never markup. The engine already sends at most one
   report per call every 0.1 s, the newest;
 * ``retry``: a note "<the failure> — retrying (2 of 3)…", sent at once like a card;
+* ``warning``: a note "Warning: <its message>" (inert text, like every note); the
+  ``turn`` and ``content`` events show nothing (the reply's text already streamed, and
+  the model's reasoning stays out of the chat);
 * a readable note when the run ends for any reason other than ``complete``; a card
   still running then resolves as stopped.
 
@@ -56,6 +59,7 @@ from ..events import (
     ToolEndEvent,
     ToolProgressEvent,
     ToolStartEvent,
+    WarningEvent,
 )
 from ..messages import ContentText, ContentToolRequest, ContentToolResult
 from ._escape import code_text, html_text, markdown_text
@@ -327,6 +331,9 @@ def _event_chunks(
         line = f"{_first_line(event.error)} — retrying ({event.attempt} of {event.attempts})…"
         # A blank line after it: the retried reply's text must not join the quote.
         return [note_chunk(line) + "\n"]
+    elif isinstance(event, WarningEvent):
+        # A muted note, as a retry's: the message quoted as inert text.
+        return [note_chunk(f"Warning: {_first_line(event.message)}") + "\n"]
     elif isinstance(event, StopEvent):
         # Every card resolves as the run ends: a call still running was stopped.
         ended: list[str | ChatMessage] = list(cards.stopped())
