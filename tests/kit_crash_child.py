@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import threading
 import time
@@ -46,7 +45,7 @@ from deputy_shiny.shiny import KitPersistence
 from deputy_shiny.shiny._chat_start import AgentChatContext
 from deputy_shiny.shiny._conversations import kit_store
 from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
-from tests.approval_crash_child import _die, _in_child, _warm_up
+from tests.approval_crash_child import _die, _in_child, _warm_up, log_execution
 from tests.test_chat_session import restored, start, wait_until
 
 STAGES = ("pending", "resuming", "executing", "continuing")
@@ -60,12 +59,7 @@ def _factory(log: Path, kill_at: str | None, armed: list[bool] | None = None) ->
 
     def send(to: str) -> str:
         "Send a message."
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"send:{to}:{os.getpid()}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        log_execution(log, to)
         if kill_at == "executing" and armed[0]:
             _die()
         return f"sent to {to}"

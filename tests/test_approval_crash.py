@@ -85,23 +85,27 @@ def crashes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(state))
         patch.delenv("DEPUTY_RECORD_KEY", raising=False)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.approval_crash_child", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+        summaries = _harness("tests.approval_crash_child", args)
         key_file = state / "deputy_shiny" / "record.key"
         assert key_file.is_file() and key_file.stat().st_mode & 0o777 == 0o600
-        summaries = json.loads(done.stdout.strip().splitlines()[-1])
         yield {
             name: Crashed(roots[name], summary, urls[name])
             for name, summary in zip(STORES, summaries, strict=True)
         }
+
+
+def _harness(module: str, args: list[str]) -> Any:
+    """Run a crash harness (one interpreter) in this environment; its JSON summary."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(params=STORES)
@@ -177,19 +181,10 @@ def kit_crashes(
     """Every stage's kill and finish through the kit, from one harness interpreter."""
     root = tmp_path_factory.mktemp("kit-crash")
     url = request.getfixturevalue("postgres_server").database()
-    state = tmp_path_factory.mktemp("kit-state")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(state)}
-    env.pop("DEPUTY_RECORD_KEY", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.kit_crash_child", str(root), url],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root, json.loads(done.stdout.strip().splitlines()[-1])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("kit-state")))
+        patch.delenv("DEPUTY_RECORD_KEY", raising=False)
+        return root, _harness("tests.kit_crash_child", [str(root), url])
 
 
 @pytest.mark.parametrize(("stage", "shown", "status", "runs"), KIT_STAGES)
