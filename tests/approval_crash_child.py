@@ -61,17 +61,22 @@ def _store(later: bool = False) -> Any:
     return SqlStore(STORE, clock=lambda: time.time() + ahead)
 
 
+def log_execution(log: Path, to: str) -> None:
+    """The tool's one line per execution, on disk before anything else can happen."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"send:{to}:{os.getpid()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _agent(folder: Path, *, kill_at: str | None, slow: float = 0.0, later: bool = False) -> Agent:
     log = folder / "effects.log"
 
     def send(to: str) -> str:
         "Send a message."
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"send:{to}:{os.getpid()}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        log_execution(log, to)
         if kill_at == "executing":
             _die()
         time.sleep(slow)

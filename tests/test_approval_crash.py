@@ -6,7 +6,9 @@ lost approvals (each ends decided: completed, stopped or indeterminate, never go
 The processes come from tests/approval_crash_child.py, which imports litellm once and
 forks one process per step, so each store takes a few seconds. Every test runs on each
 store: files in an ``approval_dir``, and a ``SqlStore`` on SQLite and on the session's
-PostgreSQL server (one database for the whole module).
+PostgreSQL server (one database for the whole module). The kit's path too, on
+PostgreSQL: app processes (tests/kit_crash_child.py) killed while an approval waits or
+resumes, and a new process on the same store that shows and finishes it.
 """
 
 from __future__ import annotations
@@ -83,23 +85,27 @@ def crashes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(state))
         patch.delenv("DEPUTY_RECORD_KEY", raising=False)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.approval_crash_child", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+        summaries = _harness("tests.approval_crash_child", args)
         key_file = state / "deputy_shiny" / "record.key"
         assert key_file.is_file() and key_file.stat().st_mode & 0o777 == 0o600
-        summaries = json.loads(done.stdout.strip().splitlines()[-1])
         yield {
             name: Crashed(roots[name], summary, urls[name])
             for name, summary in zip(STORES, summaries, strict=True)
         }
+
+
+def _harness(module: str, args: list[str]) -> Any:
+    """Run a crash harness (one interpreter) in this environment; its JSON summary."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(params=STORES)
@@ -157,3 +163,43 @@ def test_two_processes_resuming_at_once_run_the_tool_once(crashed: Crashed) -> N
     assert outcomes[0].startswith("decided:")
     assert len(_executions(folder)) == 1
     assert crashed.read(folder).status == "completed"
+
+
+KIT_STAGES = [
+    # (stage, the modal shows again in the new process, final status, tool runs)
+    ("pending", True, "completed", 1),  # killed with the modal on screen
+    ("resuming", False, "stopped", 0),  # killed after the approval, before the tool
+    ("executing", False, "indeterminate", 1),  # killed inside the tool: never run again
+    ("continuing", False, "stopped", 1),  # killed in the model request after the tool
+]
+
+
+@pytest.fixture(scope="module")
+def kit_crashes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    """Every stage's kill and finish through the kit, from one harness interpreter."""
+    root = tmp_path_factory.mktemp("kit-crash")
+    url = request.getfixturevalue("postgres_server").database()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("kit-state")))
+        patch.delenv("DEPUTY_RECORD_KEY", raising=False)
+        return root, _harness("tests.kit_crash_child", [str(root), url])
+
+
+@pytest.mark.parametrize(("stage", "shown", "status", "runs"), KIT_STAGES)
+def test_a_kit_process_killed_with_an_approval_waiting_or_resuming_loses_nothing(
+    kit_crashes: tuple[Path, dict[str, Any]], stage: str, shown: bool, status: str, runs: int
+) -> None:
+    root, summary = kit_crashes
+    assert summary[stage] == {"ask": KILLED, "finish": 0}, summary[stage]
+    seen = json.loads((root / f"{stage}.json").read_text())
+    assert seen["shown"] is shown  # a waiting approval shows again, decided there
+    assert not seen["showing"] and not seen["waiting"]  # and nothing waits after
+    if stage == "pending":
+        assert seen["said"].endswith("Sent.")  # the resumed run went on in the new process
+    assert seen["again"] == f"decided:{status}"  # decided once, whoever tries again
+    assert seen["status"] == status
+    log = root / f"{stage}.log"
+    assert len(log.read_text().splitlines() if log.exists() else []) == runs
+    assert seen["effects"].count("decided") == 1

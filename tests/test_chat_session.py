@@ -285,6 +285,7 @@ def persistent_agent(replies: list[Any]) -> Factory:
             session_id=ctx.session_id,
             agent_id=ctx.agent_id,
             approval_dir=ctx.approval_dir,
+            store=ctx.store,
             approval_handler=ctx.approval_handler,
             permissions=Permissions(approval_tools=("write_file",)),
         )

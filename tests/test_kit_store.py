@@ -17,12 +17,21 @@ import pytest
 from deputy_shiny import Agent
 from deputy_shiny.events import AgentUsage
 from deputy_shiny.persistence import SqlStore, Store
+from deputy_shiny.persistence.approval_records import approval_read_async
+from deputy_shiny.persistence.store_bridge import bridge_for
 from deputy_shiny.shiny import KitPersistence, UserBudget, _session_conversation
 from deputy_shiny.shiny import _stored_conversations as stored
 from deputy_shiny.shiny._conversations import kit_store, records_root, workspaces_root
 from deputy_shiny.shiny._session_conversation import STORE_DOWN_MESSAGE, SessionConversation
-from deputy_shiny.testing import ScriptedModel
-from tests.test_chat_session import persistent_agent, restored, start, wait_until
+from deputy_shiny.testing import ScriptedModel, ScriptedReply
+from tests.test_chat_session import (
+    WRITE,
+    options_agent,
+    persistent_agent,
+    restored,
+    start,
+    wait_until,
+)
 from tests.test_kit_conversations import FakeSession
 from tests.test_store_contract import Proxy
 
@@ -341,3 +350,66 @@ async def test_an_expired_conversation_is_deleted_when_its_user_comes_back(make:
     assert await back.take_over(lambda: asyncio.sleep(0))
     assert await back.load(restored_agent) is None and restored_agent.get_turns() == []
     back.release()
+
+
+async def test_an_approval_asked_in_one_process_is_decided_in_another_through_the_store(
+    tmp_path: Path, make: Make
+) -> None:
+    """``ctx.agent_options()`` with a store: the agent keeps its approval and checkpoint
+    journal in the kit's store (no files), under the conversation's scope, on the kit's
+    own loop thread; a fresh session in another process shows the approval, decides it
+    there, the tool runs once, and the checkpoints come back with the conversation."""
+    first_kit = make()
+    first = start(
+        tmp_path,
+        options_agent([ScriptedReply(tool_calls=[WRITE]), "Written."]),
+        persistence=first_kit,
+    )
+    await restored(first)
+    link = kit_store(first_kit)
+    assert link is not None
+    # The kit's store object itself, run on the one loop the kit uses (one engine).
+    assert first.agent.store is link.store and first.agent.approval_dir is None
+    assert bridge_for(link.store) is link._bridge
+    await first.session.submit("write it")
+    await wait_until(lambda: first.prompts.showing is not None)
+    folder = first.session.conversation.folder  # type: ignore[union-attr]
+    assert isinstance(folder, stored.StoredFolder)
+    waiting = await link.run(lambda store: store.list_records("approval", scope=folder.scope))
+    assert [r.status for r in waiting] == ["pending"]
+    await first.session.end()  # the browser leaves with the approval on screen
+    await first.chat.settled()
+    assert not (folder.workspace / "a.txt").exists()
+    # Nothing of the approval or the journal is in files: the records folder is empty.
+    assert [p for p in folder.directory.rglob("*") if p.is_file()] == []
+
+    second = start(tmp_path, options_agent(["Written."]), persistence=make())
+    await wait_until(lambda: second.prompts.showing is not None, within=20)
+    assert second.session.restored_waiting and "write_file" in second.browser.modals[-1]
+    assert second.click("approve", values={})
+    await second.chat.settled()
+    assert (folder.workspace / "a.txt").read_text() == "A"
+    assert second.chat.said()[-1][1].endswith("Written.")
+    assert await second.agent.pending_approval_async() is None
+    record = await approval_read_async(
+        "deputy://approval/" + waiting[0].key,
+        store=second.agent.store,  # type: ignore[arg-type]
+    )
+    assert record.status == "completed"
+    assert [e["event"] for e in record.effects].count("executed") == 1  # ran once
+    # The checkpoints came back from the store: the one write can be undone.
+    checkpoints = await asyncio.to_thread(second.agent.list_checkpoints)
+    assert sum(c.changes for c in checkpoints) == 1
+    await second.session.end()
+
+    third = start(tmp_path, options_agent([]), persistence=make())
+    await restored(third)
+    assert third.prompts.showing is None and not third.session.restored_waiting
+    assert third.chat.said()[-1][1].endswith("Written.")
+    await asyncio.to_thread(third.agent.rewind_files, checkpoints[0].id)
+    assert not (folder.workspace / "a.txt").exists()
+    # A new conversation takes the approval and the journal with it.
+    await third.session.conversation.start_new()  # type: ignore[union-attr]
+    assert await link.run(lambda store: store.list_records("approval")) == []
+    assert await link.run(lambda store: store.list_records("file_checkpoint_index")) == []
+    await third.session.end()

@@ -326,6 +326,12 @@ class Agent(
         return self._working_dir
 
     @property
+    def store(self) -> Store | None:
+        """The :class:`~deputy_shiny.persistence.Store` that keeps what this agent saves
+        beyond the process, or None (read-only)."""
+        return self._store
+
+    @property
     def permissions(self) -> Permissions:
         """The policy tool calls are checked against (narrow it with set_permission_mode)."""
         return self._permissions

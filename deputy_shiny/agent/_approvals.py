@@ -36,14 +36,13 @@ from ..events import AgentEvent, AgentResult, AgentUsage
 from ..permissions import Permissions
 from ..persistence.approval_records import (
     StoreApprovals,
-    StoreClaim,
     approval_read_async,
     approval_ref_id,
 )
 from ..persistence.approvals import (
     ApprovalContinuation,
     ApprovalStore,
-    Claim,
+    ResumeClaim,
     approval_read,
     continues_conversation,
     find_pending,
@@ -261,7 +260,7 @@ class Approvals:
             )
 
     def _resume_report(
-        self, claim: Claim | StoreClaim, record_run: Callable[[RunReport], None]
+        self, claim: ResumeClaim, record_run: Callable[[RunReport], None]
     ) -> Callable[[RunReport], None]:
         """Count the resumed run's usage once: the part before the pause is already in
         this agent's usage when the pause happened here."""

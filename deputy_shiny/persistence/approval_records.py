@@ -61,14 +61,12 @@ import asyncio
 import contextlib
 import re
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..approvals import ApprovalDecision, Suspension
 from ..errors import ApprovalDecidedError, ApprovalResumeError, PersistenceError
-from ..messages import ContentToolResult
 from ..permissions import Permissions
 from ..tools import Tool
 from ..usage import UsageLimits
@@ -76,7 +74,10 @@ from .approvals import (
     APPROVAL_KIND,
     ApprovalContinuation,
     ApprovalStore,
+    ResumeClaim,
+    decided_record,
     reconciled,
+    refuse_decided,
     validated_record,
 )
 from .approvals import approval_read as _file_approval_read
@@ -297,9 +298,9 @@ class StoreApprovals:
                 f"{ref}: another process is resuming this approval now.", status="resuming"
             )
         try:
-            stored, record = await _read(store, approval_id)
+            _stored, record = await _read(store, approval_id)
             if record.status != "pending":
-                final = reconciled(record) if record.status in _IN_FLIGHT else record
+                final = reconciled(record)
                 if final is not record:
                     # Ours is the lease now, so its resumer is gone: record the end.
                     await store.claim(
@@ -309,22 +310,9 @@ class StoreApprovals:
                         to=final.status,
                         payload=_payload(final),
                     )
-                raise ApprovalDecidedError(
-                    f"{ref}: this approval was already decided (status {final.status!r}); "
-                    "each approval can be decided once.",
-                    status=final.status,
-                )
+                raise refuse_decided(ref, final.status)
             check(record)
-            now = time.time()
-            effect = {"event": "decided", "call_id": record.request.call_id, "at": now}
-            record = record.model_copy(
-                update={
-                    "status": "resuming",
-                    "decision": decision,
-                    "effects": [*record.effects, effect],
-                    "updated_at": now,
-                }
-            )
+            record = decided_record(record, decision)
             won = await store.claim(
                 APPROVAL_KIND,
                 approval_id,
@@ -333,14 +321,11 @@ class StoreApprovals:
                 payload=_payload(record),
             )
             if won is None:
-                raise ApprovalDecidedError(
-                    f"{ref}: this approval was already decided.", status="resuming"
-                )
+                raise refuse_decided(ref)
         except BaseException:
             with contextlib.suppress(Exception):
                 await store.release_lease(lease)
             raise
-        del stored
         claim = StoreClaim(self, approval_id, lease, record)
         claim.start_renewing()
         return claim
@@ -350,28 +335,21 @@ def _payload(record: ApprovalContinuation) -> dict[str, Any]:
     return record.model_dump(mode="json")
 
 
-class StoreClaim:
+class StoreClaim(ResumeClaim):
     """A store record this process decided and is resuming: it holds (and renews) the
-    record's lease until :meth:`finish`, and records each step before the work it names,
-    each as a claim from the status it wrote last."""
+    record's lease until :meth:`finish`, and commits each state as a claim from the
+    status it wrote last (the state machine is
+    :class:`~deputy_shiny.persistence.approvals.ResumeClaim`'s)."""
 
     def __init__(
         self, owner: StoreApprovals, approval_id: str, lease: Lease, record: ApprovalContinuation
     ) -> None:
+        super().__init__(APPROVAL_REF + approval_id, record)
         self._owner = owner
         self._id = approval_id
         self._lease: Lease | None = lease
         self._renewer: asyncio.Task[None] | None = None
-        self.path = APPROVAL_REF + approval_id
         self.ref = self.path
-        self.record = record
-        assert record.decision is not None
-        self.approval = record.request
-        self.decision: ApprovalDecision = record.decision
-        self.calls = tuple(record.calls)
-        self.results = tuple(record.results)
-        self.prior_usage = record.usage
-        self.lost = False  # another process ended the record (our lease had lapsed)
 
     def start_renewing(self) -> None:
         """Renew the lease every third of its life, on the store's loop (called there)."""
@@ -392,73 +370,19 @@ class StoreClaim:
                 return  # lost: the next step's claim fails and says so
             self._lease = renewed
 
-    async def write(self, *, status: str, effect: str | None = None, **update: Any) -> None:
-        """Record a new state (before what it announces happens), conditional on the
-        status this resumer wrote last."""
-        now = time.time()
-        effects = list(self.record.effects)
-        if effect is not None:
-            effects.append({"event": effect, "call_id": self.approval.call_id, "at": now})
-        record = self.record.model_copy(
-            update={**update, "status": status, "effects": effects, "updated_at": now}
-        )
-        if self.lost:
-            return
+    async def _commit(self, record: ApprovalContinuation) -> bool:
+        """A claim from the status this resumer wrote last: refused when another process
+        ended the record (our lease had lapsed)."""
         store = self._owner.store
         won = await bridge_for(store).call(
             store.claim,
             APPROVAL_KIND,
             self._id,
             expect=self.record.status,
-            to=status,
+            to=record.status,
             payload=_payload(record),
         )
-        if won is None:
-            self.lost = True
-            return
-        self.record = record
-
-    async def executing(self) -> None:
-        """The tool is about to run: from now on a crash means ``indeterminate``.
-
-        Raises:
-            ApprovalDecidedError: another process ended the record first: the tool
-                does not run.
-        """
-        await self.write(status="executing", effect="executing")
-        if self.lost:
-            raise ApprovalDecidedError(
-                f"{self.path}: another process ended this approval while it was resuming; "
-                "the tool does not run.",
-                status="stopped",
-            )
-
-    async def executed(self, result: ContentToolResult) -> None:
-        """The call has its result (it ran, or was refused): the run continues."""
-        results = [r for r in self.record.results if r.call_id != result.call_id]
-        await self.write(
-            status="continuing",
-            results=[*results, result],
-            effect="executed" if self.record.status == "executing" else "refused",
-        )
-
-    async def finish(self, stop_reason: str | None, error: BaseException | None = None) -> None:
-        """The resumed run ended: record how, and let the lease go."""
-        try:
-            status = self.record.status
-            if status == "executing":
-                await self.write(
-                    status="indeterminate",
-                    stop_reason=stop_reason,
-                    note="The run ended while the tool was running; it is not run again.",
-                    effect="indeterminate",
-                )
-            elif status in ("resuming", "continuing"):
-                final = "completed" if stop_reason == "complete" else "stopped"
-                note = None if error is None else f"The resumed run failed: {error}"
-                await self.write(status=final, stop_reason=stop_reason, note=note, effect=final)
-        finally:
-            await self.release()
+        return won is not None
 
     async def release(self) -> None:
         """Stop renewing and let the lease go."""

@@ -18,6 +18,14 @@ resumers cannot both win. A record left ``executing`` by a process that died rea
 ``resuming`` or ``continuing`` reads as ``stopped`` (the tool had not started, or had
 finished, and the run did not go on). Nothing is ever retried automatically.
 
+That state machine is one for every backend: :class:`ResumeClaim` records each step
+(``resuming`` as decided, then ``executing``, ``continuing`` and the final status), and
+:func:`reconciled` and :func:`refuse_decided` say how a record whose resumer is gone
+reads and how a second decision is refused. A backend supplies only how a state is
+committed and how the record's liveness is held: here a file write under an OS lock;
+in a store (:mod:`deputy_shiny.persistence.approval_records`), a conditional update
+under a lease.
+
 Example:
     >>> import tempfile
     >>> from deputy_shiny import Agent, tool, tool_annotations
@@ -79,9 +87,14 @@ __all__ = [
     "ApprovalRecordStatus",
     "ApprovalSource",
     "ApprovalStore",
+    "Claim",
+    "ResumeClaim",
     "SavedPermissions",
     "approval_read",
     "continues_conversation",
+    "decided_record",
+    "reconciled",
+    "refuse_decided",
     "tool_fingerprint",
 ]
 
@@ -421,22 +434,15 @@ class ApprovalStore:
                 final = reconciled(record, marker.exists())
                 if final is not record:
                     _write(source, final)
-                raise ApprovalDecidedError(
-                    f"{source}: this approval was already decided (status {final.status!r}); "
-                    "each approval can be decided once.",
-                    status=final.status,
-                )
+                raise refuse_decided(str(source), final.status)
             check(record)
             try:
                 os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
-                raise ApprovalDecidedError(
-                    f"{source}: this approval was already decided.", status="resuming"
-                ) from None
-            record = record.model_copy(update={"status": "resuming", "decision": decision})
-            claim = Claim(source, fd, record)
-            claim.write(effect="decided")
-            return claim
+                raise refuse_decided(str(source)) from None
+            record = decided_record(record, decision)
+            _write(source, record)
+            return Claim(source, fd, record)
         except BaseException:
             os.close(fd)
             raise
@@ -448,14 +454,54 @@ def _write(path: Path, record: ApprovalContinuation) -> None:
     write_document(path, APPROVAL_KIND, payload)
 
 
-class Claim:
-    """A record this process decided and is resuming: it holds the lock until
-    :meth:`finish`, and records each step before the work it names (the engine's
-    :class:`~deputy_shiny._engine.durable.Resumption`)."""
+def refuse_decided(where: str, status: str | None = None) -> ApprovalDecidedError:
+    """The error a second decision gets: ``status`` the record's final one, or None when
+    another resumer won the race just now (it is ``resuming``)."""
+    if status is None:
+        return ApprovalDecidedError(
+            f"{where}: this approval was already decided.", status="resuming"
+        )
+    return ApprovalDecidedError(
+        f"{where}: this approval was already decided (status {status!r}); "
+        "each approval can be decided once.",
+        status=status,
+    )
 
-    def __init__(self, path: Path, fd: int, record: ApprovalContinuation) -> None:
+
+def _advanced(
+    record: ApprovalContinuation, effect: str | None, update: Mapping[str, Any]
+) -> ApprovalContinuation:
+    """``record`` with ``update`` applied, ``effect`` journaled and the time now."""
+    now = time.time()
+    effects = list(record.effects)
+    if effect is not None:
+        effects.append({"event": effect, "call_id": record.request.call_id, "at": now})
+    return record.model_copy(update={**update, "effects": effects, "updated_at": now})
+
+
+def decided_record(
+    record: ApprovalContinuation, decision: ApprovalDecision
+) -> ApprovalContinuation:
+    """A pending record as its winner decides it: ``resuming``, with the decision."""
+    return _advanced(record, "decided", {"status": "resuming", "decision": decision})
+
+
+class ResumeClaim:
+    """A record this process decided and is resuming (the engine's
+    :class:`~deputy_shiny._engine.durable.Resumption`): it records each step before the
+    work it names, and lets the record go at :meth:`finish`. One state machine for every
+    backend; a subclass says how a state is committed (:meth:`_commit`) and how the
+    record is let go (:meth:`release`).
+
+    Attributes:
+        path: Where the record is (a file's path, or a store reference).
+        record: The record as this resumer last committed it.
+        lost: True once another process ended the record (a commit was refused); then
+            nothing more is written.
+    """
+
+    def __init__(self, path: Any, record: ApprovalContinuation) -> None:
         self.path = path
-        self._fd: int | None = fd
         self.record = record
         assert record.decision is not None
         self.approval = record.request
@@ -463,37 +509,56 @@ class Claim:
         self.calls = tuple(record.calls)
         self.results = tuple(record.results)
         self.prior_usage = record.usage
+        self.lost = False
 
-    def write(self, *, effect: str | None = None, **update: Any) -> None:
-        """Record a new state (atomically, before what it announces happens)."""
-        now = time.time()
-        effects = list(self.record.effects)
-        if effect is not None:
-            effects.append({"event": effect, "call_id": self.approval.call_id, "at": now})
-        self.record = self.record.model_copy(
-            update={**update, "effects": effects, "updated_at": now}
-        )
-        _write(self.path, self.record)
+    async def _commit(self, record: ApprovalContinuation) -> bool:
+        """Save ``record`` as the new state; False when another process ended it first."""
+        raise NotImplementedError
+
+    async def release(self) -> None:
+        """Let go of the record (its lock or lease)."""
+        raise NotImplementedError
+
+    async def write(self, *, status: str, effect: str | None = None, **update: Any) -> None:
+        """Record a new state (before what it announces happens)."""
+        record = _advanced(self.record, effect, {**update, "status": status})
+        if self.lost:
+            return
+        if await self._commit(record):
+            self.record = record
+        else:
+            self.lost = True
 
     async def executing(self) -> None:
-        """The tool is about to run: from now on a crash means ``indeterminate``."""
-        self.write(status="executing", effect="executing")
+        """The tool is about to run: from now on a crash means ``indeterminate``.
+
+        Raises:
+            ApprovalDecidedError: another process ended the record first: the tool
+                does not run.
+        """
+        await self.write(status="executing", effect="executing")
+        if self.lost:
+            raise ApprovalDecidedError(
+                f"{self.path}: another process ended this approval while it was resuming; "
+                "the tool does not run.",
+                status="stopped",
+            )
 
     async def executed(self, result: ContentToolResult) -> None:
         """The call has its result (it ran, or was refused): the run continues."""
         results = [r for r in self.record.results if r.call_id != result.call_id]
-        self.write(
+        await self.write(
             status="continuing",
             results=[*results, result],
             effect="executed" if self.record.status == "executing" else "refused",
         )
 
     async def finish(self, stop_reason: str | None, error: BaseException | None = None) -> None:
-        """The resumed run ended: record how, and let the lock go."""
+        """The resumed run ended: record how, and let the record go."""
         try:
             status = self.record.status
             if status == "executing":
-                self.write(
+                await self.write(
                     status="indeterminate",
                     stop_reason=stop_reason,
                     note="The run ended while the tool was running; it is not run again.",
@@ -502,11 +567,24 @@ class Claim:
             elif status in ("resuming", "continuing"):
                 final = "completed" if stop_reason == "complete" else "stopped"
                 note = None if error is None else f"The resumed run failed: {error}"
-                self.write(status=final, stop_reason=stop_reason, note=note, effect=final)
+                await self.write(status=final, stop_reason=stop_reason, note=note, effect=final)
         finally:
-            self.release()
+            await self.release()
 
-    def release(self) -> None:
+
+class Claim(ResumeClaim):
+    """A file record this process decided and is resuming: it holds the OS lock until
+    :meth:`finish`, and writes each state atomically."""
+
+    def __init__(self, path: Path, fd: int, record: ApprovalContinuation) -> None:
+        super().__init__(path, record)
+        self._fd: int | None = fd
+
+    async def _commit(self, record: ApprovalContinuation) -> bool:
+        _write(self.path, record)  # the lock is ours: no other process writes it
+        return True
+
+    async def release(self) -> None:
         """Let the lock go (closing the file releases it)."""
         fd, self._fd = self._fd, None
         if fd is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import threading
@@ -63,6 +64,7 @@ class StoreBridge:
         self.store = store
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._pid = 0
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -70,13 +72,27 @@ class StoreBridge:
             if self._loop is None or self._pid != os.getpid():
                 # A fork copied the loop object but not its thread: start another.
                 loop = asyncio.new_event_loop()
-                threading.Thread(
+                thread = threading.Thread(
                     target=loop.run_forever, name="deputy-store-loop", daemon=True
-                ).start()
-                self._loop, self._pid = loop, os.getpid()
+                )
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
                 # The thread ends with the bridge (the store gone), not with the process.
-                weakref.finalize(self, loop.call_soon_threadsafe, loop.stop)
+                weakref.finalize(self, _stop_loop, loop)
             return self._loop
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop thread (the store was closed); a later call starts another."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+            if loop is None or self._pid != os.getpid():
+                return
+        _stop_loop(loop)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if not thread.is_alive():
+                loop.close()
 
     def submit(
         self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any, **kwargs: Any
@@ -109,6 +125,11 @@ class StoreBridge:
         if self._loop is not None and _current_loop() is self._loop:
             return await fn(*args, **kwargs)
         return await asyncio.wrap_future(self.submit(fn, *args, **kwargs))
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop) -> None:
+    with contextlib.suppress(RuntimeError):  # closed already
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def _current_loop() -> asyncio.AbstractEventLoop | None:

@@ -248,7 +248,7 @@ class _ChatSession:
             line = await conversation.charge(AgentUsage())
             if line:
                 await self.values.set_budget(line)
-            pending = await asyncio.to_thread(self.current_pending)
+            pending = await self.current_pending()
             self.restored_waiting = pending is not None
             await self._replay(pending)
             await self.values.set_usage(self.agent.usage())
@@ -426,12 +426,16 @@ class _ChatSession:
 
     # ------------------------------------------------------------------ durable approvals
 
-    def current_pending(self) -> ApprovalContinuation | None:
+    async def current_pending(self) -> ApprovalContinuation | None:
         """The durable approval this conversation waits on: not one the conversation
         has moved past (it could never resume), nor one that failed here already (the
         user is never held up by it; a reload offers it again). It reads the approval
-        folder: call it in a worker thread."""
-        pending = self.agent.pending_approval()
+        folder in a worker thread, or the store on the store's own loop: the event loop
+        never waits for either."""
+        if self.agent.store is not None:
+            pending = await self.agent.pending_approval_async()
+        else:
+            pending = await asyncio.to_thread(self.agent.pending_approval)
         if pending is None or pending.id in self.given_up:
             return None
         return pending if continues_conversation(pending, self.agent.get_turns()) else None
@@ -439,7 +443,7 @@ class _ChatSession:
     async def decide_pending(self) -> AsyncIterator[AgentEvent] | None:
         """Show the durable approval the agent waits on; its answer's resumed run, or
         None (nothing waits, or the session ended: the approval stays saved)."""
-        pending = self.shown = await asyncio.to_thread(self.current_pending)
+        pending = self.shown = await self.current_pending()
         if pending is None:
             return None
         try:

@@ -27,6 +27,7 @@ from shiny.session import Session
 from ..agent import Agent
 from ..approvals import ApprovalRequest
 from ..errors import ConfigurationError
+from ..persistence.store import Store
 from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, Question
 from ._conversations import KitPersistence
@@ -69,6 +70,7 @@ class AgentOptions(TypedDict, total=False):
     approval_dir: Path
     enable_file_checkpointing: bool
     checkpoint_dir: Path
+    store: Store
 
 
 @dataclass(frozen=True)
@@ -89,16 +91,22 @@ class AgentChatContext:
             as a form in this session only.
         approval_handler: Pass to ``Agent(approval_handler=ctx.approval_handler)``:
             approvals show as a modal in this session only. None with ``persistence``:
-            approvals then wait in ``approval_dir`` (and still show as a modal), so one
-            survives a reload.
+            approvals then wait in ``approval_dir`` or the ``store`` (and still show as
+            a modal), so one survives a reload.
         mcp: This session's MCP connections (``await ctx.mcp.connect(server)`` once
             the agent exists, e.g. from an effect's task); the same as ``handle.mcp``.
         agent_id: With ``persistence``, the saved conversation's agent id (else None:
             the Agent makes one).
-        approval_dir: With ``persistence``, where this user's approvals wait (else None).
-        checkpoint_dir: With ``persistence``, where this user's file checkpoint journal
-            lives, for ``Agent(enable_file_checkpointing=True, checkpoint_dir=...)``
+        approval_dir: With ``persistence`` in files, where this user's approvals wait
             (else None).
+        checkpoint_dir: With ``persistence`` in files, where this user's file checkpoint
+            journal lives, for ``Agent(enable_file_checkpointing=True,
+            checkpoint_dir=...)`` (else None).
+        store: With ``KitPersistence(store=...)``, the store itself, for
+            ``Agent(store=ctx.store)``: the user's approvals, checkpoint journal and
+            offloaded tool results are kept there, under the conversation's session,
+            so any process sharing the store finds them (else None). It is the kit's
+            own store object: the agents share its connections and its loop thread.
     """
 
     session_id: str
@@ -109,6 +117,7 @@ class AgentChatContext:
     agent_id: str | None = None
     approval_dir: Path | None = None
     checkpoint_dir: Path | None = None
+    store: Store | None = None
 
     def agent_options(self, *, file_checkpointing: bool = False) -> AgentOptions:
         """The ``Agent(...)`` arguments this session owns: ``Agent(model,
@@ -116,11 +125,13 @@ class AgentChatContext:
 
         Always ``working_dir``, ``session_id`` and ``approval_handler`` (None with
         ``persistence``: approvals then wait in ``approval_dir``, so one survives a
-        reload); with ``persistence`` also ``agent_id`` and ``approval_dir``. With
-        ``file_checkpointing=True``, ``enable_file_checkpointing=True`` too, and with
-        ``persistence`` the user's ``checkpoint_dir``, so the checkpoints come back
-        with the conversation. Passing one of these again is Python's ``TypeError``
-        (a keyword given twice): the session's own value is the one that works.
+        reload); with ``persistence`` also ``agent_id`` and ``approval_dir``, or with a
+        store ``store`` instead (approvals, the checkpoint journal and offloaded tool
+        results then live in the store). With ``file_checkpointing=True``,
+        ``enable_file_checkpointing=True`` too, and with ``persistence`` in files the
+        user's ``checkpoint_dir``, so the checkpoints come back with the conversation.
+        Passing one of these again is Python's ``TypeError`` (a keyword given twice):
+        the session's own value is the one that works.
 
         Example:
             >>> import tempfile
@@ -144,11 +155,14 @@ class AgentChatContext:
         }
         if self.agent_id is not None:
             options["agent_id"] = self.agent_id
-        if self.approval_dir is not None:
+        if self.store is not None:
+            # In place of the directories (an Agent takes one or the other).
+            options["store"] = self.store
+        elif self.approval_dir is not None:
             options["approval_dir"] = self.approval_dir
         if file_checkpointing:
             options["enable_file_checkpointing"] = True
-            if self.checkpoint_dir is not None:
+            if self.store is None and self.checkpoint_dir is not None:
                 options["checkpoint_dir"] = self.checkpoint_dir
         return options
 
@@ -197,9 +211,10 @@ def chat_context(
     mcp: SessionMcp,
     conversation: SessionConversation | None,
 ) -> AgentChatContext:
-    """The factory's context: the conversation's ids and folders with persistence, the
-    live approval handler without."""
+    """The factory's context: the conversation's ids and folders (or its store) with
+    persistence, the live approval handler without."""
     folder = None if conversation is None else conversation.folder
+    store = None if conversation is None else conversation.store
     return AgentChatContext(
         session_id=session.id if folder is None else folder.session_id,
         working_dir=working_dir,
@@ -207,8 +222,9 @@ def chat_context(
         approval_handler=asks.approval_handler if folder is None else None,
         mcp=mcp,
         agent_id=None if folder is None else folder.agent_id,
-        approval_dir=None if folder is None else folder.approvals,
-        checkpoint_dir=None if folder is None else folder.checkpoints,
+        approval_dir=None if folder is None or store is not None else folder.approvals,
+        checkpoint_dir=None if folder is None or store is not None else folder.checkpoints,
+        store=store,
     )
 
 
@@ -265,7 +281,10 @@ def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
         problems.append("session_id=ctx.session_id")
     if agent.agent_id != ctx.agent_id:
         problems.append("agent_id=ctx.agent_id")
-    if ctx.approval_dir is None or agent.approval_dir != ctx.approval_dir.resolve():
+    if ctx.store is not None:
+        if agent.store is not ctx.store:
+            problems.append("store=ctx.store")
+    elif ctx.approval_dir is None or agent.approval_dir != ctx.approval_dir.resolve():
         problems.append("approval_dir=ctx.approval_dir")
     if agent.approval_handler is not None:
         problems.append("approval_handler=ctx.approval_handler (None with persistence)")
@@ -274,7 +293,7 @@ def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
             "With persistence, the agent_factory must create the Agent with "
             f"{', '.join(problems)} (Agent(model, **ctx.agent_options()) passes them all): "
             "a saved conversation and its waiting approvals are resumed only by an agent "
-            "with the same ids and folders."
+            "with the same ids and folders (or store)."
         )
 
 

@@ -9,6 +9,11 @@ in a daemon thread: an ``await`` from the Shiny loop waits there without blockin
 the synchronous start waits a bounded time (:data:`START_WAIT`), and the store's
 connections live on one loop whatever loop the caller is on.
 
+That loop is the store's :class:`~deputy_shiny.persistence.store_bridge.StoreBridge`,
+the one the sessions' agents use for their approvals, checkpoint journals and offloaded
+results (``Agent(store=...)``): one engine, one pool and one thread per store for the
+whole process, however many sessions there are.
+
 Example:
     >>> import asyncio, tempfile
     >>> from deputy_shiny.persistence import FileStore
@@ -23,12 +28,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..errors import StoreUnavailableError
 from ..persistence.store import Store
+from ..persistence.store_bridge import bridge_for
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +76,8 @@ class KitStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="deputy-store", daemon=True
-        )
-        self._thread.start()
+        self._bridge = bridge_for(store)  # the loop its agents use too
+        self._closed = False
         self.answered = False  # the store has answered a call (it is open)
 
     def warm_up(self) -> None:
@@ -92,7 +94,9 @@ class KitStore:
             self.answered = True
             return result
 
-        return asyncio.run_coroutine_threadsafe(run(), self._loop)
+        if self._closed:
+            raise StoreUnavailableError(f"{self!r} is closed.")
+        return self._bridge.submit(run)
 
     async def run(self, call: Callable[[Store], Awaitable[T]]) -> T:
         """``await call(store)`` on the store's loop; the caller's loop is never blocked."""
@@ -128,7 +132,7 @@ class KitStore:
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the store and stop its thread (the link may not be used after)."""
-        if self._loop.is_closed():
+        if self._closed:
             return
 
         async def drain_and_close(store: Store) -> None:
@@ -142,7 +146,5 @@ class KitStore:
             self._submit(drain_and_close).result(timeout)
         except Exception:  # closing is best effort: the process may be ending
             logger.warning("closing the store failed", exc_info=True)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self._loop.close()
+        self._closed = True
+        self._bridge.stop(timeout)

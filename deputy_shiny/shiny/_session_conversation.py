@@ -296,6 +296,12 @@ class SessionConversation:
         """True when the conversation is kept in a store (not in files)."""
         return self._link is not None
 
+    @property
+    def store(self) -> Store | None:
+        """The store the conversation is kept in (its agent keeps its records there
+        too), or None when it is kept in files."""
+        return None if self._link is None else self._link.store
+
     async def send_token(self) -> None:
         """Give the browser its new token (nothing when it already had one): the kit's
         script fetches a route of this session whose answer sets the HttpOnly cookie."""
@@ -558,7 +564,7 @@ class SessionConversation:
             async def write(store: Store) -> Lease | None:
                 renewed = await store.renew_lease(lease, LEASE_SECONDS)
                 if renewed is not None:
-                    await store.put(SESSION_KIND, folder.name, payload, scope=folder.name)
+                    await store.put(SESSION_KIND, folder.name, payload, scope=folder.scope)
                     await store.touch(CONVERSATION_KIND, folder.name)  # its last use
                 return renewed
 
@@ -586,7 +592,7 @@ class SessionConversation:
             kept = folder.kept
 
             async def forget(store: Store) -> None:
-                await store.delete_scope(folder.name)
+                await folder.forget(store)  # its approvals, journal and results too
                 folder.new_ids()
                 folder.kept = False
                 if kept:

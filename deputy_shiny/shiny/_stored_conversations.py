@@ -1,26 +1,32 @@
 """Kit conversations in a :class:`~deputy_shiny.persistence.Store` (``KitPersistence(store=)``).
 
 With a store, what the kit saves of a conversation is records, named by the same hash
-as the file layout's folder (``<name>``, 40 hex digits; no user key reaches the store):
+as the file layout's folder (``<name>``, 40 hex digits; no user key reaches the store),
+all in one scope, the conversation's session (``scope_for(session_id)``, the scope its
+agent keeps its own records under with ``Agent(store=ctx.store)``):
 
-- kind ``conversation``, key ``<name>``, scope ``<name>``: its ids (``session_id``,
-  ``agent_id``), created once with ``expect_revision=0`` as its first message is sent
-  (the conversation is *kept* from then on);
-- kind ``session``, key ``<name>``, scope ``<name>``: the saved session (the
-  payload ``agent.save_session`` writes to a file);
+- kind ``conversation``, key ``<name>``: its ids (``session_id``, ``agent_id``), created
+  once with ``expect_revision=0`` as its first message is sent (the conversation is
+  *kept* from then on);
+- kind ``session``, key ``<name>``: the saved session (the payload
+  ``agent.save_session`` writes to a file);
+- the agent's: its durable approvals, its checkpoint journal and its offloaded tool
+  results (:mod:`deputy_shiny.persistence.approval_records`,
+  :mod:`deputy_shiny.persistence.checkpoints`);
 - the lease ``conversation:<name>``: which browser session (in any process sharing the
   store) holds the conversation. A newer session takes it over; the older one learns it
   at its next renewal (every :data:`RENEW_EVERY` seconds, and before every save) and
   is closed. A lease nobody renews (its process died) is free after
   :data:`LEASE_SECONDS`.
 
-``root`` keeps the workspaces (``root/workspaces/<name>``), which every process must
-see, and, until durable approvals and checkpoint journals move to the store, their
-folders (``root/records/<name>/approvals`` and ``checkpoints``).
+One scope for all of it: every save touches the ids record, so the conversation's
+approvals, journal and results stay as long as it does, and go with it (expired,
+swept, or a new conversation started). ``root`` keeps only the workspaces
+(``root/workspaces/<name>``), which every process must see.
 
 The TTL sweep runs in one process per :data:`SWEEP_EVERY` seconds of all that share the
 store (``claim_sweep``): ``sweep`` deletes every conversation unused for ``ttl``, and
-the sweeper deletes the workspaces and folders of the scopes it returned.
+the sweeper deletes the workspaces and folders of the conversations it deleted.
 
 Example:
     >>> lease_name("0" * 40)
@@ -43,6 +49,7 @@ from .._util.version import package_version
 from ..errors import PersistenceError, StoreConflictError, StoreUnavailableError
 from ..persistence.sessions import session_payload
 from ..persistence.store import Store, StoredRecord
+from ..persistence.store_bridge import scope_for
 from ._conversations import (
     _NAME,
     UNKEPT_GRACE,
@@ -86,8 +93,8 @@ def lease_name(name: str) -> str:
 
 @dataclass
 class StoredFolder:
-    """One user's conversation kept in a store: its name (the records' key and scope),
-    its folders under ``root``, and the ids its agent must keep.
+    """One user's conversation kept in a store: its name (the records' key), its folders
+    under ``root``, and the ids its agent must keep (its session's is the records' scope).
 
     Attributes:
         kept: True from its first message on (its ``conversation`` record exists).
@@ -110,8 +117,19 @@ class StoredFolder:
     def checkpoints(self) -> Path:
         return self.directory / "checkpoints"
 
+    @property
+    def scope(self) -> str:
+        """The scope of the conversation's records: its session's, as its agent's."""
+        return scope_for(self.session_id)
+
     def ids(self) -> dict[str, str]:
         return {"session_id": self.session_id, "agent_id": self.agent_id}
+
+    async def forget(self, store: Store) -> None:
+        """Delete everything the store keeps of the conversation (the agent's records
+        too); a layout before one scope kept its own records under ``<name>``."""
+        await store.delete_scope(self.scope)
+        await store.delete_scope(self.name)
 
     async def keep(self, store: Store) -> None:
         """Write the conversation's ids, once (its first message)."""
@@ -124,7 +142,7 @@ class StoredFolder:
                 CONVERSATION_KIND,
                 self.name,
                 self.ids(),
-                scope=self.name,
+                scope=self.scope,
                 expect_revision=None if self.overwrite else 0,
             )
         self.kept, self.overwrite = True, False
@@ -182,6 +200,8 @@ def open_stored(
             return None, False, False
         # Every save touches the ids record too: its time is the conversation's last use.
         if record.updated_at < cutoff:
+            if record.scope is not None:
+                await store.delete_scope(record.scope)  # the agent's records go too
             await store.delete_scope(name)
             return None, False, True
         return _ids(record), False, False
@@ -230,9 +250,14 @@ async def sweep_store(
     :data:`~._conversations.UNKEPT_GRACE` (a crash's leftovers)."""
     if not await store.claim_sweep(SWEEP_EVERY):
         return None
-    swept = await store.sweep(now - persistence.ttl.total_seconds(), keep_scopes=in_use)
-    names = {ref.scope for ref in swept if ref.scope is not None}
-    kept = {record.key for record in await store.list_records(CONVERSATION_KIND)}
+    conversations = await store.list_records(CONVERSATION_KIND)
+    # A conversation's records are scoped by its session (the layout before, by its name).
+    keep = {r.scope for r in conversations if r.key in in_use and r.scope is not None}
+    swept = await store.sweep(now - persistence.ttl.total_seconds(), keep_scopes={*keep, *in_use})
+    names = {ref.key for ref in swept if ref.kind in (CONVERSATION_KIND, SESSION_KIND)} | {
+        ref.scope for ref in swept if ref.scope is not None and _NAME.fullmatch(ref.scope)
+    }
+    kept = {record.key for record in conversations} - names
     for parent in (records_root(persistence), workspaces_root(persistence)):
         if not parent.is_dir():
             continue

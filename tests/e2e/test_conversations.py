@@ -266,3 +266,25 @@ def test_with_a_store_url_the_conversation_comes_back_from_the_database(
     assert (workspace(app.conversations, page) / "welcome.md").is_file()
     saved = [p.name for p in app.conversations.rglob("*.json")]
     assert "session.json" not in saved and "conversation.json" not in saved
+
+    # An approval waits in the database across a closed tab, and runs once.
+    chat.send("write a note")
+    ApprovalModal(page).expect_open("write_file", timeout=30_000)
+    folder = workspace(app.conversations, page)
+    page.close()
+    page, chat = open_app(context, app)
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file", timeout=30_000)
+    modal.approve()
+    chat.expect_latest_reply("The write happened", timeout=20_000)
+    chat.expect_idle()
+    assert (folder / NOTE).is_file()
+    panel = ConversationPanel(page, "conversation")
+    panel.expect_changes(0, "1 file change after it")  # the journal is the database's
+    page.reload()
+    chat.expect_ready()
+    chat.expect_latest_reply("The write happened")
+    expect(page.locator("#shiny-modal .deputy-approval")).to_have_count(0)
+    panel.expect_changes(0, "1 file change after it")
+    files = [p for p in app.conversations.rglob("*") if p.is_file()]
+    assert not [p for p in files if "records" in p.parts and p.name != ".token-key"]
