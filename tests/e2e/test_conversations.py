@@ -139,7 +139,8 @@ def test_an_approval_waits_across_a_closed_tab_and_runs_once(
 ) -> None:
     page, chat = open_app(user, app)
     chat.send("write a note")
-    ApprovalModal(page).expect_open("write_file")
+    # Run alone, this is a fresh server's first reply: litellm may still be warming up.
+    ApprovalModal(page).expect_open("write_file", timeout=60_000)
     folder = workspace(conversations, page)
     assert len(list((records(conversations, page) / "approvals").glob("*.approval.json"))) == 1
     page.close()  # the tab closes while the approval waits
