@@ -26,6 +26,9 @@ system temp dir) and are deleted after 7 days unused. With ``DEPUTY_STORE_URL`` 
 SQLAlchemy URL) the conversations are kept in that database instead, so several
 processes share them, and the folder keeps only the workspaces. The sidebar's Conversation section
 starts a new one, and rewinds the workspace's files to the start of any run.
+``DEPUTY_BUDGET_REQUESTS_PER_DAY``, ``DEPUTY_BUDGET_TOKENS_PER_DAY`` and
+``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars) hold each saved user to a daily budget, across
+their sessions and the processes sharing the store.
 
 With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
 sidebar also lists its servers: each session connects them with a click, gets their
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from shiny import App, Inputs, Outputs, Session, render, ui
@@ -65,6 +69,7 @@ from deputy_shiny.models.demo import RESEARCHER_ROLE, WRITER_ROLE
 from deputy_shiny.shiny import (
     AgentChatContext,
     KitPersistence,
+    UserBudget,
     agent_chat_server,
     agent_chat_ui,
     conversation_panel_server,
@@ -104,6 +109,23 @@ BASH_UNAVAILABLE = sandbox_unavailable_reason()
 # file stops the app with an McpConfigError naming the server and field.
 MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
+
+def daily_budget(environ: Mapping[str, str] = os.environ) -> UserBudget | None:
+    """Each user's daily budget from ``DEPUTY_BUDGET_REQUESTS_PER_DAY``,
+    ``DEPUTY_BUDGET_TOKENS_PER_DAY`` and ``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars);
+    None when none is set. A malformed value stops the app as it starts."""
+    requests = environ.get("DEPUTY_BUDGET_REQUESTS_PER_DAY", "").strip()
+    tokens = environ.get("DEPUTY_BUDGET_TOKENS_PER_DAY", "").strip()
+    cost = environ.get("DEPUTY_BUDGET_COST_PER_DAY", "").strip()
+    if not (requests or tokens or cost):
+        return None
+    return UserBudget(
+        max_requests_per_day=int(requests) if requests else None,
+        max_tokens_per_day=int(tokens) if tokens else None,
+        max_cost_per_day=float(cost) if cost else None,
+    )
+
+
 # Every user's conversation, kept across reloads (see the module docstring).
 # With DEPUTY_STORE_URL (a SQLAlchemy URL: sqlite+aiosqlite:///... for one machine,
 # postgresql+psycopg://... for several processes or hosts) the conversations' records,
@@ -113,6 +135,8 @@ CONVERSATIONS = KitPersistence(
     os.environ.get("DEPUTY_CONVERSATIONS_DIR")
     or Path(tempfile.gettempdir()) / "deputy_shiny" / "conversations",
     store=os.environ.get("DEPUTY_STORE_URL") or None,
+    # Held across a user's sessions and every process sharing the store.
+    budget=daily_budget(),
 )
 
 

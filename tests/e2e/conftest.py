@@ -177,8 +177,8 @@ def _launch(app_file: Path, directory: Path, env_overrides: dict[str, str]) -> A
         # The reference app's saved conversations: the server's own, never the shared
         # default under the system temp dir.
         DEPUTY_CONVERSATIONS_DIR=str(directory / "conversations"),
-        **env_overrides,
     )
+    env.update(env_overrides)  # may name DEPUTY_CONVERSATIONS_DIR: a folder servers share
     log_path = directory / "server.log"
     command = [sys.executable, "-m", "shiny", "run", str(app_file)]
     command += ["--port", str(port), "--host", "127.0.0.1"]
@@ -295,11 +295,14 @@ def serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
     A relative name is a file in ``tests/e2e/apps/``; an absolute path is used as is.
     The same file with the same environment overrides is started only once per
     module (an app the module lists in ``E2E_APPS`` may have been launched ahead);
-    every server is stopped when the module's tests are done.
+    every server is stopped when the module's tests are done. ``wait=False`` launches
+    it without waiting until it serves (a later call waits), so several servers a
+    module needs start side by side.
     """
     started: dict[AppKey, AppServer] = {}
+    serving: set[AppKey] = set()
 
-    def serve(app_file: str, **env_overrides: str) -> AppServer:
+    def serve(app_file: str, *, wait: bool = True, **env_overrides: str) -> AppServer:
         key = _app_key(app_file, env_overrides)
         if key not in started:
             server = _PRESTARTED.pop(key, None)
@@ -308,15 +311,19 @@ def serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
                 path = _app_path(app_file)
                 server = _launch(path, tmp_path_factory.mktemp(path.stem), env_overrides)
             _RUNNING.append(server)
+            started[key] = server
+        server = started[key]
+        if wait and key not in serving:
             try:
                 _wait_ready(server)
             except BaseException:
                 _RUNNING.remove(server)
+                del started[key]
                 server.stop()
                 raise
-            started[key] = server
+            serving.add(key)
             _prelaunch_after(key)
-        return started[key]
+        return server
 
     try:
         yield serve

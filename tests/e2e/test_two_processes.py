@@ -1,0 +1,188 @@
+"""Two processes of the reference app, one PostgreSQL store, behind nginx on one origin.
+
+Processes A and B run ``app.py`` on the demo model with the same ``DEPUTY_STORE_URL``
+(a fresh database on the suite's PostgreSQL server), ``DEPUTY_CONVERSATIONS_DIR`` (the
+workspaces, storage both see) and ``DEPUTY_RECORD_KEY``, and a per-user budget of
+:data:`BUDGET` requests a day. nginx (``tests/_nginx.py``) serves both on one origin and
+sends each request to the process its ``route`` cookie names: a test switches a
+browser (a context: one user) from A to B by setting that cookie, as a sticky load
+balancer that moved the user would. Every page load checks which process served it,
+and which one accepted its websocket.
+
+One set of servers serves every test of the module (they start once); each test is a
+user of its own (a fresh context, so a fresh anonymous token and budget).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from deputy_shiny.shiny.playwright import AgentChat
+from tests._nginx import ROUTE_COOKIE, UPSTREAM_HEADER, Nginx, start_nginx
+from tests._postgres import PostgresServer
+from tests.e2e.conftest import ROOT, AppServer
+
+BUDGET = 3  # requests per user per day ("read welcome.md" costs 2: the tool call, the reply)
+# The first request on a fresh server waits for litellm's import (test_reference_app.py).
+FRESH_SERVER_MS = 60_000
+
+
+@dataclass
+class Cluster:
+    """The two app processes and the proxy in front of them."""
+
+    processes: dict[str, AppServer]  # "a", "b"
+    proxy: Nginx
+
+    def websockets(self, name: str) -> int:
+        """How many websockets process ``name`` accepted so far (uvicorn logs each)."""
+        return self.processes[name].log().count('"WebSocket /websocket/" [accepted]')
+
+    def expect_websockets(self, name: str, more_than: int) -> None:
+        """Wait until process ``name`` accepted more than ``more_than`` websockets (its
+        log line may follow the connection by a moment)."""
+        deadline = time.monotonic() + 10
+        while self.websockets(name) <= more_than:
+            assert time.monotonic() < deadline, f"no websocket reached process {name}"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    serve_app: Callable[..., AppServer],
+    postgres_server: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Cluster]:
+    shared = {
+        "DEPUTY_STORE_URL": postgres_server.database(),
+        "DEPUTY_CONVERSATIONS_DIR": str(tmp_path_factory.mktemp("two-processes")),
+        "DEPUTY_RECORD_KEY": secrets.token_hex(32),
+        "DEPUTY_BUDGET_REQUESTS_PER_DAY": str(BUDGET),
+    }
+    app = str(ROOT / "app.py")
+    for name in ("a", "b"):  # launched side by side: each imports litellm as it starts
+        serve_app(app, wait=False, DEPUTY_E2E_TAG=f"two-processes-{name}", **shared)
+    processes = {
+        name: serve_app(app, DEPUTY_E2E_TAG=f"two-processes-{name}", **shared)
+        for name in ("a", "b")
+    }
+    ports = {name: int(server.url.rsplit(":", 1)[1]) for name, server in processes.items()}
+    proxy = start_nginx(ports)
+    try:
+        yield Cluster(processes, proxy)
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def user(new_page: Callable[[], Page]) -> BrowserContext:
+    """One user: a browser context (its cookies hold the user's token and route)."""
+    return new_page().context
+
+
+def route(context: BrowserContext, cluster: Cluster, name: str) -> None:
+    """Send this user's next requests (pages and websockets) to process ``name``."""
+    context.add_cookies([{"name": ROUTE_COOKIE, "value": name, "url": cluster.proxy.url}])
+
+
+def load(page: Page, cluster: Cluster, name: str, *, reload: bool = False) -> AgentChat:
+    """Open (or reload) the app in ``page`` through the proxy, on process ``name``; wait
+    until its chat is ready, its websocket accepted by that process."""
+    route(page.context, cluster, name)
+    before = cluster.websockets(name)
+    response = page.reload() if reload else page.goto(cluster.proxy.url)
+    assert response is not None and response.headers[UPSTREAM_HEADER.lower()] == name
+    chat = AgentChat(page, "chat")
+    chat.expect_ready(timeout=FRESH_SERVER_MS)
+    cluster.expect_websockets(name, before)
+    return chat
+
+
+def open_on(context: BrowserContext, cluster: Cluster, name: str) -> tuple[Page, AgentChat]:
+    """A new tab of this user on process ``name``."""
+    page = context.new_page()
+    return page, load(page, cluster, name)
+
+
+def exchange(chat: AgentChat, text: str, reply: str) -> None:
+    """Send ``text`` and wait until the reply containing ``reply`` has finished."""
+    chat.send(text)
+    chat.expect_latest_reply(reply, timeout=FRESH_SERVER_MS)
+    chat.expect_idle()
+
+
+def expect_requests(page: Page, count: int) -> None:
+    row = page.locator(".deputy-usage-row").filter(has_text="Requests")
+    expect(row.locator("dd")).to_have_text(str(count), timeout=20_000)
+
+
+def user_messages(chat: AgentChat) -> list[str]:
+    return [text.strip() for text in chat.loc_user_messages.all_inner_texts()]
+
+
+def test_a_conversation_saved_on_a_comes_back_on_b(user: BrowserContext, cluster: Cluster) -> None:
+    page, chat = open_on(user, cluster, "a")
+    exchange(chat, "read welcome.md", "welcome.md")
+    expect_requests(page, 2)
+
+    chat = load(page, cluster, "b", reload=True)
+    expect(chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    assert user_messages(chat) == ["read welcome.md"]
+    expect(chat.tool_card("read_file")).to_have_count(1)
+    chat.expect_latest_reply("welcome.md")
+    expect_requests(page, 2)
+    # B goes on with it and saves, and A sees what B saved.
+    exchange(chat, "thank you", "thank you")
+    expect_requests(page, 3)
+
+    chat = load(page, cluster, "a", reload=True)
+    expect(chat.loc_user_messages).to_have_count(2, timeout=20_000)
+    assert user_messages(chat) == ["read welcome.md", "thank you"]
+    expect_requests(page, 3)
+
+
+def test_a_budget_spent_on_a_refuses_the_next_run_on_b(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    page, chat = open_on(user, cluster, "a")
+    exchange(chat, "read welcome.md", "welcome.md")
+    exchange(chat, "thank you", "thank you")  # 3 of 3 requests
+
+    chat = load(page, cluster, "b", reload=True)
+    expect(chat.loc_user_messages).to_have_count(2, timeout=20_000)
+    chat.send("one more, please")
+    chat.expect_latest_reply(
+        f"Your daily budget is spent ({BUDGET} of {BUDGET} requests today); "
+        "it renews at midnight UTC."
+    )
+    chat.expect_idle()
+    expect_requests(page, BUDGET)  # refused before its request: nothing was spent
+
+
+def test_two_tabs_on_a_and_b_never_both_hold_the_conversation(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    first, first_chat = open_on(user, cluster, "a")
+    exchange(first_chat, "read welcome.md", "welcome.md")
+
+    # The same user in a second tab, on B: B takes the conversation over (the lease in
+    # the database); A's tab learns it at its next renewal, says so and is let go.
+    second, second_chat = open_on(user, cluster, "b")
+    expect(second_chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    first_chat.expect_latest_reply("continues there", timeout=20_000)
+    first.wait_for_function("() => !Shiny.shinyapp.isConnected()")
+    exchange(second_chat, "thank you", "thank you")
+
+    # Back to A, in the first tab: A takes it over again, with what B saved; B lets go.
+    first_chat = load(first, cluster, "a", reload=True)
+    expect(first_chat.loc_user_messages).to_have_count(2, timeout=20_000)
+    assert user_messages(first_chat) == ["read welcome.md", "thank you"]
+    second_chat.expect_latest_reply("continues there", timeout=20_000)
+    second.wait_for_function("() => !Shiny.shinyapp.isConnected()")
+    assert "continues there" not in first_chat.latest_reply_text()
