@@ -49,8 +49,15 @@ burst at 10. Targets (#21): held kit/minimal >= 0.5, kit/by-hand >= 1.5, kit/cha
 >= 1.0; start and burst ratios <= 2. Bounded: loopback only, every phase has a timeout,
 servers are killed at the end.
 
+Scale-out (``--processes P``, P > 1; provider mode only). The kit on one process and on
+P processes, each side behind an nginx of its own (``tests/_nginx.py``: Debian's nginx, a
+config in a temp dir) that spreads the N sessions over its processes by a ``route``
+cookie, the way a sticky proxy spreads browsers; the rest of the method is the same. It
+prints the rows (mode ``nginx``, apps ``kit-1p`` and ``kit-<P>p``), sessions held per
+run, and last ``ratio kit P processes/1 process sessions held``.
+
 Usage: .venv/bin/python benchmarks/capacity.py [--mode both] [--ladder 10,20,40,80,160]
-       [--runs 1] [--chunks 200] [--interval 0.02]
+       [--runs 1] [--chunks 200] [--interval 0.02] [--processes 1]
 """
 
 from __future__ import annotations
@@ -334,16 +341,21 @@ async def session(
     started: asyncio.Event | None,
     go: asyncio.Event,
     deadline: float,
+    route: str | None = None,
 ) -> None:
     """One browser session: start, tell ``started``, wait for ``go``, submit, read the reply.
 
+    ``route``: the process behind nginx (its ``route`` cookie), with ``--processes``.
     Anything that goes wrong (a refused connection, a timeout at ``deadline``, on the
     loop's clock) is recorded in ``sample.error``; the session then simply is incomplete.
     """
+    headers = {"Cookie": f"route={route}"} if route else None
     try:
         async with asyncio.timeout_at(deadline):
             url = f"ws://127.0.0.1:{port}/websocket/"
-            async with websockets.connect(url, max_size=None, ping_interval=None) as ws:
+            async with websockets.connect(
+                url, max_size=None, ping_interval=None, additional_headers=headers
+            ) as ws:
                 began = time.perf_counter()
                 await ws.send(json.dumps({"method": "init", "data": {}}))
                 while True:
@@ -363,18 +375,21 @@ async def session(
         sample.error = f"{type(error).__name__} {error}".strip()[:200]
 
 
-async def warm_up(port: int, chat_input: str) -> Sample:
+async def warm_up(port: int, chat_input: str, route: str | None = None) -> Sample:
     """One session with a short reply, so first-request costs are paid before measuring."""
     go = asyncio.Event()
     go.set()
     sample = Sample()
     deadline = asyncio.get_running_loop().time() + 120
-    await session(port, chat_input, "warm up", sample, None, go, deadline)
+    await session(port, chat_input, "warm up", sample, None, go, deadline, route)
     return sample
 
 
-async def measure(port: int, app: AppSpec, n: int, config: Config) -> list[Sample]:
-    """Open ``n`` sessions at once, wait until all started, then all submit at once."""
+async def measure(
+    port: int, app: AppSpec, n: int, config: Config, routes: Sequence[str] = ()
+) -> list[Sample]:
+    """Open ``n`` sessions at once, wait until all started, then all submit at once
+    (behind nginx, session ``i`` goes to process ``routes[i % len(routes)]``)."""
     loop = asyncio.get_running_loop()
     start_timeout = 30 + 0.5 * n
     deadline = loop.time() + start_timeout + 30 + 3 * config.duration
@@ -382,8 +397,19 @@ async def measure(port: int, app: AppSpec, n: int, config: Config) -> list[Sampl
     flags = [asyncio.Event() for _ in range(n)]
     go = asyncio.Event()
     tasks = [
-        asyncio.create_task(session(port, app.chat_input, "stream please", s, f, go, deadline))
-        for s, f in zip(samples, flags, strict=True)
+        asyncio.create_task(
+            session(
+                port,
+                app.chat_input,
+                "stream please",
+                s,
+                f,
+                go,
+                deadline,
+                routes[i % len(routes)] if routes else None,
+            )
+        )
+        for i, (s, f) in enumerate(zip(samples, flags, strict=True))
     ]
     everyone = asyncio.gather(*(flag.wait() for flag in flags))
     with contextlib.suppress(TimeoutError):
@@ -586,6 +612,94 @@ async def run_all(
     return ledger
 
 
+# --------------------------------------------------------------------------- scale-out
+
+SCALE_MODE = "nginx"  # the mode column of the --processes rows
+
+
+def scale_label(count: int) -> str:
+    """The app column of the kit on ``count`` processes behind nginx."""
+    return f"kit-{count}p"
+
+
+async def scale_step(n: int, counts: Sequence[int], config: Config, tmp: Path) -> list[Result]:
+    """For each process count, that many fresh kit servers behind an nginx of their own
+    (sessions spread over them by the ``route`` cookie, as a sticky proxy spreads
+    browsers), all started together, then measured one count at a time while the others
+    idle. nginx is in front of the one-process side too, so both pay the same hop."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests._nginx import Nginx, start_nginx  # the tests' helper: one config, one place
+
+    groups: list[tuple[int, list[Server]]] = []
+    proxies: list[Nginx] = []
+    out: list[Result] = []
+    try:
+        for count in counts:
+            env = app_env(config, tmp, "")
+            label = scale_label(count)
+            groups.append(
+                (count, [spawn(f"{label}-{i}", shiny_command(KIT), env, tmp) for i in range(count)])
+            )
+        everyone = [server for _, servers in groups for server in servers]
+        began = time.monotonic()
+        await wait_serving(everyone, SERVE_TIMEOUT)
+        for _, servers in groups:
+            upstreams = {f"p{i}": server.port for i, server in enumerate(servers)}
+            proxies.append(await asyncio.to_thread(start_nginx, upstreams))
+        log(f"N={n}: {len(everyone)} servers up in {time.monotonic() - began:.1f} s")
+        for (count, servers), proxy in zip(groups, proxies, strict=True):
+            label, routes = scale_label(count), [f"p{i}" for i in range(count)]
+            await settle(everyone)
+            warm = [await warm_up(proxy.port, KIT.chat_input, route) for route in routes]
+            cold = [w for w in warm if not w.complete]
+            samples = [] if cold else await measure(proxy.port, KIT, n, config, routes)
+            for server in servers:
+                server.stop()
+            result = judge(label, n, samples, config)
+            if cold:
+                result = dataclasses.replace(result, held=False, why=f"warm-up: {cold[0].error}")
+            out.append(result)
+            print(row(SCALE_MODE, result), flush=True)
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        for _, servers in groups:
+            for server in servers:
+                server.stop()
+    return out
+
+
+async def run_scale(
+    ladder: Sequence[int], runs: int, config: Config, tmp: Path, processes: int
+) -> Ledger:
+    """Climb the ladder ``runs`` times for the kit on 1 and on ``processes`` processes."""
+    ledger = Ledger()
+    print(HEADER, flush=True)
+    for run in range(runs):
+        for step, n in enumerate(ladder):
+            counts = [1, processes] if (run + step) % 2 == 0 else [processes, 1]
+            wanted = [c for c in counts if not ledger.failed(SCALE_MODE, run, scale_label(c))]
+            if wanted:
+                for result in await scale_step(n, wanted, config, tmp):
+                    ledger.add(SCALE_MODE, run, result)
+    return ledger
+
+
+def summarize_scale(ledger: Ledger, runs: int, processes: int) -> dict[str, dict[str, int]]:
+    """Print sessions held per process count and run, then the ratio last."""
+    held: dict[str, int] = {}
+    for count in (1, processes):
+        label = scale_label(count)
+        per_run = [ledger.held(SCALE_MODE, run, label) for run in range(runs)]
+        held[label] = int(statistics.median(per_run))
+        shown = ", ".join(str(h) for h in per_run)
+        print(f"{SCALE_MODE:8} {label:8} sessions held per run: {shown}")
+    ratio = _ratio(held[scale_label(processes)], held[scale_label(1)])
+    print(f"ratio kit {processes} processes/1 process sessions held: {ratio:.2f}")
+    return {SCALE_MODE: held}
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("inf") if a else float("nan")
 
@@ -630,24 +744,31 @@ async def main(
     chunks: int = 200,
     interval: float = 0.02,
     max_gap: float = MAX_P99_GAP,
+    processes: int = 1,
 ) -> dict[str, dict[str, int]]:
     """Run the benchmark and print its table and ratios; return sessions held per mode/app.
 
     ``max_gap`` is the p99 gap (seconds) an app may show and still hold N; only the
     tiny-run test loosens it (it checks that the benchmark works, not the machine).
+    ``processes`` above 1 measures scale-out instead (``mode`` is then ignored): the
+    kit on 1 and on that many processes, each behind nginx.
     """
     raise_fd_limit()
-    modes = MODES if mode == "both" else (mode,)
+    modes = (SCALE_MODE,) if processes > 1 else MODES if mode == "both" else (mode,)
     config = Config(chunks, interval, max_gap)
     load = os.getloadavg()
+    scale = f"; kit on 1 and {processes} processes behind nginx" if processes > 1 else ""
     print(
-        f"capacity: modes {', '.join(modes)}; ladder {', '.join(map(str, ladder))}; "
+        f"capacity: modes {', '.join(modes)}{scale}; ladder {', '.join(map(str, ladder))}; "
         f"runs {runs}; {chunks} chunks {interval * 1000:g} ms apart; "
         f"holds: p99 gap <= {max_gap * 1000:g} ms, pace <= {MAX_PACE}x; "
         f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="capacity-") as tmp:
+        if processes > 1:
+            ledger = await run_scale(sorted(ladder), runs, config, Path(tmp), processes)
+            return summarize_scale(ledger, runs, processes)
         ledger = await run_all(modes, sorted(ladder), runs, config, Path(tmp))
     return summarize(ledger, modes, sorted(ladder), runs)
 
@@ -659,6 +780,14 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="above 1: the kit on 1 and on this many processes behind nginx (scale-out)",
+    )
     args = parser.parse_args()
     steps = [int(part) for part in args.ladder.split(",") if part.strip()]
-    asyncio.run(main(args.mode, steps, args.runs, args.chunks, args.interval))
+    asyncio.run(
+        main(args.mode, steps, args.runs, args.chunks, args.interval, processes=args.processes)
+    )
