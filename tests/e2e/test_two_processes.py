@@ -10,7 +10,8 @@ balancer that moved the user would. Every page load checks which process served 
 and which one accepted its websocket.
 
 One set of servers serves every test of the module (they start once); each test is a
-user of its own (a fresh context, so a fresh anonymous token and budget).
+user of its own (a fresh context, so a fresh anonymous token and budget). The last test
+kills A (SIGKILL) while an approval waits, and B shows and decides it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from deputy_shiny.shiny.playwright import AgentChat
+from deputy_shiny.shiny._conversations import folder_name
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
 from tests._nginx import ROUTE_COOKIE, UPSTREAM_HEADER, Nginx, start_nginx
 from tests._postgres import PostgresServer
 from tests.e2e.conftest import ROOT, AppServer
@@ -31,6 +34,7 @@ from tests.e2e.conftest import ROOT, AppServer
 BUDGET = 3  # requests per user per day ("read welcome.md" costs 2: the tool call, the reply)
 # The first request on a fresh server waits for litellm's import (test_reference_app.py).
 FRESH_SERVER_MS = 60_000
+NOTE = Path("notes") / "demo-note.md"  # what the demo's "write a note" writes
 
 
 @dataclass
@@ -96,7 +100,11 @@ def load(page: Page, cluster: Cluster, name: str, *, reload: bool = False) -> Ag
     until its chat is ready, its websocket accepted by that process."""
     route(page.context, cluster, name)
     before = cluster.websockets(name)
-    response = page.reload() if reload else page.goto(cluster.proxy.url)
+    # A fresh server's first page may take long on a loaded machine (seen: over 15 s).
+    if reload:
+        response = page.reload(timeout=FRESH_SERVER_MS)
+    else:
+        response = page.goto(cluster.proxy.url, timeout=FRESH_SERVER_MS)
     assert response is not None and response.headers[UPSTREAM_HEADER.lower()] == name
     chat = AgentChat(page, "chat")
     chat.expect_ready(timeout=FRESH_SERVER_MS)
@@ -120,6 +128,13 @@ def exchange(chat: AgentChat, text: str, reply: str) -> None:
 def expect_requests(page: Page, count: int) -> None:
     row = page.locator(".deputy-usage-row").filter(has_text="Requests")
     expect(row.locator("dd")).to_have_text(str(count), timeout=20_000)
+
+
+def workspace(cluster: Cluster, context: BrowserContext) -> Path:
+    """The user's workspace (in the folder both processes share), found from the token."""
+    token = next(c["value"] for c in context.cookies() if c["name"] == "deputy_shiny_conversation")
+    folder = folder_name("token", token.split(".")[0], "chat")
+    return cluster.processes["a"].conversations / "workspaces" / folder
 
 
 def user_messages(chat: AgentChat) -> list[str]:
@@ -186,3 +201,37 @@ def test_two_tabs_on_a_and_b_never_both_hold_the_conversation(
     second_chat.expect_latest_reply("continues there", timeout=20_000)
     second.wait_for_function("() => !Shiny.shinyapp.isConnected()")
     assert "continues there" not in first_chat.latest_reply_text()
+
+
+def test_an_approval_asked_on_a_is_decided_on_b_after_a_is_killed(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    """Last in the module: it kills process A."""
+    page, chat = open_on(user, cluster, "a")
+    chat.send("write a note")
+    ApprovalModal(page).expect_open("write_file", timeout=FRESH_SERVER_MS)
+    # It waits in the database, not in a file of the shared folder (hosts may share none).
+    shared = cluster.processes["a"].conversations
+    assert list(shared.rglob("*.approval.json")) == []
+    a = cluster.processes["a"].process
+    a.kill()  # SIGKILL: nothing of A's runs on (no session end, no lease let go)
+    a.wait(timeout=10)
+    page.wait_for_function("() => !Shiny.shinyapp.isConnected()")
+
+    chat = load(page, cluster, "b", reload=True)
+    modal = ApprovalModal(page)
+    modal.expect_open("write_file", timeout=30_000)  # the same approval, from the store
+    modal.approve()
+    chat.expect_latest_reply("The write happened", timeout=FRESH_SERVER_MS)
+    chat.expect_idle()
+    assert (workspace(cluster, user) / NOTE).is_file()
+    # Run exactly once: the journal holds one change since the run began.
+    panel = ConversationPanel(page, "conversation")
+    panel.expect_changes(0, "1 file change after it")
+
+    # Decided once: a reload shows the outcome, never the modal again.
+    chat = load(page, cluster, "b", reload=True)
+    chat.expect_latest_reply("The write happened")
+    expect(chat.tool_card("write_file")).to_have_count(1)
+    expect(page.locator("#shiny-modal .deputy-approval")).to_have_count(0)
+    panel.expect_changes(0, "1 file change after it")
