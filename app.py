@@ -266,7 +266,9 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
     conversation_panel_server("conversation", handle)
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)
-    usage_meter_server("usage", handle.usage, handle.running, handle.pending_approvals)
+    usage_meter_server(
+        "usage", handle.usage, handle.running, handle.pending_approvals, handle.budget
+    )
     subagent_panel_server("team", lambda: handle.agent, requester)
     if MCP_CONFIG is not None:
         mcp_panel_server("mcp", handle)

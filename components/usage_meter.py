@@ -53,8 +53,10 @@ def usage_meter_server(
     usage: Callable[[], AgentUsage],
     running: Callable[[], bool],
     pending: Callable[[], int],
+    budget: Callable[[], str] | None = None,
 ) -> None:
-    """Show ``usage()`` (updated after each run), and whether the agent works or waits."""
+    """Show ``usage()`` (updated after each run), whether the agent works or waits, and,
+    with ``budget``, today's spend against the user's daily budget."""
 
     @render.ui
     def meter() -> Tag:
@@ -76,4 +78,6 @@ def usage_meter_server(
             status = tags.div("The agent is working…", class_="deputy-status deputy-status-busy")
         else:
             status = tags.div("Idle", class_="deputy-status")
-        return tags.div(status, tags.dl(*rows, class_="deputy-usage-list"))
+        today = budget() if budget is not None else ""
+        line = tags.p(today, class_="deputy-usage-budget") if today else None
+        return tags.div(status, tags.dl(*rows, class_="deputy-usage-list"), line)

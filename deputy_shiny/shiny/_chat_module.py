@@ -99,6 +99,9 @@ class AgentChatHandle(kit_module.ExpressInert):
         mcp: This session's MCP connections: ``await handle.mcp.connect(server)``;
             they close when the session ends.
         persistent: True when the conversation is saved (``persistence``).
+        budget: Today's spend against the user's budget, as the usage line words it
+            (``"Today: 3 of 50 requests · $0.02 of $1.00"``; empty until the first
+            read), for an app's own meter; None without ``KitPersistence(budget=)``.
 
     The shinychat ``Chat`` inside is not handed out: what it could do that bypasses the
     agent (append markup, or messages the agent never sees) goes through the narrow
@@ -126,6 +129,7 @@ class AgentChatHandle(kit_module.ExpressInert):
     tool_events: reactive.Value[int]
     working_dir: Path | None
     mcp: SessionMcp
+    budget: reactive.Value[str] | None = None
     _prompts: SessionPrompts | None = field(default=None, repr=False)
     _conversation: SessionConversation | None = field(default=None, repr=False)
     _session: Session | None = field(default=None, repr=False)
@@ -367,6 +371,7 @@ def agent_chat_server(
         tool_events,
         working_dir,
         mcp,
+        budget_value,
         _prompts=prompts,
         _conversation=conversation,
         _session=session,

@@ -171,6 +171,10 @@ def test_a_budget_spent_on_a_refuses_the_next_run_on_b(
 
     chat = load(page, cluster, "b", reload=True)
     expect(chat.loc_user_messages).to_have_count(2, timeout=20_000)
+    # B's usage meter reads A's spend from the database before anything runs on B.
+    expect(page.locator(".deputy-usage-budget")).to_have_text(
+        f"Today: {BUDGET} of {BUDGET} requests", timeout=20_000
+    )
     chat.send("one more, please")
     chat.expect_latest_reply(
         f"Your daily budget is spent ({BUDGET} of {BUDGET} requests today); "
