@@ -10,6 +10,7 @@ a test can run them on the real tree and on a synthetic one made to break each r
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -77,18 +78,34 @@ def imports_of(module: str, path: Path, known: Iterable[str]) -> list[Import]:
     of the tree, else ``pkg`` itself.
     """
     modules = set(known)
-    is_package = path.name == "__init__.py"
     found: list[Import] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    parsed = _parsed_imports(module, path.name == "__init__.py", path.read_text(), str(path))
+    for base, names, line, is_from in parsed:
+        if not is_from:
+            found.extend(Import(module, name, line) for name in names)
+            continue
+        for name in names:
+            candidate = f"{base}.{name}"
+            found.append(Import(module, candidate if candidate in modules else base, line))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_imports(
+    module: str, is_package: bool, text: str, filename: str
+) -> tuple[tuple[str, tuple[str, ...], int, bool], ...]:
+    """One file's import statements as ``(base, names, line, is_from)``, relative ones
+    resolved. Cached on the file's text: every rule reads the whole tree again, and
+    parsing it is most of a check's cost (an edited file is a new key)."""
+    found: list[tuple[str, tuple[str, ...], int, bool]] = []
+    for node in ast.walk(ast.parse(text, filename)):
         if isinstance(node, ast.Import):
-            found.extend(Import(module, alias.name, node.lineno) for alias in node.names)
+            found.append(("", tuple(alias.name for alias in node.names), node.lineno, False))
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(module, is_package, node.level, node.module)
-            for alias in node.names:
-                candidate = f"{base}.{alias.name}"
-                target = candidate if candidate in modules else base
-                found.append(Import(module, target, node.lineno))
-    return found
+            names = tuple(alias.name for alias in node.names)
+            found.append((base, names, node.lineno, True))
+    return tuple(found)
 
 
 def import_graph(root: Path) -> dict[str, list[Import]]:

@@ -1,11 +1,21 @@
-"""The kit warms litellm up as the app starts: no app has to call warm_up()."""
+"""The kit warms litellm up as the app starts: no app has to call warm_up().
+
+Each check runs in its own fresh process (litellm not yet imported, no warm-up begun),
+forked from one interpreter that imported the kit once; they run at once, as they time
+nothing.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import pytest
 
-from tests.test_warm_up import python
+from tests._fresh import Child, forked
+
+SETUP = """
+import sys
+import deputy_shiny.shiny as kit
+assert 'litellm' not in sys.modules, 'importing the kit must stay cheap'
+"""
 
 CHECK = """
 import sys, time
@@ -22,47 +32,54 @@ print(kit._warm._thread.name, kit._warm.warm_up_in_background() is kit._warm._th
 """
 
 
-def run(build: str) -> str:
-    code = CHECK.replace("{build}", build)
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+# An Express app builds no UI before a session: the server binding starts the warm-up
+# (a stub session, as Shiny makes when it renders an Express app's UI).
+EXPRESS = (
+    "from shiny.session import session_context\n"
+    "from shiny.express._stub_session import ExpressStubSession\n"
+    "with session_context(ExpressStubSession()):\n"
+    "    kit.agent_chat_server('chat', agent_factory=lambda ctx: None)\n"
+)
+
+# Built as app.py is imported (no event loop running), the UI returns once the warm-up
+# is done, so shiny run serves a process whose first reply is warm. Built on a running
+# loop (a UI function called per request) it only starts the warm-up.
+MODULE = (
+    "import asyncio, sys\n"
+    "import deputy_shiny.shiny as kit\n"
+    "async def per_request():\n"
+    "    kit.agent_chat_ui('chat')\n"
+    "    return kit._warm._thread.is_alive()\n"
+    "print('on a loop, still warming:', asyncio.run(per_request()))\n"
+    "kit.agent_chat_ui('chat')\n"
+    "print('at import, still warming:', kit._warm._thread.is_alive())\n"
+)
 
 
-def test_building_the_chat_ui_imports_litellm_in_a_worker_thread() -> None:
-    # No model request and no warm_up() call: the UI alone, as a static app.py builds it.
-    assert run("kit.agent_chat_ui('chat')") == "deputy-shiny-warm-up True"
+@pytest.fixture(scope="module")
+def children() -> dict[str, Child]:
+    """Each case's child, in its own fresh process."""
+    cases = {
+        # No model request and no warm_up() call: the UI alone, as a static app.py builds it.
+        "ui": CHECK.replace("{build}", "kit.agent_chat_ui('chat')"),
+        "express": CHECK.replace("{build}", EXPRESS),
+        "module": MODULE,
+    }
+    return forked(cases, setup=SETUP, parallel=True)
 
 
-def test_an_express_app_warms_up_at_its_first_session() -> None:
-    # Express builds no UI before a session: the server binding starts it (a stub
-    # session, as Shiny makes when it renders an Express app's UI).
-    build = (
-        "from shiny.session import session_context\n"
-        "from shiny.express._stub_session import ExpressStubSession\n"
-        "with session_context(ExpressStubSession()):\n"
-        "    kit.agent_chat_server('chat', agent_factory=lambda ctx: None)\n"
-    )
-    assert run(build) == "deputy-shiny-warm-up True"
+def test_building_the_chat_ui_imports_litellm_in_a_worker_thread(
+    children: dict[str, Child],
+) -> None:
+    assert children["ui"].printed().strip() == "deputy-shiny-warm-up True"
 
 
-def test_an_app_module_serves_only_once_warm() -> None:
-    # Built as app.py is imported (no event loop running), the UI returns once the
-    # warm-up is done, so shiny run serves a process whose first reply is warm. Built on
-    # a running loop (a UI function called per request) it only starts the warm-up.
-    code = (
-        "import asyncio, sys\n"
-        "import deputy_shiny.shiny as kit\n"
-        "async def per_request():\n"
-        "    kit.agent_chat_ui('chat')\n"
-        "    return kit._warm._thread.is_alive()\n"
-        "print('on a loop, still warming:', asyncio.run(per_request()))\n"
-        "kit.agent_chat_ui('chat')\n"
-        "print('at import, still warming:', kit._warm._thread.is_alive())\n"
-    )
-    assert python(code).splitlines() == [
+def test_an_express_app_warms_up_at_its_first_session(children: dict[str, Child]) -> None:
+    assert children["express"].printed().strip() == "deputy-shiny-warm-up True"
+
+
+def test_an_app_module_serves_only_once_warm(children: dict[str, Child]) -> None:
+    assert children["module"].printed().splitlines() == [
         "on a loop, still warming: True",
         "at import, still warming: False",
     ]

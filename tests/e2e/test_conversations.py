@@ -8,7 +8,10 @@ keeps conversations under a folder of this module's own.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +24,15 @@ from tests.e2e.conftest import ROOT, AppServer
 
 # A server of this module's own (the tag only tells it apart from test_reference_app's),
 # so that it is launched ahead of the module too.
-E2E_APPS = ((str(ROOT / "app.py"), {"DEPUTY_E2E_TAG": "conversations"}),)
+# The store's server too, on a database file known at import (so it is launched ahead).
+_STORE_DIR = tempfile.mkdtemp(prefix="deputy-e2e-store-")
+atexit.register(shutil.rmtree, _STORE_DIR, True)
+STORE_DATABASE = Path(_STORE_DIR) / "kit.db"
+STORE_URL = f"sqlite+aiosqlite:///{STORE_DATABASE}"
+E2E_APPS = (
+    (str(ROOT / "app.py"), {"DEPUTY_E2E_TAG": "conversations"}),
+    (str(ROOT / "app.py"), {"DEPUTY_STORE_URL": STORE_URL}),
+)
 
 NOTE = Path("notes") / "demo-note.md"
 
@@ -247,13 +258,11 @@ def test_a_second_tab_takes_the_conversation_over(user: BrowserContext, app: App
 
 def test_with_a_store_url_the_conversation_comes_back_from_the_database(
     serve_app: Callable[..., AppServer],
-    tmp_path_factory: pytest.TempPathFactory,
     new_page: Callable[[], Page],
 ) -> None:
     """``DEPUTY_STORE_URL``: the reference app keeps conversations in the database, and
     its conversations folder only the workspaces."""
-    database = tmp_path_factory.mktemp("store") / "kit.db"
-    app = serve_app(str(ROOT / "app.py"), DEPUTY_STORE_URL=f"sqlite+aiosqlite:///{database}")
+    app = serve_app(str(ROOT / "app.py"), DEPUTY_STORE_URL=STORE_URL)
     context = new_page().context
     page, chat = chatted(context, app, "read welcome.md")
     expect_requests(page, 2)
@@ -263,7 +272,7 @@ def test_with_a_store_url_the_conversation_comes_back_from_the_database(
     assert user_messages(chat) == ["read welcome.md"]
     chat.expect_latest_reply("welcome.md")
     expect_requests(page, 2)
-    assert database.is_file()
+    assert STORE_DATABASE.is_file()
     assert (workspace(app.conversations, page) / "welcome.md").is_file()
     saved = [p.name for p in app.conversations.rglob("*.json")]
     assert "session.json" not in saved and "conversation.json" not in saved

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
-import pytest
 from playwright.sync_api import Page, expect
 from shinychat.playwright import ChatController
 
@@ -14,7 +17,21 @@ from deputy_shiny.shiny.playwright import ApprovalModal, SubagentPanel
 from tests.e2e.conftest import ROOT, AppServer, open_chat
 
 SERVER_KEY = "sk-e2e-server-" + "5f3a9c1e77d04b2a"
-E2E_APPS = (str(ROOT / "app.py"), (str(ROOT / "app.py"), {"OPENAI_API_KEY": SERVER_KEY}))
+# The MCP config's server is known at import, so it is launched ahead of the module
+# with the others (started in the test, its start would add seconds to the test).
+_MCP_DIR = tempfile.mkdtemp(prefix="deputy-e2e-mcp-")
+atexit.register(shutil.rmtree, _MCP_DIR, True)
+MCP_CONFIG = Path(_MCP_DIR) / "config.json"
+MCP_CONFIG.write_text(
+    json.dumps(
+        {"mcpServers": {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}}
+    )
+)
+E2E_APPS = (
+    str(ROOT / "app.py"),
+    (str(ROOT / "app.py"), {"OPENAI_API_KEY": SERVER_KEY}),
+    (str(ROOT / "app.py"), {"DEPUTY_MCP_CONFIG": str(MCP_CONFIG)}),
+)
 # The first request on a fresh server waits for litellm's import (the app warms it up in
 # a thread as it starts): 4.5-13.5 s measured at a load of 7 on 2 cores, so 15 s was not
 # enough. A server that never answers still fails, after a minute.
@@ -91,12 +108,9 @@ def test_bash_in_one_session_sees_neither_another_session_nor_the_servers_key(
 
 
 def test_with_an_mcp_config_the_sidebar_connects_its_servers(
-    page: Page, serve_app: Callable[..., AppServer], tmp_path_factory: pytest.TempPathFactory
+    page: Page, serve_app: Callable[..., AppServer]
 ) -> None:
-    config = tmp_path_factory.mktemp("mcp") / "config.json"
-    time_server = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
-    config.write_text(json.dumps({"mcpServers": {"time": time_server}}))
-    app = serve_app(str(ROOT / "app.py"), DEPUTY_MCP_CONFIG=str(config))
+    app = serve_app(str(ROOT / "app.py"), DEPUTY_MCP_CONFIG=str(MCP_CONFIG))
     page.goto(app.url)
     time_row = page.locator(".deputy-mcp-server[data-server='time']")
     expect(time_row.locator(".deputy-mcp-state")).to_have_text("not connected", timeout=20_000)
