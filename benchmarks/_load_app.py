@@ -114,11 +114,18 @@ def _call_cgroups() -> list[str]:
 
 
 def _live(*kinds: type) -> list[int]:
-    """How many live objects of each of ``kinds`` the collector tracks (one pass)."""
+    """How many live objects of each of ``kinds`` the collector tracks (one pass).
+
+    By the type's MRO, not ``isinstance``: shiny's ``Session`` is an ABC, and an
+    ``isinstance`` against it caches every other type it is asked about (a weakref and a
+    builtin callback each, for good): the probe itself then showed as the growth of
+    ``weakref.ReferenceType`` and ``builtin_function_or_method`` it was looking for.
+    """
     counts = [0] * len(kinds)
     for obj in gc.get_objects():
+        mro = type(obj).__mro__
         for index, kind in enumerate(kinds):
-            if isinstance(obj, kind):
+            if kind in mro:
                 counts[index] += 1
     return counts
 
@@ -159,6 +166,7 @@ def diagnostics() -> dict[str, Any]:
         "log_counts": dict(COUNTER.counts),
         "log_errors": COUNTER.errors,
         "log_warnings": dict(COUNTER.warnings.most_common(10)),
+        **(__import__("leak_probe").census() if os.environ.get("LEAK_PROBE") else {}),
     }
 
 
