@@ -213,7 +213,8 @@ def track_model_choice(
     ``apply(choice)`` until that returns True (say, False while the agent is running)
     and stops.
     """
-    value = reactive.value(check.current())
+    # Named: an unnamed Value walks inspect.stack() (ARCHITECTURE rule 11).
+    value = reactive.value(check.current(), name="deputy_model_choice")
 
     @reactive.effect
     def _follow() -> None:

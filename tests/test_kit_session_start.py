@@ -485,3 +485,23 @@ async def test_each_streamed_message_names_its_values_without_walking_the_stack(
     assert [value._name for value in made] == ["task_status"]
     assert shiny_inference == []  # shiny's walk never ran for it
     await kit.session.end()
+
+
+def test_every_reactive_value_the_kit_and_the_reference_app_make_is_named() -> None:
+    # An unnamed Value walks inspect.stack() at construction (ARCHITECTURE rule 11):
+    # milliseconds each once litellm is imported, in every session's start.
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    files = [*(root / "deputy_shiny" / "shiny").rglob("*.py"), *(root / "components").rglob("*.py")]
+    unnamed = []
+    for file in [*files, root / "app.py"]:
+        for node in ast.walk(ast.parse(file.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.value if isinstance(node.func, ast.Subscript) else node.func
+            called = ast.unparse(func)
+            named = any(keyword.arg == "name" for keyword in node.keywords)
+            if called.split(".")[-1] in {"value", "Value", "InertValue"} and not named:
+                unnamed.append(f"{file.relative_to(root)}:{node.lineno}: {called}")
+    assert unnamed == []

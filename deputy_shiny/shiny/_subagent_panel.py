@@ -466,8 +466,8 @@ def subagent_panel_server(
         return
     input_id = session.ns("action")
     tick = reactive.value(0, name="deputy_subagent_tick")
-    shown = reactive.value[tuple[Any, ...]](("loading",))
-    expanded = reactive.value[frozenset[str]](frozenset())
+    shown = reactive.value[tuple[Any, ...]](("loading",), name="deputy_subagent_shown")
+    expanded = reactive.value[frozenset[str]](frozenset(), name="deputy_subagent_expanded")
     panel = _SubagentPanel(agent, requester)
     # Not reactive.invalidate_later: a cancelled timer keeps its context (and with it
     # the session) alive until its deadline; this task's context holds nothing.
