@@ -27,6 +27,7 @@ from deputy_shiny.messages import ContentText, ContentToolRequest, ContentToolRe
 from deputy_shiny.shiny import AgentChatContext, AgentChatHandle
 from deputy_shiny.shiny._chat_module import _handle_without_agent
 from deputy_shiny.shiny._chat_session import BUSY_MESSAGE
+from deputy_shiny.shiny._conversation_panel import download_file
 from deputy_shiny.shiny._export import JSON_FORMAT, conversation_json, conversation_markdown
 from deputy_shiny.shiny._mcp_session import SessionMcp
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
@@ -276,6 +277,22 @@ def _result() -> ContentToolResult:
 
 def _request() -> ContentToolRequest:
     return ContentToolRequest(id="c1", name="look", arguments={"path": "x"})
+
+
+async def test_a_download_button_gets_the_conversation_as_the_handle_gives_it(
+    tmp_path: Path,
+) -> None:
+    _kit, handle = await conversed(tmp_path)
+    markdown, document = download_file(handle, "markdown"), download_file(handle, "json")
+    assert markdown["text"] == handle.conversation_markdown()
+    assert markdown["media_type"] == "text/markdown"
+    assert re.fullmatch(r"conversation-\d{8}-\d{6}\.md", markdown["filename"])
+    assert json.loads(document["text"])["turns"] == json.loads(handle.conversation_json())["turns"]
+    assert document["media_type"] == "application/json"
+    assert re.fullmatch(r"conversation-\d{8}-\d{6}\.json", document["filename"])
+    for kind in ("pdf", "", None, ["markdown"]):  # what a forged request could send
+        with pytest.raises(ValueError, match="unknown download format"):
+            download_file(handle, kind)
 
 
 def test_a_system_turn_is_never_downloaded() -> None:

@@ -9,6 +9,14 @@ conversation itself does not change. "New conversation" asks too, then starts ov
 agent has it, as Markdown or JSON (:meth:`AgentChatHandle.conversation_markdown`,
 :meth:`AgentChatHandle.conversation_json`): nothing in either is markup from the model.
 
+The two download buttons are plain buttons, not Shiny outputs (``render.download_button``
+makes an output, an effect and a URL for each, at every session's start). A click asks
+this session over its own websocket (``Shiny.shinyapp.makeRequest``, from the kit's
+script; ``session.set_message_handler`` on the server), and the answer is the file
+itself, built then from the agent's turns; the script saves it as a download. No URL
+serves a conversation, so only this session's page gets it: another session's user has
+no route to ask, not even with this session's id.
+
 Confirmations queue with the session's other prompts (one modal at a time) and are
 awaited in a task of the session's own, never in a reactive effect (Shiny has one
 reactive lock for the whole process). A forged input naming a checkpoint this agent
@@ -25,11 +33,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from htmltools import Tag, TagList, tags
 from shiny import reactive, render, ui
+from shiny.module import resolve_id
 
 from ..errors import DeputyError
 from ..persistence.checkpoints import FileCheckpoint
@@ -43,6 +51,24 @@ logger = logging.getLogger(__name__)
 MAX_SHOWN = 20
 """Checkpoints listed (the newest)."""
 
+DOWNLOADS: dict[str, tuple[str, str]] = {
+    "markdown": ("md", "text/markdown"),
+    "json": ("json", "application/json"),
+}
+"""The download formats: the button's name -> (file extension, media type)."""
+
+
+def _download_button(kind: str, label: str) -> Tag:
+    # A plain button, not an output: the kit's script asks this session for the file.
+    return tags.button(
+        label,
+        type="button",
+        id=resolve_id(f"download_{kind}"),
+        class_=f"btn btn-sm btn-outline-secondary deputy-download-{kind}",
+        data_deputy_download=kind,
+        data_method=resolve_id("download"),
+    )
+
 
 @kit_module.ui
 def conversation_panel_ui() -> Tag:
@@ -53,14 +79,8 @@ def conversation_panel_ui() -> Tag:
         ),
         tags.div(
             tags.span("Download conversation", class_="deputy-muted"),
-            ui.download_button(
-                "download_markdown",
-                "Markdown",
-                class_="btn-sm btn-outline-secondary deputy-download-markdown",
-            ),
-            ui.download_button(
-                "download_json", "JSON", class_="btn-sm btn-outline-secondary deputy-download-json"
-            ),
+            _download_button("markdown", "Markdown"),
+            _download_button("json", "JSON"),
             class_="deputy-download-conversation",
         ),
         tags.h3("Rewind files", class_="deputy-subsection-title"),
@@ -125,6 +145,24 @@ def _filename(extension: str) -> str:
     return f"conversation-{time.strftime('%Y%m%d-%H%M%S')}.{extension}"
 
 
+def download_file(handle: AgentChatHandle, kind: object) -> dict[str, str]:
+    """The file a download button asks for (``kind``: ``"markdown"`` or ``"json"``):
+    its name, media type and text, built now from the agent's turns.
+
+    Example:
+        >>> from deputy_shiny.shiny import AgentChatHandle
+        >>> empty = AgentChatHandle(None, None, None, None, None, None, None)  # no agent
+        >>> file = download_file(empty, "markdown")
+        >>> file["text"], file["media_type"], file["filename"].endswith(".md")
+        ('# Conversation\\n', 'text/markdown', True)
+    """
+    if not isinstance(kind, str) or kind not in DOWNLOADS:
+        raise ValueError("unknown download format")
+    extension, media_type = DOWNLOADS[kind]
+    text = handle.conversation_markdown() if kind == "markdown" else handle.conversation_json()
+    return {"filename": _filename(extension), "media_type": media_type, "text": text}
+
+
 @kit_module.server
 def conversation_panel_server(
     input: Any, output: Any, session: Any, handle: AgentChatHandle
@@ -172,15 +210,10 @@ def conversation_panel_server(
             )
         return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
 
-    # The file is built when the browser asks for it (an HTTP request of this session),
-    # from the agent's turns: never from the page.
-    @render.download_button(filename=lambda: _filename("md"), media_type="text/markdown")
-    def download_markdown() -> Iterator[str]:
-        yield handle.conversation_markdown()
-
-    @render.download_button(filename=lambda: _filename("json"), media_type="application/json")
-    def download_json() -> Iterator[str]:
-        yield handle.conversation_json()
+    # The file is built when the browser asks for it (a request over this session's own
+    # websocket: no URL serves it), from the agent's turns, never from the page. Shiny
+    # runs the handler under its reactive lock, so it only builds the text (no await).
+    session.set_message_handler("download", lambda kind: download_file(handle, kind))
 
     async def rewind(checkpoint_id: str) -> None:
         confirmed = await handle.confirm(

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import atexit
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
+from websockets import Origin
+from websockets.sync.client import connect
 
 from deputy_shiny.shiny._conversations import folder_name
 from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
@@ -127,8 +132,8 @@ def test_a_reload_brings_back_the_transcript_and_the_turns(
     expect_requests(page, 4)
 
 
-def test_the_conversation_downloads_as_markdown_and_json(
-    user: BrowserContext, app: AppServer
+def test_the_conversation_downloads_as_markdown_and_json_to_its_session_only(
+    user: BrowserContext, app: AppServer, new_page: Callable[[], Page]
 ) -> None:
     page, _chat = chatted(user, app, "read welcome.md")
     panel = ConversationPanel(page, "conversation")
@@ -143,6 +148,62 @@ def test_the_conversation_downloads_as_markdown_and_json(
     roles = [turn["role"] for turn in document["turns"]]
     assert roles[0] == "user" and roles[-1] == "assistant" and "system" not in roles
     assert document["turns"][0]["contents"][0]["text"] == "read welcome.md"
+    with page.expect_download() as info:
+        panel.page.locator("#conversation-download_json").click()
+    assert re.fullmatch(r"conversation-\d{8}-\d{6}\.json", info.value.suggested_filename)
+
+    session_id = page.evaluate("Shiny.shinyapp.config.sessionId")
+    assert isinstance(session_id, str) and session_id
+    # Another user's browser, with this session's id: no route of this session serves the
+    # conversation (with render.download_button this URL gave it to anyone who had it).
+    other = new_page()
+    other.goto(app.url)
+    AgentChat(other, "chat").expect_ready()
+    for name in ("download_markdown", "download_json", "download"):
+        url = f"session/{session_id}/download/conversation-{name}?w="
+        assert other.evaluate("u => fetch(u).then(r => r.status)", url) == 404
+    # What the other session can ask is its own conversation (a new user's: empty).
+    assert ConversationPanel(other, "conversation").download("markdown") == "# Conversation\n"
+    asked = (
+        "() => new Promise((ok, no) => Shiny.shinyapp.makeRequest('conversation-download',"
+        " ['json'], ok, no))"
+    )
+    assert json.loads(other.evaluate(asked)["text"])["turns"] == []
+
+
+def _start_and_ask(url: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Start a session over Shiny's protocol: the messages up to its first ``values``, and
+    the answer to one download request. (The sync client: Playwright's loop is running.)"""
+    parts = urlsplit(url)
+    address = f"ws://{parts.netloc}{parts.path.rstrip('/')}/websocket/"
+    with connect(address, origin=Origin(f"{parts.scheme}://{parts.netloc}")) as ws:
+        # As a browser that shows the panel: every output it has is visible (else Shiny
+        # leaves hidden outputs suspended and sends nothing of them).
+        visible = {
+            f".clientdata_output_conversation-{name}_hidden": False
+            for name in ("download_markdown", "download_json", "checkpoints")
+        }
+        ws.send(json.dumps({"method": "init", "data": visible}))
+        start: list[dict[str, Any]] = []
+        while not start or "values" not in start[-1]:
+            start.append(json.loads(ws.recv(timeout=60)))
+        ws.send(json.dumps({"method": "conversation-download", "args": ["markdown"], "tag": 7}))
+        while True:
+            message = json.loads(ws.recv(timeout=60))
+            if "response" in message:
+                return start, message["response"]
+
+
+def test_a_session_starts_without_download_outputs(app: AppServer) -> None:
+    start, response = _start_and_ask(app.url)
+    # No output, effect or URL for the downloads in the session's start: nothing of theirs
+    # is recalculated or sent until a click asks.
+    assert not [m for m in start if "download" in json.dumps(m)]
+    # The session did start, and the panel's one output came (the checkpoint list).
+    assert "conversation-checkpoints" in start[-1]["values"]
+    assert response["tag"] == 7
+    assert response["value"]["text"] == "# Conversation\n"
+    assert re.fullmatch(r"conversation-\d{8}-\d{6}\.md", response["value"]["filename"])
 
 
 def test_an_approval_waits_across_a_closed_tab_and_runs_once(

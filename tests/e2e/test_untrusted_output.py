@@ -104,6 +104,29 @@ def test_copied_code_is_byte_exact_and_no_markup_forms(page: Page, app: AppServe
     assert observe(page, chat) == INERT
 
 
+def test_a_fence_left_open_before_a_tool_card_does_not_carry_over(
+    page: Page, app: AppServer
+) -> None:
+    chat = open_chat(page, app)
+    chat.send("fence tool")
+    chat.expect_latest_reply("END-FENCE")
+    chat.expect_idle()
+    reply = chat.loc_latest_reply
+    expect(chat.loc_tool_cards).to_have_count(1)
+    # Before the card, the open fence is code (the text streamed in 3-character chunks).
+    assert reply.locator("pre code").first.evaluate("el => el.textContent") == "open = 1\n"
+    # After the card, a new markdown document: the <img> is not code, and forms nothing.
+    assert reply.locator("img").count() == 0
+    expect(reply).to_contain_text("<img src=x onerror=")
+    # The spans after a link, the last closing with the message, are byte-exact (the
+    # card's own title names the tool in code: not model text).
+    inline = reply.locator(":not(pre) > code").evaluate_all(
+        "els => els.filter(e => !e.closest('.shiny-chat-tool-group')).map(e => e.textContent)"
+    )
+    assert inline == INLINE
+    assert observe(page, chat) == INERT
+
+
 def test_tool_output_renders_as_inert_text(
     page: Page, app: AppServer, listeners: tuple[ImageListener, ImageListener]
 ) -> None:

@@ -232,6 +232,32 @@
     window.Shiny.setInputValue(button.dataset.input, value, { priority: "event" });
   });
 
+  // Conversation panel: download the conversation. This session's server answers the
+  // request (over its own websocket: no URL serves a conversation) with the file's name,
+  // type and text; the text goes into a Blob saved as a download, never into the page.
+  const FILE_NAME = /^conversation-[0-9]{8}-[0-9]{6}\.(md|json)$/;
+  document.addEventListener("click", function (event) {
+    if (!event.isTrusted) return;
+    const button = event.target.closest("[data-deputy-download]");
+    if (!button || !window.Shiny || !window.Shiny.shinyapp) return;
+    window.Shiny.shinyapp.makeRequest(button.dataset.method, [button.dataset.deputyDownload],
+      function (file) {
+        if (!file || typeof file.text !== "string" || typeof file.filename !== "string" ||
+            !FILE_NAME.test(file.filename)) return;
+        const type = file.media_type === "application/json" ? "application/json" : "text/markdown";
+        const url = URL.createObjectURL(new Blob([file.text], { type: type }));
+        const link = document.createElement("a");
+        link.href = url;
+        link.download = file.filename;
+        link.hidden = true;
+        document.body.appendChild(link);
+        link.click();
+        link.remove();
+        setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+      },
+      function (error) { console.warn("deputy_shiny: the download failed: " + error); });
+  });
+
   // Approve, Deny, Always allow, Stop the run, Submit, Cancel, Confirm: a decision.
   document.addEventListener("click", function (event) {
     if (!event.isTrusted) return; // element.click() or dispatchEvent from page script

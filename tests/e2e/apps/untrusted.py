@@ -6,6 +6,9 @@ the payload, then says ``Tool done. END-TOOL``; ``xss resources <port> <other po
 -> the reply is :func:`resource_payload` (remote loads that are not ``<img>``).
 ``code`` -> :data:`CODE_REPLY`, a fenced code block holding ``<`` in three ways, inline
 code holding ``<`` (:data:`INLINE`) and inline tricks that must form no element.
+``fence tool`` -> :data:`FENCE_BEFORE_CARD` (a code fence left open) and a call of
+``echo_untrusted``; after its card, :data:`AFTER_CARD` (an ``<img onerror>``, then the
+:data:`INLINE` spans after a link, the last closing with the message).
 ``allowed_image_origins`` comes from ``DEPUTY_E2E_IMAGE_ORIGINS`` (comma-separated;
 empty by default).
 """
@@ -55,6 +58,13 @@ CODE_REPLY = (
     # not, so it would close at the next fence and take "<thinking>" in it for a tag.
     + "\n\n~~~\ny\n  ~~~\n~~~\n<thinking>\n<div id=formed-thinking>x</div>\n</thinking>\n~~~"
     + "\n\n- item\n  ```\n<div id=formed-list>x</div>\n```\n<div id=formed-end>x</div> END-CODE"
+)
+# The browser renders the text after a tool card as a new markdown document: a fence left
+# open before the card must not make the guard trust what follows as code.
+FENCE_BEFORE_CARD = "Before the card:\n\n```python\nopen = 1"
+AFTER_CARD = (
+    "<img src=x onerror=\"window.__pwned = 'after-card'\">\n\n"
+    f"After the card END-FENCE [x](u) and `{INLINE[0]}`, `{INLINE[1]}` and ``{INLINE[2]}``"
 )
 XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
 
@@ -116,12 +126,23 @@ LOCAL = tool_annotations(
 )
 
 
+def asked(messages: list[dict[str, Any]]) -> str:
+    """What the user asked last (the tool results that follow it aside)."""
+    users = [m for m in messages if m.get("role") == "user"]
+    return last_user_text(users[-1:]) or ""
+
+
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if last_tool_text(messages) is not None:
+        if asked(messages) == "fence tool":
+            return ScriptedReply(AFTER_CARD, chunk_size=3)
         return "Tool done. END-TOOL"
     text = last_user_text(messages) or ""
     if text == "code":
         return ScriptedReply(CODE_REPLY, chunk_size=3)
+    if text == "fence tool":
+        call = ScriptedToolCall("echo_untrusted", {"text": "card"})
+        return ScriptedReply(FENCE_BEFORE_CARD, tool_calls=[call], chunk_size=3)
     match = XSS.match(text)
     if not match:
         return f"You said: {text}"
