@@ -51,6 +51,8 @@ from deputy_shiny.shiny import (
     permission_mode_server,
     permission_mode_ui,
 )
+from deputy_shiny.shiny._chat_session import _ChatSession
+from deputy_shiny.shiny._warm import warm_up_in_background
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file
 from tests.helpers import local_tool
@@ -95,7 +97,13 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Held:
             super().__init__(*args, **kwargs)
             record.add("chat", self)
 
+    class RecordedChatSession(_ChatSession):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            record.add("chat_session", self)
+
     monkeypatch.setattr(_chat_module, "Chat", RecordedChat)
+    monkeypatch.setattr(_chat_module, "_ChatSession", RecordedChatSession)
     # Shiny's one reactive lock is an asyncio.Lock, bound to the first event loop that
     # waits on it; each test here serves in its own loop, so each gets a fresh lock.
     monkeypatch.setattr(reactive_core._reactive_environment, "_lock", None)
@@ -355,7 +363,7 @@ async def check_release(
         baseline = asyncio.all_tasks()
         async with open_session(port, chat_input) as client:
             await drive(client, held, scenario, messages)
-            for kind in ("session", "agent", "chat"):
+            for kind in ("session", "agent", "chat", "chat_session"):
                 assert held.one(kind) is not None  # alive while the session is open
         await wait_idle(baseline)
         assert_released(held)
@@ -380,3 +388,45 @@ async def test_reference_app_session_frees_its_objects(
     }
     app = reference_app(held, monkeypatch)
     await check_release(app, held, "chat-chat_user_input:shinychat.userInput", scenario, messages)
+
+
+# --------------------------------------------------------------------------- without the collector
+
+# Shiny's session (its outputs, effects, values) and shinychat's Chat are reference
+# cycles of theirs, freed only by a full collection, which with litellm's start-up heap
+# runs every 15-25 s under load and walks ~0.5 s. What the kit holds per session (its
+# _ChatSession, the Agent, its runs and their litellm streams) must not wait for that:
+# at session end the kit cuts its own edges from Shiny's objects, so reference counting
+# frees them as the cleanup finishes (rather than ended sessions piling up beside the
+# live ones, and every collection running their finalizers).
+APP_INPUTS = {
+    "minimal": ("agent-chat_user_input:shinychat.userInput", "tool"),
+    "reference": ("chat-chat_user_input:shinychat.userInput", "list files"),
+}
+
+
+@pytest.mark.parametrize("app_name", sorted(APP_INPUTS))
+async def test_an_ended_session_is_freed_without_the_collector(
+    held: Held, monkeypatch: pytest.MonkeyPatch, app_name: str
+) -> None:
+    chat_input, text = APP_INPUTS[app_name]
+    app = minimal_app(held) if app_name == "minimal" else reference_app(held, monkeypatch)
+    async with serve(app) as port:
+        baseline = asyncio.all_tasks()
+        warm_up_in_background().join()  # its one full collection would hide a cycle
+        gc.collect()
+        gc.disable()
+        try:
+            async with open_session(port, chat_input) as client:
+                await drive(client, held, "tool_call", {"tool_call": text})
+                assert held.one("chat_session") is not None
+            await wait_idle(baseline)
+            alive = sorted(
+                kind
+                for kind in ("agent", "chat_session")
+                for ref in held.refs[kind]
+                if ref() is not None
+            )
+        finally:
+            gc.enable()
+    assert alive == [], f"left for the garbage collector: {alive}"

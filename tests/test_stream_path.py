@@ -11,8 +11,10 @@ response.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
+import weakref
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent, ChatModel
+from deputy_shiny.models import _provider
 from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import ScriptedModel, ScriptedReply
 
@@ -110,6 +113,40 @@ async def test_scripted_usage_and_cost_stay_without_the_rebuild(rebuilds: list[i
     assert (result.usage.input_tokens, result.usage.output_tokens) == (7, 40)
     assert result.cost.total == pytest.approx(0.25) and result.cost.complete
     assert rebuilds == []  # no app listens: litellm's rebuild was not needed
+
+
+async def test_a_run_and_its_streams_are_freed_without_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lightened stream (with all its chunks) and the Agent that ran it are freed by
+    reference count as the run ends: neither is left in a cycle for a full collection."""
+    streams: list[weakref.ref[Any]] = []
+    lightened: list[bool] = []
+    real = _provider.lighten
+
+    def recording(stream: Any) -> bool:
+        streams.append(weakref.ref(stream))
+        lightened.append(real(stream))
+        return lightened[-1]
+
+    monkeypatch.setattr(_provider, "lighten", recording)
+    usage = {"prompt_tokens": 7, "completion_tokens": 40}
+    model = ScriptedModel([ScriptedReply(text=TEXT, chunk_size=6, usage=usage)])
+    gc.collect()
+    gc.disable()
+    try:
+        agent = Agent(model)
+        result = await agent.run_async("go")
+        assert result.response == TEXT and lightened == [True]
+        refs = [weakref.ref(agent), *streams]
+        del agent, result
+        for _ in range(100):  # the stream's last callbacks run on the loop's next turns
+            if all(ref() is None for ref in refs):
+                break
+            await asyncio.sleep(0.01)
+        assert [ref() for ref in refs] == [None, None]
+    finally:
+        gc.enable()
 
 
 async def test_wire_usage_stays_without_the_rebuild(wire: str, rebuilds: list[int]) -> None:

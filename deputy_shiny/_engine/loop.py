@@ -121,6 +121,20 @@ class Engine(ToolCalls):
 
     # ---------------------------------------------------------------- events
 
+    @staticmethod
+    def _emit_after_run(
+        deps: RunDeps, run_id: str, run_context: Any, cls: type[Any], **fields: Any
+    ) -> Any:
+        """An event of a run that has ended (nobody records it any more)."""
+        return cls.model_construct(
+            agent_id=deps.agent_id,
+            session_id=deps.session_id,
+            run_id=run_id,
+            run_context=run_context,
+            timestamp=time.time(),
+            **fields,
+        )
+
     def _emit(self, st: RunState, cls: type[Any], **fields: Any) -> Any:
         # model_construct: these values come from the engine itself, and validating
         # every streamed chunk's event would cost more than the rest of the chunk path.
@@ -261,6 +275,10 @@ class Engine(ToolCalls):
             if st.observer is not None:
                 st.observer.finish(self.last_result, st.error)
             _reset(log_context.run_ids, ids)
+            # The gate's emit held the run's state, which holds the gate: a cycle only a
+            # full garbage collection frees, keeping the agent (through deps) with it. A
+            # late emit (a tool's thread still finishing) gets its event, unrecorded.
+            st.gate.emit = partial(self._emit_after_run, st.deps, st.run_id, options.run_context)
         if st.stop_reason in LIMIT_STOP_REASONS and options.limits.on_exceed == "error":
             raise UsageLimitExceeded(
                 f"Usage limit reached ({st.stop_reason}): {st.stop_message}",

@@ -31,6 +31,7 @@ import socket
 import sys
 import traceback
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -558,14 +559,21 @@ def lighten(stream: Any) -> bool:
     except ImportError:  # pragma: no cover - a litellm without that module
         return False
     total_usage = getattr(streaming_handler, "calculate_total_usage", None)
-    rebuild = getattr(stream, "_async_build_complete_streaming_response", None)
+    rebuild = getattr(type(stream), "_async_build_complete_streaming_response", None)
     if total_usage is None or rebuild is None or not hasattr(stream, "chunks"):
         return False
+    # Weakly: the stream holds this function, so a strong reference would make each
+    # stream (with all its chunks) a cycle, freed only by a full garbage collection.
+    # Only the stream itself calls it, so it is alive then.
+    this = weakref.ref(stream)
 
     async def reported_usage() -> Any:
+        stream = this()
+        if stream is None:  # pragma: no cover - only the live stream calls this
+            return None
         chunks = stream.chunks
         if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
-            return await rebuild()  # nothing reported: litellm estimates it
+            return await rebuild(stream)  # nothing reported: litellm estimates it
         return stream.model_response_creator(chunk={"usage": total_usage(chunks=chunks)})
 
     async def no_listeners(*args: Any, **kwargs: Any) -> None:

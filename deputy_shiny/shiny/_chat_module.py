@@ -89,8 +89,9 @@ class AgentChatHandle(kit_module.ExpressInert):
     (Shiny Express renders it as nothing, so a bare ``agent_chat_server(...)`` line is fine).
 
     Attributes:
-        agent: This session's Agent (None in Shiny Express's stub session, and when
-            ``agent_factory`` raised: the chat then says so).
+        agent: This session's Agent (None in Shiny Express's stub session, when
+            ``agent_factory`` raised: the chat then says so, and once the session has
+            ended and the kit has let the agent go).
         running: True while a run streams.
         usage: The conversation's AgentUsage, updated after each run.
         pending_approvals: Prompts (approvals and questions) waiting in this session.
@@ -359,11 +360,12 @@ def agent_chat_server(
         close_session=session.close,
         send_progress=functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
     )
-    chat.on_user_submit(chat_session.submit)
-    _bind_stop_and_usage(input, chat_session, usage_value, budget_value)
+    link = _SessionLink(chat_session)
+    chat.on_user_submit(link.submit)
+    _bind_stop_and_usage(input, link, usage_value, budget_value)
     chat_session.start(autoconnect, not_saved)
-    session.on_ended(chat_session.end)
-    return AgentChatHandle(
+    link.cancel_end = session.on_ended(link.end)
+    link.handle = AgentChatHandle(
         agent,
         running,
         usage_value,
@@ -377,6 +379,48 @@ def agent_chat_server(
         _session=session,
         _chat_session=chat_session,
     )
+    return link.handle
+
+
+@dataclass(eq=False)
+class _SessionLink:
+    """The one way from Shiny's per-session objects (the chat's submit effect, the stop
+    button's, the ``on_ended`` callback) to the kit's :class:`_ChatSession`, cut when the
+    session has ended, together with the handle's references to it and its agent.
+
+    Shiny's session is a tangle of reference cycles (the session and its outputs, its
+    effects and values), freed only by a full garbage collection: with litellm's
+    start-up heap that runs every 15-25 s under load, so ended sessions' agents would pile
+    up beside the live ones. Cut loose here, the agent, its conversation and the
+    ``_ChatSession`` are freed by reference count as the session's cleanup finishes.
+    """
+
+    chat_session: _ChatSession | None
+    handle: AgentChatHandle | None = None
+    cancel_end: Callable[[], None] | None = None
+
+    async def submit(self, user_input: str) -> None:
+        if self.chat_session is not None:
+            await self.chat_session.submit(user_input)
+
+    def stop(self) -> None:
+        if self.chat_session is not None:
+            self.chat_session.stop()
+
+    async def end(self) -> None:
+        chat_session = self.chat_session
+        if chat_session is None:
+            return
+        try:
+            await chat_session.end()
+        finally:
+            self.chat_session = None
+            if self.handle is not None:
+                self.handle.agent = None
+                self.handle._chat_session = None
+            if self.cancel_end is not None:
+                self.cancel_end()  # the session's callback list lets go of this link
+            self.handle = self.cancel_end = None
 
 
 def _budget_value(
@@ -390,7 +434,7 @@ def _budget_value(
 
 def _bind_stop_and_usage(
     input: Any,
-    chat_session: _ChatSession,
+    chat_session: _SessionLink,
     usage_value: reactive.Value[AgentUsage],
     budget_value: reactive.Value[str] | None = None,
 ) -> None:

@@ -202,7 +202,9 @@ class SessionMcp:
         await self._show(server, state="closed", tools=0, refused=())
 
     async def aclose(self) -> None:
-        """Close every connection (the session ended); later connects fail."""
+        """Close every connection (the session ended); later connects fail, and the
+        agent is let go (so the ended session's objects are freed by reference count,
+        not left for a full garbage collection)."""
         self._closed = True
         for server in list(self._connections):
             connection = self._connections.pop(server)
@@ -210,6 +212,7 @@ class SessionMcp:
                 await connection.aclose()
             except Exception:  # one failing close must not keep the others open
                 logger.warning("closing MCP server %r failed", server, exc_info=True)
+        self._agent = None
 
     def _remove_tools(self, connection: McpConnection) -> None:
         agent = self._agent

@@ -333,6 +333,13 @@ class _SubagentPanel:
             return opened
         return opened ^ {delegation_id}  # open or close this one
 
+    def close(self) -> None:
+        """The session ended: let go of the lead and its subscription (the panel's
+        effects sit in Shiny's session, a cycle freed only by a full collection; the
+        agent is freed by reference count as the session ends)."""
+        self._unsubscribe()
+        self._agent = None
+
     def _unsubscribe(self) -> None:
         if self.subscription is not None:
             self.subscription.close()
@@ -474,7 +481,12 @@ def subagent_panel_server(
     ticker = asyncio.get_running_loop().create_task(
         _tick(tick, interval, panel.due), context=contextvars.Context()
     )
-    session.on_ended(ticker.cancel)
+
+    def _end() -> None:
+        ticker.cancel()
+        panel.close()
+
+    session.on_ended(_end)
 
     @reactive.effect
     def _poll() -> None:
