@@ -1,9 +1,13 @@
-"""Small helpers shared by the tests (tools with honest annotations, event collection)."""
+"""Small helpers shared by the tests (tools with honest annotations, event collection, a
+fake OpenAI-compatible streaming server)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from deputy_shiny import Agent, AgentEvent, Tool, tool, tool_annotations
@@ -52,3 +56,41 @@ async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.005)
+
+
+def sse_chat_server(deltas: list[dict[str, Any]], usage: dict[str, int] | None) -> Iterator[str]:
+    """A fake OpenAI-compatible server on loopback, streaming ``deltas`` as
+    chat-completion chunks (then a stop, then ``usage`` when given); yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "x"}
+            events: list[dict[str, Any]] = [
+                {**base, "choices": [{"index": 0, "delta": delta}]} for delta in deltas
+            ]
+            events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            if usage is not None:
+                events.append({**base, "choices": [], "usage": usage})
+            for event in events:
+                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

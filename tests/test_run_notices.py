@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -23,7 +20,7 @@ from deputy_shiny.hooks import HookContext, HookPoint
 from deputy_shiny.messages import ContentText, ContentThinking, Turn
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 
-from .helpers import collect, local_tool, without_chunks
+from .helpers import collect, local_tool, sse_chat_server, without_chunks
 from .test_context import is_summary_request, varied_text, with_history
 
 
@@ -77,45 +74,14 @@ async def test_a_turn_event_follows_each_model_response_with_its_usage() -> None
 
 def _reasoning_server() -> Iterator[str]:
     """An OpenAI-compatible server whose reply streams reasoning, then text."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("connection", "close")
-            self.end_headers()
-            base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "x"}
-            deltas: list[dict[str, Any]] = [
-                {"reasoning_content": "First <b>check</b> "},
-                {"reasoning_content": "the file."},
-                {"content": "It is "},
-                {"content": "fine."},
-            ]
-            events: list[dict[str, Any]] = [
-                {**base, "choices": [{"index": 0, "delta": delta}]} for delta in deltas
-            ]
-            events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            usage = {"prompt_tokens": 11, "completion_tokens": 9, "total_tokens": 20}
-            events.append({**base, "choices": [], "usage": usage})
-            for event in events:
-                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    deltas: list[dict[str, Any]] = [
+        {"reasoning_content": "First <b>check</b> "},
+        {"reasoning_content": "the file."},
+        {"content": "It is "},
+        {"content": "fine."},
+    ]
+    usage = {"prompt_tokens": 11, "completion_tokens": 9, "total_tokens": 20}
+    yield from sse_chat_server(deltas, usage)
 
 
 @pytest.fixture

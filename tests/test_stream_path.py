@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
-import threading
 import weakref
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,6 +22,8 @@ from deputy_shiny import Agent, ChatModel
 from deputy_shiny.models import _provider
 from deputy_shiny.models._litellm import get_litellm
 from deputy_shiny.testing import ScriptedModel, ScriptedReply
+
+from .helpers import sse_chat_server
 
 TEXT = "".join(f"w{i:05d}" for i in range(40))
 
@@ -46,41 +45,9 @@ def rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _sse_server(*, usage: bool) -> Iterator[str]:
     """A fake OpenAI-compatible server streaming TEXT as chat-completion chunks."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("connection", "close")
-            self.end_headers()
-            base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "x"}
-            events: list[dict[str, Any]] = [
-                {**base, "choices": [{"index": 0, "delta": {"content": TEXT[i : i + 6]}}]}
-                for i in range(0, len(TEXT), 6)
-            ]
-            events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            if usage:
-                numbers = {"prompt_tokens": 11, "completion_tokens": 40, "total_tokens": 51}
-                events.append({**base, "choices": [], "usage": numbers})
-            for event in events:
-                self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    deltas = [{"content": TEXT[i : i + 6]} for i in range(0, len(TEXT), 6)]
+    numbers = {"prompt_tokens": 11, "completion_tokens": 40, "total_tokens": 51}
+    yield from sse_chat_server(deltas, numbers if usage else None)
 
 
 @pytest.fixture
