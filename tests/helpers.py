@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from deputy_shiny import Agent, AgentEvent, Tool, tool, tool_annotations
+from deputy_shiny import (
+    Agent,
+    AgentEvent,
+    JsonLogFormatter,
+    RunLogFilter,
+    Tool,
+    tool,
+    tool_annotations,
+)
 
 READ_ONLY = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
@@ -94,3 +103,34 @@ def sse_chat_server(deltas: list[dict[str, Any]], usage: dict[str, int] | None) 
     finally:
         server.shutdown()
         server.server_close()
+
+
+class JsonLogCapture(logging.Handler):
+    """Every record at DEBUG and up, with the run's ids (RunLogFilter), as records and as
+    the JSON lines JsonLogFormatter writes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+        self.addFilter(RunLogFilter())
+        self.setFormatter(JsonLogFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.lines.append(self.format(record))
+
+
+def capture_root_logs() -> Iterator[JsonLogCapture]:
+    """A :class:`JsonLogCapture` on the root logger at DEBUG, removed afterwards (for a
+    fixture: ``yield from capture_root_logs()``)."""
+    handler = JsonLogCapture()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

@@ -15,36 +15,14 @@ import pytest
 from deputy_shiny import Agent, JsonLogFormatter, RunLogFilter
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
-from tests.helpers import local_tool
+from tests.helpers import JsonLogCapture, capture_root_logs, local_tool
 
 log = logging.getLogger("tests.tool_code")
 
 
-class Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-        self.lines: list[str] = []
-        self.addFilter(RunLogFilter())
-        self.setFormatter(JsonLogFormatter())
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture
-def captured() -> Iterator[Capture]:
-    handler = Capture()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
+def captured() -> Iterator[JsonLogCapture]:
+    yield from capture_root_logs()
 
 
 def ids(record: logging.LogRecord) -> tuple[object, ...]:
@@ -57,7 +35,7 @@ def noted(text: str) -> str:
     return text
 
 
-async def test_records_carry_the_run_and_call_ids(captured: Capture) -> None:
+async def test_records_carry_the_run_and_call_ids(captured: JsonLogCapture) -> None:
     def failing_observer(result: object) -> None:
         raise RuntimeError("observer broke")  # the engine logs a warning about it
 
@@ -92,7 +70,9 @@ async def test_records_carry_the_run_and_call_ids(captured: Capture) -> None:
     assert line["level"] == "INFO" and line["logger"] == "tests.tool_code"
 
 
-async def test_a_subagents_records_carry_its_own_ids(tmp_path: Path, captured: Capture) -> None:
+async def test_a_subagents_records_carry_its_own_ids(
+    tmp_path: Path, captured: JsonLogCapture
+) -> None:
     sub = ScriptedModel(
         [ScriptedReply(tool_calls=[ScriptedToolCall("noted", {"text": "sub"}, id="s1")]), "ok"]
     )

@@ -6,7 +6,6 @@ the saved session file or the persistence store's files (durable approvals)."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from deputy_shiny import (
     Agent,
-    JsonLogFormatter,
-    RunLogFilter,
     hook_log_tools,
     instrument,
     tool,
@@ -30,34 +27,16 @@ from deputy_shiny.errors import RunContextError
 from deputy_shiny.permissions import Permissions
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
+from .helpers import JsonLogCapture, capture_root_logs
+
 SECRET = "sk-test-SECRETXYZ"
 MARK = "SECRETXYZ"  # any part of the key that would identify it
 LOCAL = tool_annotations(open_world_hint=False)
 
 
-class Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-        self.addFilter(RunLogFilter())
-        self.setFormatter(JsonLogFormatter())
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture
-def logs() -> Iterator[Capture]:
-    handler = Capture()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
+def logs() -> Iterator[JsonLogCapture]:
+    yield from capture_root_logs()
 
 
 @pytest.fixture
@@ -88,7 +67,7 @@ def files_text(root: Path) -> dict[str, str]:
 async def test_a_key_never_reaches_logs_spans_sessions_or_the_store(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    logs: Capture,
+    logs: JsonLogCapture,
     spans: InMemorySpanExporter,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
