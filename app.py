@@ -52,7 +52,7 @@ from components.model_choice import (
     demo_banner,
     track_model_choice,
 )
-from components.sidebar import app_sidebar, model_section_server
+from components.sidebar import app_sidebar, model_section_server, show_not_saved
 from components.usage_meter import usage_meter_server
 from components.workspace import seed_workspace, workspace_server
 from deputy_shiny import (
@@ -263,6 +263,8 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         return demo_banner(choice())
 
     model_section_server("model", choice)
+    if not handle.persistent:
+        show_not_saved()
     conversation_panel_server("conversation", handle)
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)

@@ -117,7 +117,9 @@ class FakeChat:
     async def settled(self) -> None:
         """Wait for every stream started so far (and any they start)."""
         while pending := [task for task in self.streams if not task.done()]:
-            await asyncio.wait_for(asyncio.gather(*pending), 20)
+            # As generous as wait_until: a first stream of the process imports litellm,
+            # over 20 s on a loaded 2-core machine.
+            await asyncio.wait_for(asyncio.gather(*pending), 60)
         for task in self.streams:
             task.result()  # a stream that raised fails the test
 

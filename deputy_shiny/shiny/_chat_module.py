@@ -314,9 +314,10 @@ def agent_chat_server(
             ``X-Forwarded-Host`` rather than the request's ``Host``: only when a reverse
             proxy in front of the app sets them (any client can send them).
         label: The chat's name in its approval and question modals ("Asked by
-            Analyst"), shown as text; default: the module id. A page's chats share one
-            modal queue, and a waiting modal leaves the other chats usable. ``""``
-            names no chat.
+            Analyst"), shown as text; default: the module id, shown only when the page
+            has more than one chat (with one, the modal names no asker). A page's chats
+            share one modal queue, and a waiting modal leaves the other chats usable.
+            ``""`` names no chat.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
     running = reactive.value(False, name="deputy_running")
@@ -338,7 +339,7 @@ def agent_chat_server(
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
-    asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
+    asks = SessionAsks(prompts, approval_timeout, label, default_name=str(session.ns))
     conversation, not_saved = open_conversation(persistence, session)
     budget_value = _budget_value(persistence, conversation)
     working_dir = session_workspace(conversation, workspace_root)

@@ -270,6 +270,11 @@ def test_rewind_from_the_sidebar_restores_the_files(
     assert note.is_file()
     panel = ConversationPanel(page, "conversation")
     panel.expect_changes(0, "1 file change after it")
+    chat.send("list files")  # a run that changes no file adds no row
+    chat.expect_latest_reply("workspace", timeout=20_000)
+    chat.expect_idle()
+    expect(panel.loc_rows).to_have_count(1)
+    panel.expect_changes(0, "1 file change after it")
 
     panel.rewind(0, confirm=False)  # cancelled: nothing changes
     assert note.is_file()
@@ -282,9 +287,9 @@ def test_rewind_from_the_sidebar_restores_the_files(
     page.reload()
     chat.expect_ready()
     chat.expect_latest_reply("The write happened")
-    expect(panel.loc_rows.first.locator(".deputy-checkpoint-changes")).to_have_text(
-        "no file changes after it"
-    )
+    # Nothing is left to rewind, so no run is listed (only runs that changed files are).
+    expect(panel.loc_rows).to_have_count(0)
+    expect(panel.loc.locator(".deputy-no-checkpoints")).to_contain_text("No file changes")
 
 
 def test_a_new_conversation_starts_empty_and_keeps_the_files(
