@@ -149,4 +149,3 @@ def show_not_saved() -> None:
         immediate=True,
     )
     ui.remove_ui(f"#{SAVED_HINT_ID}", immediate=True)
-

@@ -26,12 +26,12 @@ from deputy_shiny.models.demo import (
     CHUNK_SIZE,
     INTRO,
     MENU,
-    menu_for,
     NOTE_PATH,
     RESEARCHER_ROLE,
     TOUR_DONE,
     WRITER_ROLE,
     demo_reply,
+    menu_for,
 )
 from deputy_shiny.testing import ScriptedReply
 from deputy_shiny.tools.interactive import AskUserContext, Question

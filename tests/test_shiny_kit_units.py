@@ -195,7 +195,7 @@ def test_a_modal_names_its_chat_by_module_id_only_when_the_page_has_several() ->
     only = SessionAsks(prompts, None, default_name="chat")
     assert only.chat is None  # one chat on the page: "Asked by chat" would say nothing
     named = SessionAsks(prompts, None, "Analyst", default_name="right")
-    assert (only.chat, named.chat) == ("chat", "Analyst")  # now two share the queue
+    assert [asks.chat for asks in (only, named)] == ["chat", "Analyst"]  # two share it now
     assert SessionAsks(prompts, None, "", default_name="x").chat == ""
 
 
@@ -382,7 +382,7 @@ def test_rewind_lists_only_runs_that_changed_files_and_folds_the_older_ones() ->
     listed = re.findall(r'data-checkpoint="cp_(\d+)"', html)
     assert listed == ["15", "13", "11", "9", "7", "5", "3", "1"]  # newest first, changed only
     first, _, folded = html.partition("<details")
-    assert first.count("deputy-checkpoint\"") == SHOWN_FIRST
+    assert first.count('deputy-checkpoint"') == SHOWN_FIRST
     assert "<summary" in folded and "3 more" in folded and folded.count('data-checkpoint="') == 3
     nothing = str(checkpoint_rows([run(1, 0), run(2, 0)], "c-rewind", False))
     assert "No file changes to rewind" in nothing and "data-checkpoint" not in nothing

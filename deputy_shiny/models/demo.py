@@ -102,8 +102,7 @@ _MENU_ITEMS: Final[tuple[tuple[str, str], ...]] = (
     ("ask_user", "- **ask me something**: I call `ask_user` and you answer in a form."),
     (
         "run_bash",
-        "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook "
-        "blocks it.",
+        "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook blocks it.",
     ),
     (
         "run_bash",
@@ -708,7 +707,8 @@ def _finding(result: _ToolResult) -> str:
     if result.tool_name == "list_files":
         entries = [line for line in content.splitlines()[1:] if line and not line.startswith("[")]
         shown = ", ".join(_clip(e, _QUOTE_LIMIT) for e in entries[:_LISTED_ENTRIES])
-        return f"The workspace holds {_count(len(entries), 'entry', 'entries')}: {shown or 'nothing'}."
+        counted = _count(len(entries), "entry", "entries")
+        return f"The workspace holds {counted}: {shown or 'nothing'}."
     if result.tool_name == "read_file":
         lines = [m.group(1) for line in content.splitlines() if (m := _NUMBERED_LINE.match(line))]
         first = next((line.strip("# ").strip() for line in lines if line.strip()), "")
