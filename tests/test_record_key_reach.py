@@ -106,7 +106,7 @@ async def test_no_file_tool_reaches_the_key_through_the_engine(home: Path) -> No
     ends = [e for e in result.events if e.type == "tool_end"]
     assert len(ends) == len(ATTACKS)
     by_id = {e.call_id: str(e.output) for e in ends}
-    outputs = {f"{c.name} {json.dumps(c.arguments)}": by_id[c.id] for c in calls}
+    outputs = {f"{c.name} {json.dumps(c.arguments)}": by_id[str(c.id)] for c in calls}
     assert {k: v for k, v in outputs.items() if leaked(home, v)} == {}
     assert key_text(home) == before  # and nothing overwrote it
     # The home directory itself stays usable: only the secret is out of reach.
