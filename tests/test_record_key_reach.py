@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import Any
 
 import pytest
 
-import deputy_shiny.sandbox._sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.errors import SandboxUnavailableError, ToolInvocationError
 from deputy_shiny.persistence import keys
@@ -31,7 +29,8 @@ from deputy_shiny.shiny._conversations import token_key
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import ToolContext, tool_context, tools_code, tools_file
 
-NORMAL_UID = 4242
+from .test_sandbox_privileges import NORMAL_UID, run
+
 KEY_DIR = Path(".local", "state", "deputy_shiny")
 
 
@@ -169,9 +168,7 @@ async def test_sandboxed_code_on_this_server_cannot_read_the_key(sandboxed_home:
     assert [o for o in outputs if key_text(home)[:16] in o] == []
 
 
-def test_sandboxed_code_on_a_normal_users_server_cannot_read_the_key(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sandboxed_code_on_a_normal_users_server_cannot_read_the_key(home: Path) -> None:
     """As a normal user's server builds the sandbox (a user namespace, no cgroup), then
     started as that user, who owns the key file."""
     assert sandbox_unavailable_reason() is None, sandbox_unavailable_reason()
@@ -179,27 +176,7 @@ def test_sandboxed_code_on_a_normal_users_server_cannot_read_the_key(
         return
     for path in [home, *home.rglob("*")]:
         os.lchown(path, NORMAL_UID, NORMAL_UID)
-    with monkeypatch.context() as mp:
-        mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
-        mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
-        mp.setattr(sandbox_module, "_python_roots", lambda: ())
-        confined = Sandbox().confine(["bash", "-c", PROBE_BASH + "; cat notes.txt"], home)
-    try:
-        done = subprocess.run(
-            confined.argv,
-            cwd=confined.cwd,
-            env=confined.env,
-            pass_fds=confined.pass_fds,
-            capture_output=True,
-            timeout=60,
-            check=False,
-            user=NORMAL_UID,
-            group=NORMAL_UID,
-            extra_groups=[],
-        )
-    finally:
-        confined.release()
-    out = (done.stdout + done.stderr).decode(errors="replace")
+    out = run("normal", home, PROBE_BASH + "; cat notes.txt")
     assert "hello" in out, out  # the sandbox ran and saw the working directory
     assert key_text(home)[:16] not in out, out
 

@@ -225,15 +225,7 @@ class TerminalPrompts:
         if rest is not None:
             body.append(f"\n[cut: {len(rest):,} more characters; type v to see them]", "bold red")
         waiting = f" (+{request.calls_after} more waiting)" if request.calls_after else ""
-        self.console.print(
-            Panel(
-                body,
-                title=safe_text(f"Approve {request.tool_name}?{waiting}", "bold yellow"),
-                title_align="left",
-                border_style="yellow",
-                expand=False,
-            )
-        )
+        self._call_panel(body, f"Approve {request.tool_name}?{waiting}")
         attempts = 0
         while attempts < _ATTEMPTS:
             if rest is None:
@@ -245,7 +237,7 @@ class TerminalPrompts:
                 return ApprovalDecision.deny("no one answered (end of input)")
             choice = _CHOICES.get(answer.strip().lower())
             if choice == "view" and rest is not None:
-                self._show_rest(request.tool_name, rest)
+                self._call_panel(rest, f"The rest of the {request.tool_name} call")
                 rest = None
                 continue
             if choice in ("approve", "always") and rest is not None:
@@ -267,11 +259,11 @@ class TerminalPrompts:
             self.console.print(Text(f"Type {letters}.", style="yellow"))
         return ApprovalDecision.deny("no valid answer")
 
-    def _show_rest(self, tool_name: str, rest: Text) -> None:
+    def _call_panel(self, body: Text, title: str) -> None:
         self.console.print(
             Panel(
-                rest,
-                title=safe_text(f"The rest of the {tool_name} call", "bold yellow"),
+                body,
+                title=safe_text(title, "bold yellow"),
                 title_align="left",
                 border_style="yellow",
                 expand=False,
