@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
-from deputy_shiny.errors import SandboxUnavailableError, ToolInvocationError
+from deputy_shiny._util.metadata import environment_secrets, validate_run_context
+from deputy_shiny._util.redact import redact
+from deputy_shiny.errors import RunContextError, SandboxUnavailableError, ToolInvocationError
 from deputy_shiny.persistence import keys
 from deputy_shiny.sandbox import prepare_workspace
 from deputy_shiny.shiny import KitPersistence
@@ -194,3 +196,16 @@ async def test_the_kits_records_folder_is_protected_too(tmp_path: Path) -> None:
     tool = next(t for t in tools_file() if t.name == "read_file")
     with tool_context(context), pytest.raises(ToolInvocationError, match="server's own keys"):
         await tool.invoke(tool.parse_arguments({"path": "kit/records/.token-key"}))
+
+
+def test_a_record_key_in_the_environment_counts_as_a_server_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DEPUTY_RECORD_KEY's name does not say "secret", but its value is one: refused in
+    run_context and masked wherever the server's own keys are."""
+    value = "ab" * 32
+    monkeypatch.setenv("DEPUTY_RECORD_KEY", value)
+    assert value in environment_secrets()
+    with pytest.raises(RunContextError):
+        validate_run_context({"note": f"key {value}"})
+    assert value not in redact(f"the key is {value}")
