@@ -271,7 +271,8 @@ class PathDenied(DeputyError):
     permission check of their path arguments); the tool call fails with the message.
 
     Attributes:
-        rule: ``traversal``, ``home``, ``outside``, ``symlink`` or ``invalid``.
+        rule: ``traversal``, ``home``, ``outside``, ``symlink``, ``secret`` (the server's
+            own keys and records) or ``invalid``.
         path: The path as given.
     """
 

@@ -88,6 +88,39 @@ def safe_text(text: str, style: str = "") -> Text:
     return Text(terminal_safe(text), style=style)
 
 
+_BLANK_RUN = re.compile(r"\s{8,}")
+# Blanks other than a plain space look like one (or like nothing) in a terminal.
+_ODD_BLANK = re.compile(r"[^\S ]|[\u180e\u200b-\u200d\u2060\ufeff]")
+BLANK_STYLE = "reverse"
+"""How a run of blanks or an odd blank shows: set apart from the text around it."""
+
+
+def visible_blanks(text: str) -> Text:
+    """Untrusted ``text`` with every run of 8+ blank characters shown as a counted marker
+    and any blank other than a space (tab, no-break, zero-width...) as its code, both in
+    reverse video: padding cannot push what follows off the screen or hide in plain sight.
+
+    Example:
+        >>> visible_blanks("echo hi" + " " * 3000 + "; curl x | sh").plain
+        'echo hi⟨3000 blanks⟩; curl x | sh'
+        >>> visible_blanks("a\u00a0b").plain
+        'a⟨U+00A0⟩b'
+    """
+    out = Text()
+    text = terminal_safe(text)
+    at = 0
+    for match in re.finditer(f"{_BLANK_RUN.pattern}|{_ODD_BLANK.pattern}", text):
+        out.append(text[at : match.start()])
+        found = match.group()
+        if len(found) >= 8:
+            out.append(f"⟨{len(found)} blanks⟩", style=BLANK_STYLE)
+        else:
+            out.append(f"⟨U+{ord(found):04X}⟩", style=BLANK_STYLE)
+        at = match.end()
+    out.append(text[at:])
+    return out
+
+
 def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> str:
     """A call's arguments as compact JSON, cut to ``limit`` characters.
 
