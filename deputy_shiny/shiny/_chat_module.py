@@ -60,6 +60,7 @@ from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
+from ._session_budget import session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
 from ._warm import warm_up_before_serving, warm_up_in_background
@@ -340,7 +341,8 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
     conversation, not_saved = open_conversation(persistence, session)
-    budget_value = _budget_value(persistence, conversation)
+    budget = session_budget(persistence, session, conversation)  # saved or not
+    budget_value = None if budget is None else reactive.value("", name="deputy_budget")
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
@@ -354,6 +356,7 @@ def agent_chat_server(
         mcp=mcp,
         conversation=conversation,
         working_dir=working_dir,
+        budget=budget,
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
@@ -421,15 +424,6 @@ class _SessionLink:
             if self.cancel_end is not None:
                 self.cancel_end()  # the session's callback list lets go of this link
             self.handle = self.cancel_end = None
-
-
-def _budget_value(
-    persistence: KitPersistence | None, conversation: SessionConversation | None
-) -> reactive.Value[str] | None:
-    """Today's spend against the user's budget, for the usage line (with a budget)."""
-    if conversation is None or persistence is None or persistence.budget is None:
-        return None
-    return reactive.value("", name="deputy_budget")
 
 
 def _bind_stop_and_usage(
