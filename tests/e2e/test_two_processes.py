@@ -68,6 +68,8 @@ def cluster(
         "DEPUTY_CONVERSATIONS_DIR": str(tmp_path_factory.mktemp("two-processes")),
         "DEPUTY_RECORD_KEY": secrets.token_hex(32),
         "DEPUTY_BUDGET_REQUESTS_PER_DAY": str(BUDGET),
+        # Every test is an anonymous visitor of its own: together they stay well inside.
+        "DEPUTY_BUDGET_ANONYMOUS_REQUESTS_PER_DAY": "1000",
     }
     app = str(ROOT / "app.py")
     for name in ("a", "b"):  # launched side by side: each imports litellm as it starts
