@@ -186,6 +186,23 @@ def test_a_budget_spent_on_a_refuses_the_next_run_on_b(
     expect_requests(page, BUDGET)  # refused before its request: nothing was spent
 
 
+def test_a_delegation_past_the_budget_stops_with_the_budgets_note(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    """The research team's requests (the lead's and its subagents') are the user's: the
+    third is the last one sent, and the chat says why the team stopped."""
+    page, chat = open_on(user, cluster, "a")
+    chat.send("research tides")
+    chat.expect_latest_reply(
+        f"Your daily budget is spent ({BUDGET} of {BUDGET} requests today)",
+        timeout=FRESH_SERVER_MS,
+    )
+    chat.expect_idle()
+    expect(page.locator(".deputy-usage-budget")).to_have_text(
+        f"Today: {BUDGET} of {BUDGET} requests", timeout=20_000
+    )
+
+
 def test_two_tabs_on_a_and_b_never_both_hold_the_conversation(
     user: BrowserContext, cluster: Cluster
 ) -> None:
