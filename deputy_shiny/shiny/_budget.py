@@ -38,8 +38,6 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..events import AgentUsage
-
 __all__ = [
     "DailyAllowance",
     "UserBudget",
@@ -47,8 +45,6 @@ __all__ = [
     "budget_line",
     "budget_refusal",
     "budget_user",
-    "usage_amounts",
-    "usage_since",
 ]
 
 
@@ -129,32 +125,6 @@ def budget_user(kind: str, key: str) -> str:
         False
     """
     return "user-" + hashlib.sha256(f"budget\0{kind}\0{key}".encode()).hexdigest()[:40]
-
-
-def usage_since(before: AgentUsage, after: AgentUsage) -> AgentUsage:
-    """What was used between two readings of a conversation's usage."""
-    return AgentUsage(
-        requests=max(0, after.requests - before.requests),
-        tool_calls=max(0, after.tool_calls - before.tool_calls),
-        input_tokens=max(0, after.input_tokens - before.input_tokens),
-        output_tokens=max(0, after.output_tokens - before.output_tokens),
-        cost=max(0.0, (after.cost or 0.0) - (before.cost or 0.0)),
-    )
-
-
-def usage_amounts(usage: AgentUsage) -> dict[str, float]:
-    """A run's usage as the counters' amounts (empty when it used nothing).
-
-    Example:
-        >>> usage_amounts(AgentUsage(requests=2, input_tokens=10, output_tokens=5, cost=0.1))
-        {'requests': 2.0, 'tokens': 15.0, 'cost': 0.1}
-    """
-    amounts = {
-        "requests": float(usage.requests),
-        "tokens": float(usage.total_tokens),
-        "cost": float(usage.cost or 0.0),
-    }
-    return amounts if any(amounts.values()) else {}
 
 
 def _limits(budget: DailyAllowance, totals: dict[str, float]) -> list[tuple[str, float, float]]:
