@@ -218,6 +218,25 @@ async def test_a_delegation_on_a_3_request_budget_makes_at_most_3_requests_acros
     await second.session.end()
 
 
+async def test_delegations_at_once_in_two_processes_never_pass_the_request_limit(
+    make: Make,
+) -> None:
+    budget = UserBudget(max_requests_per_day=3)
+    counter = Counter()
+    gates = [
+        session_budget(make(process, budget=budget), FakeSession(user="alice"), None)  # type: ignore[arg-type]
+        for process in ("a", "b", "a", "b")
+    ]
+
+    async def run(gate: SessionBudget | None) -> str:
+        with charged_to(gate):
+            return (await counter.lead_agent().run_async("go")).stop_reason
+
+    reasons = await asyncio.gather(*(run(gate) for gate in gates))
+    assert counter.sent == 3
+    assert reasons.count("budget_limit") >= 3
+
+
 async def test_a_delegation_past_the_budget_is_refused_with_the_budgets_note(
     tmp_path: Path, make: Make
 ) -> None:

@@ -5,10 +5,11 @@ is sent, whichever agent makes it: the chat's agent, its subagents and retained
 agents, compaction summaries, structured-output corrections, retries and fallbacks
 (the kit runs each stream under :func:`~deputy_shiny.usage.charged_to`). A request is
 charged to each of the session's accounts with one counter add in the store (atomic:
-two processes never both pass a request limit), and is refused, uncharged again, when
-an account is past a limit. Its tokens and cost are known only as it ends
-(:meth:`~SessionBudget.settle`, on the event loop, only takes note): they go with the
-next request's add, or with :meth:`~SessionBudget.flush` as the run ends.
+two processes never both pass a request limit; the accounts' adds go at once), and is
+refused, uncharged again, when an account is past a limit. Its tokens and cost are
+known only as it ends (:meth:`~SessionBudget.settle`, on the event loop, only takes
+note): they go with the next request's add, or with :meth:`~SessionBudget.flush` as the
+run ends.
 
 The accounts (:func:`session_budget`): a signed-in user's (or a custom key's) own; a
 browser known only by its token draws on its own and on the anonymous visitors'
@@ -35,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -123,32 +125,32 @@ class SessionBudget:
         return await self._link.run(lambda store: store.usage_totals(user, day))
 
     async def reserve(self) -> str | None:
-        """Charge one request to every account (with what earlier ones cost), or
-        refuse it: a limit is reached (the request is uncharged again), or the store
+        """Charge one request to every account at once (with what earlier ones cost),
+        or refuse it: a limit is reached (the request is uncharged again), or the store
         cannot be reached."""
-        charged: list[_Account] = []
-        note: str | None = None
-        for held in self._accounts:
-            taken, held.pending = held.pending, {}
-            try:
-                totals = await self._add(held.name, {"requests": 1.0, **taken})
-            except (DeputyError, OSError) as exc:
-                logger.warning("a request could not be charged to the budget: %s", exc)
-                _merge(held.pending, taken)  # charged with a later request
-                note = BUDGET_UNKNOWN_MESSAGE
-                break
-            charged.append(held)
-            before = {**totals, "requests": totals.get("requests", 0.0) - 1.0}
-            note = budget_refusal(held.allowance, before, anonymous=held.anonymous)
-            if note is not None:
-                break
-        if note is not None:
-            for held in charged:  # it is not sent: the request is theirs again
+        results = await asyncio.gather(*(self._charge_request(held) for held in self._accounts))
+        notes = [note for _, note in results if note is not None]
+        if not notes:
+            return None
+        for held, note in results:
+            if note != BUDGET_UNKNOWN_MESSAGE:  # charged: it is not sent, so it is theirs again
                 try:
                     await self._add(held.name, {"requests": -1.0})
                 except (DeputyError, OSError) as exc:
                     logger.warning("a refused request stays charged: %s", exc)
-        return note
+        return BUDGET_UNKNOWN_MESSAGE if BUDGET_UNKNOWN_MESSAGE in notes else notes[0]
+
+    async def _charge_request(self, held: _Account) -> tuple[_Account, str | None]:
+        """One request charged to ``held``: the note that refuses it, if any."""
+        taken, held.pending = held.pending, {}
+        try:
+            totals = await self._add(held.name, {"requests": 1.0, **taken})
+        except (DeputyError, OSError) as exc:
+            logger.warning("a request could not be charged to the budget: %s", exc)
+            _merge(held.pending, taken)  # charged with a later request
+            return held, BUDGET_UNKNOWN_MESSAGE
+        before = {**totals, "requests": totals.get("requests", 0.0) - 1.0}
+        return held, budget_refusal(held.allowance, before, anonymous=held.anonymous)
 
     def settle(self, usage: TurnUsage) -> None:
         """A request ended: its tokens and cost, charged with the next request (or
