@@ -28,6 +28,7 @@ StopReason = Literal[
     "total_token_limit",
     "cost_limit",
     "cost_unavailable",
+    "budget_limit",
     "tool_loop",
     "hook_requested_stop",
     "interrupted",
@@ -46,6 +47,7 @@ LIMIT_STOP_REASONS = frozenset(
         "total_token_limit",
         "cost_limit",
         "cost_unavailable",
+        "budget_limit",
     }
 )
 

@@ -40,6 +40,7 @@ from ..conversation import Conversation
 from ..errors import (
     AgentBusyError,
     AgentRunError,
+    CompactionError,
     ContextPolicyError,
     DeputyError,
     ProviderError,
@@ -84,7 +85,7 @@ from ..models._provider import (
     stream_response,
 )
 from ..usage import UsageLimits
-from .budget import Meter, SharedBudget, response_usage
+from .budget import Meter, RequestRefused, SharedBudget, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
@@ -239,6 +240,8 @@ class Engine(ToolCalls):
                 st.stop(stop.reason, "The run was interrupted.")
             except _LimitStop:
                 pass  # the run's stop reason is the limit's
+            except RequestRefused as refused:  # the host's budget: nothing was sent
+                st.stop("budget_limit", str(refused))
             except ProviderFailed as failed:
                 st.error = failed.error
                 st.stop("provider_error", str(failed.error))
@@ -348,6 +351,7 @@ class Engine(ToolCalls):
                 hook_context=st.gate.hook_context,
                 charge=st.meter.charge_summary,
                 may_request=st.meter.may_request,
+                admit=st.meter.admit,
                 emit=partial(self._emit, st),
                 hook_events=st.gate.hook_events,
                 guard=self.interrupter.guard,
@@ -410,6 +414,7 @@ class Engine(ToolCalls):
                 hook_context=hook_context,
                 charge=meter.charge_summary,
                 may_request=meter.may_request,
+                admit=meter.admit,
             ),
             tool_schemas=deps.tool_schemas,
         )
@@ -417,6 +422,10 @@ class Engine(ToolCalls):
         try:
             async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
                 pass
+        except RequestRefused as refused:
+            raise CompactionError(
+                f"The summary was not requested: {refused} The conversation is unchanged."
+            ) from None
         finally:
             self.running = False
             deps.report(RunReport(meter.usage(), deps.model, 0))
@@ -472,6 +481,7 @@ class Engine(ToolCalls):
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
                 raise
+            await st.meter.admit()  # the host's budget (a user's day), for every attempt
             st.meter.count_request()
             try:
                 yield self._emit(

@@ -9,7 +9,7 @@ Example:
     True
 """
 
-from ._budget import UserBudget
+from ._budget import DailyAllowance, UserBudget
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._conversation_panel import conversation_panel_server, conversation_panel_ui
 from ._conversations import KitPersistence
@@ -29,6 +29,7 @@ _install_source_refs()
 __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
+    "DailyAllowance",
     "ImageGuard",
     "KitPersistence",
     "McpServerState",

@@ -60,6 +60,7 @@ from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
+from ._session_budget import SessionBudget, session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
 from ._warm import warm_up_before_serving, warm_up_in_background
@@ -333,7 +334,6 @@ def agent_chat_server(
         return _handle_without_agent(running, usage_value, tool_events)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
         return _session_without_agent(running, usage_value, tool_events, FOREIGN_MESSAGE)
-
     chat = _new_chat()
     mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
     for name in autoconnect:
@@ -341,7 +341,7 @@ def agent_chat_server(
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, label, default_name=str(session.ns))
     conversation, not_saved = open_conversation(persistence, session)
-    budget_value = _budget_value(persistence, conversation)
+    budget, budget_value = _budget(persistence, session, conversation)
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
@@ -355,6 +355,7 @@ def agent_chat_server(
         mcp=mcp,
         conversation=conversation,
         working_dir=working_dir,
+        budget=budget,
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
@@ -424,13 +425,13 @@ class _SessionLink:
             self.handle = self.cancel_end = None
 
 
-def _budget_value(
-    persistence: KitPersistence | None, conversation: SessionConversation | None
-) -> reactive.Value[str] | None:
-    """Today's spend against the user's budget, for the usage line (with a budget)."""
-    if conversation is None or persistence is None or persistence.budget is None:
-        return None
-    return reactive.value("", name="deputy_budget")
+def _budget(
+    persistence: KitPersistence | None, session: Session, conversation: SessionConversation | None
+) -> tuple[SessionBudget | None, reactive.Value[str] | None]:
+    """The session's budget, saved or not (with ``KitPersistence(budget=)``), and the
+    value its usage line is shown in."""
+    budget = session_budget(persistence, session, conversation)
+    return budget, None if budget is None else reactive.value("", name="deputy_budget")
 
 
 def _bind_stop_and_usage(

@@ -182,6 +182,8 @@ def stop_note(reason: str, message: str) -> str | None:
         return f"The model request failed: {line}" if line else "The model request failed."
     if reason == "error":
         return f"The run failed: {line}" if line else "The run failed."
+    if reason == "budget_limit":  # the budget's own note says whose, and until when
+        return line or "Stopped: the budget is spent."
     return _STOP_NOTES.get(reason, f"Stopped: {line or reason}.")
 
 
