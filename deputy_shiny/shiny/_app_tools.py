@@ -29,6 +29,7 @@ Example:
     >>> def set_region(region: str) -> str:
     ...     '''Set the region.'''
     ...     return region
+    >>> set_region.__module__ = "app"  # defined in the app's app.py
     >>> is_app_tool(tool(set_region)), is_app_tool(tool_read_file())
     (True, False)
 """

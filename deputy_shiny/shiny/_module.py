@@ -7,6 +7,10 @@ docstring. :func:`server` and :func:`ui` wrap the same way, then copy the name a
 docstring (``functools.update_wrapper``) and set ``__signature__`` to the function's own,
 with ``input, output, session`` replaced by ``id`` (as py-shiny documents it).
 
+A module runs in a session scope of its own (``chat-``); :func:`caller_session` tells
+the kit server running now which session called it (the app's, or the app's own
+module's), where the app's tools belong.
+
 Shiny Express renders the value of every bare expression line of the app body, and
 ``htmltools`` fails on any value that is not a tag, text, None or ``...``: a bare
 ``permission_mode_server("mode", agent)`` line crashed the app at startup. A value a

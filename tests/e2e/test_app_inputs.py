@@ -46,7 +46,9 @@ def test_a_tool_sets_and_reads_the_apps_inputs(
     expect(summary).to_have_text(START)
     for kind, how, species, colour, region, size in CALLS:
         chat.send(f"set {kind} {how} {species} {colour} {region} {size}")
-        chat.expect_latest_reply(f"Done: set {species} {colour} {region} {size}")
+        done = f"set {species} {colour} {region} {size}"
+        chat.expect_latest_reply(f"Done: {done}")
+        expect(page.locator(".shiny-notification", has_text=f"Notified: {done}")).to_be_visible()
         shown = f"species={species} colour={colour} region={region} size={size}"
         expect(summary).to_have_text(shown)  # the app's own output reacted
         for name in SPECIES:

@@ -57,7 +57,9 @@ def _set(session: Session, explicit: bool, arguments: dict[str, Any]) -> str:
     ui.update_radio_buttons("colour", choices=COLOURS, selected=colour, **given)
     ui.update_select("region", selected=arguments["region"], **given)
     ui.update_slider("size", value=arguments["size"], **given)
-    return f"set {'+'.join(species)} {colour} {arguments['region']} {arguments['size']}"
+    done = f"set {'+'.join(species)} {colour} {arguments['region']} {arguments['size']}"
+    ui.notification_show(f"Notified: {done}", **given)  # a message sent at once
+    return done
 
 
 def app_tools(session: Session, input: Inputs) -> list[Any]:
