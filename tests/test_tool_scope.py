@@ -157,8 +157,9 @@ async def test_a_worker_threads_sends_go_out_on_the_loop_in_order_then_flush() -
 
     loop_thread = threading.get_ident()
     root = FakeRoot()
-    scope = _app_tools.app_tool_scope(root)  # type: ignore[arg-type]
-    assert _app_tools.app_tool_scope(root) is not scope  # a second chat: one install
+    session: Any = root  # a Shiny session, as far as the kit looks
+    scope = _app_tools.app_tool_scope(session)
+    assert _app_tools.app_tool_scope(session) is not scope  # a second chat: one install
     assert len(root.ended) == 1
     flushes: list[int] = []
     sends = vars(root)["_deputy_loop_sends"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from shiny import render
-from shiny.express import input, module, session, ui
+from shiny import Inputs, Session, render
+from shiny.express import expressify, input, module, session, ui
 
 from deputy_shiny import warm_up
 from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
@@ -18,8 +18,9 @@ threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 ui.page_opts(title="express inputs")
 
 
-@module
-def panel(input, output, session):  # type: ignore[no-untyped-def]
+@expressify
+def place(input: Inputs, session: Session) -> None:
+    """The inputs, the app's output of them and a chat, in the current namespace."""
     inputs_ui()
 
     @render.text
@@ -30,15 +31,13 @@ def panel(input, output, session):  # type: ignore[no-untyped-def]
     agent_chat_server("chat", agent_factory(session, input), workspace_root=workspace_root())
 
 
+@module
+def panel(input, output, session):  # type: ignore[no-untyped-def]
+    place(input, session)
+
+
 with ui.layout_columns():
     with ui.div():
-        inputs_ui()
-
-        @render.text
-        def summary() -> str:
-            return summary_text(input)
-
-        agent_chat_ui("chat")
-        agent_chat_server("chat", agent_factory(session, input), workspace_root=workspace_root())
+        place(input, session)
     with ui.div():
         panel("panel")
