@@ -63,3 +63,18 @@ def test_a_tool_sets_and_reads_the_apps_inputs(
         chat.expect_idle()
     other = "panel-" if where == "" else ""
     expect(page.locator(f"#{other}summary")).to_have_text(START)
+
+
+def test_a_shared_tool_sets_only_the_calling_sessions_input(
+    new_page: Callable[[], Page], serve_app: Callable[..., AppServer]
+) -> None:
+    app = serve_app("app_inputs.py")
+    mine, theirs = new_page(), new_page()  # two users, each their own session
+    chat = open_chat(mine, app, "chat")
+    open_chat(theirs, app, "chat")
+    chat.send("region East")
+    chat.expect_latest_reply("Done: region East")
+    expect(mine.locator("#summary")).to_have_text(START.replace("North", "East"))
+    chat.expect_idle()
+    expect(theirs.locator("#summary")).to_have_text(START)  # the other user's is untouched
+    expect(mine.locator("#panel-summary")).to_have_text(START)  # and so is the module's

@@ -9,6 +9,8 @@ text output ``summary`` that the app's server renders from them. The chat's mode
   ``session=session``; ``implicit``: none does),
 - ``read <sync|async>`` into a call of ``read_inputs_<sync|async>``, which reads the
   inputs with no ``reactive.isolate()`` of its own,
+- ``region <region>`` into a call of ``set_region_anywhere``, one module-level tool
+  that every session's agent shares (no ``session=``),
 
 then answers ``Done: <the tool's result>``.
 """
@@ -62,6 +64,12 @@ def _set(session: Session, explicit: bool, arguments: dict[str, Any]) -> str:
     return done
 
 
+def set_region_anywhere(region: str) -> str:
+    """Set the region (a tool defined once, at module level, shared by every session)."""
+    ui.update_select("region", selected=region)
+    return f"region {region}"
+
+
 def app_tools(session: Session, input: Inputs) -> list[Any]:
     """The app's four tools, closures over its ``session`` and ``input`` (as users write)."""
 
@@ -87,7 +95,13 @@ def app_tools(session: Session, input: Inputs) -> list[Any]:
 
     return [
         tool(fn, annotations={"read_only_hint": True, "open_world_hint": False})
-        for fn in (set_inputs_sync, set_inputs_async, read_inputs_sync, read_inputs_async)
+        for fn in (
+            set_inputs_sync,
+            set_inputs_async,
+            read_inputs_sync,
+            read_inputs_async,
+            set_region_anywhere,
+        )
     ]
 
 
@@ -98,6 +112,9 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     words = (last_user_text(messages) or "").split()
     if words[:1] == ["read"]:
         return ScriptedReply(tool_calls=[ScriptedToolCall(f"read_inputs_{words[1]}", {})])
+    if words[:1] == ["region"]:
+        call = ScriptedToolCall("set_region_anywhere", {"region": words[1]})
+        return ScriptedReply(tool_calls=[call])
     _, kind, how, species, colour, region, size = words
     arguments = {
         "species": species.split("+"),
