@@ -68,20 +68,20 @@ def is_app_tool(tool: Tool) -> bool:
 def app_tool_scope(app_session: Session) -> ToolScope:
     """The tool scope that runs the app's tools in ``app_session`` (the session that
     called ``agent_chat_server``, a module's included). Call it on the event loop."""
-    sends = _LoopSends.install(app_session.root_scope())
+    _LoopSends.install(app_session.root_scope())
 
     def scope(tool: Tool) -> AbstractContextManager[object] | None:
         if not is_app_tool(tool):
             return None
         with reactive.isolate():  # made here, on the loop (see the module's docstring)
             reads = reactive.get_current_context()
-        return _in_app(app_session, reads, sends)
+        return _in_app(app_session, reads)
 
     return scope
 
 
 @contextmanager
-def _in_app(session: Session, reads: reactive.Context, sends: _LoopSends) -> Iterator[None]:
+def _in_app(session: Session, reads: reactive.Context) -> Iterator[None]:
     token = _in_app_tool.set(True)
     try:
         with session_context(session), reads():
