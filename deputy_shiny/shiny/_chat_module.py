@@ -43,6 +43,7 @@ from ..mcp.config import McpConfig
 from ..persistence.checkpoints import FileRewind
 from ..usage import format_cost
 from . import _module as kit_module
+from ._app_tools import app_tool_scope
 from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
     AgentChatContext,
@@ -359,8 +360,7 @@ def agent_chat_server(
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
-        close_session=session.close,
-        send_progress=functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
+        **_session_hooks(session),
     )
     link = _SessionLink(chat_session)
     chat.on_user_submit(link.submit)
@@ -382,6 +382,17 @@ def agent_chat_server(
         _chat_session=chat_session,
     )
     return link.handle
+
+
+def _session_hooks(session: Session) -> dict[str, Any]:
+    """What a ``_ChatSession`` is given of Shiny's session: closing it, sending a tool
+    card's progress, and the scope the app's own tools run in (the session, the app's or
+    its module's, that called ``agent_chat_server``: see ``_app_tools``)."""
+    return {
+        "close_session": session.close,
+        "send_progress": functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
+        "tool_scope": app_tool_scope(kit_module.caller_session() or session),
+    }
 
 
 @dataclass(eq=False)

@@ -42,6 +42,8 @@ from ..errors import (
 )
 from ..events import AgentEvent, AgentUsage, StopEvent
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
+from ..tools._scope import ToolScope
+from ..tools._scope import tool_scope as scoped_tools
 from ..usage import charged_to
 from ._answers import decision_from_answer
 from ._escape import markdown_text
@@ -138,6 +140,8 @@ class _ChatSession:
         close_session: Closes the browser session (a newer one took the conversation).
         send_progress: Sends a running tool card's progress to the browser (None: not
             shown); see :func:`~._render.render_events`.
+        tool_scope: Where the app's own tools run (the session that called
+            ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
 
     Example:
         >>> _ChatSession.__name__
@@ -160,6 +164,7 @@ class _ChatSession:
         keep_workspace: bool = False,
         close_session: Callable[[], Awaitable[None]],
         send_progress: ProgressSender | None = None,
+        tool_scope: ToolScope | None = None,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -174,6 +179,7 @@ class _ChatSession:
         self.keep_workspace = keep_workspace
         self._close_session = close_session
         self.send_progress = send_progress
+        self.tool_scope = tool_scope
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -319,7 +325,8 @@ class _ChatSession:
     async def _stream_message(self, chunks: AsyncIterator[Any]) -> None:
         # shinychat makes an ExtendedTask (three unnamed reactive values) for every
         # streamed message: named cheaply, not by shiny's walk of the whole stack.
-        with cheap_value_names():
+        # The stream task copies this context: the app's tools run in the app's session.
+        with cheap_value_names(), scoped_tools(self.tool_scope):
             await self.chat.append_message_stream(chunks)
 
     def stop(self) -> None:
