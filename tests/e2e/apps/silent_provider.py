@@ -20,8 +20,10 @@ from tests.helpers import silent_chat_server
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
-# The server lives as long as this process (its thread is a daemon).
-PROVIDER = next(silent_chat_server())
+# The server lives as long as this process: the generator is kept (closing it, as its
+# collection would, stops the server).
+_SERVING = silent_chat_server()
+PROVIDER = next(_SERVING)
 PROVIDER.on_hang_up = lambda: mark("hung up")
 PROVIDER.on_request = lambda: mark("request")
 
