@@ -100,9 +100,9 @@ def test_the_defaults_end_a_silent_run_within_four_minutes() -> None:
     # Silent before the first chunk: every attempt and every wait between them ends at
     # total_timeout (no retry starts after it; the last attempt's wait is cut at it).
     assert model.total_timeout < LIMIT
-    # Without the total, the attempts alone would already pass it: the total matters.
+    # Even without the total, three 60 s attempts and the longest backoffs stay inside.
     unbounded = (model.retries + 1) * model.timeout + model.retries * MAX_BACKOFF
-    assert unbounded < LIMIT  # and even so, 3 x 60 s + backoff stays inside
+    assert unbounded < LIMIT
     # Stalled mid-reply: not retried (text arrived), so one idle wait.
     assert model.reply_idle_timeout < LIMIT
     # The client's own timeout is only a backstop beyond the agent's own limits.
