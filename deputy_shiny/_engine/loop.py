@@ -69,6 +69,7 @@ from ..events import (
     TextEvent,
     TurnEvent,
     UsageEvent,
+    WaitingEvent,
 )
 from ..hooks import HookContext
 from ..messages import (
@@ -84,6 +85,7 @@ from ..models._provider import (
     retry_delay,
     stream_response,
 )
+from ..models._watch import Waiting, model_host
 from ..usage import UsageLimits
 from .budget import Meter, RequestRefused, SharedBudget, response_usage
 from .compaction import CompactionServices, Compactor
@@ -473,8 +475,13 @@ class Engine(ToolCalls):
         messages = st.conversation.messages()
         fallbacks = st.deps.fallbacks
         attempt = 1  # on the current model
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None  # the current model's total_timeout, on the loop's clock
         while True:
             model = st.model
+            if attempt == 1:
+                total = model.total_timeout
+                deadline = loop.time() + total if total is not None else None
             try:
                 await preflight(model)  # a missing key: nothing is sent, nothing counts
             except ProviderFailed as failed:
@@ -487,16 +494,21 @@ class Engine(ToolCalls):
                 yield self._emit(
                     st, RequestStartEvent, request_index=st.meter.own.requests, model=model.model
                 )
-                async for event in self._stream(st, model, messages, tools, response, extra):
+                async for event in self._stream(
+                    st, model, messages, tools, response, extra, deadline
+                ):
                     yield event
                 return
             except ProviderFailed as failed:
                 st.meter.count_response(response_usage(model, response, lambda: messages))
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
-                if error.transient and not response.chunks and attempt <= model.retries:
+                delay = retry_delay(model, attempt, failed.__cause__)
+                # A retry must be able to start before the total deadline; it then
+                # waits for its first chunk at most until that deadline.
+                fits = deadline is None or loop.time() + delay < deadline
+                if error.transient and not response.chunks and attempt <= model.retries and fits:
                     attempt += 1
-                    delay = retry_delay(model, attempt - 1, failed.__cause__)
                     self._limit_before_retry(st, failed)
                     yield self._emit(
                         st,
@@ -546,20 +558,35 @@ class Engine(ToolCalls):
         tools: list[dict[str, Any]],
         response: Response,
         extra: dict[str, Any] | None,
+        deadline: float | None = None,
     ) -> AsyncIterator[AgentEvent]:
         params = {**st.deps.request_extras, **(extra or {})}
         include_partial = st.options.include_partial_messages
         st.partial = response
         try:
             async for text in stream_response(
-                model, messages, tools, params, response, self.interrupter.guard
+                model, messages, tools, params, response, self.interrupter.guard, deadline=deadline
             ):
+                if isinstance(text, Waiting):  # nothing arrived for a while: say so
+                    yield self._waiting_event(st, model, text)
+                    continue
                 event = self._text_event(st, text)
                 if include_partial:
                     yield event
         finally:
             if response.chunks:
                 st.progressed = True
+
+    def _waiting_event(self, st: RunState, model: ChatModel, note: Waiting) -> AgentEvent:
+        return self._emit(
+            st,
+            WaitingEvent,
+            model=model.model,
+            host=model_host(model),
+            seconds=round(note.seconds, 1),
+            limit=note.limit,
+            started=note.started,
+        )
 
     def _finish_response(self, st: RunState, response: Response) -> Turn:
         st.partial = None

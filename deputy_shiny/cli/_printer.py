@@ -2,9 +2,10 @@
 
 Text streams as it arrives; each tool call is a compact panel (its arguments), and its
 result another (the output the model sees, cut to a few lines, red when it failed);
-denials, errors, retries, warnings and a stop other than ``complete`` get one line each,
-and the run ends with its usage line (``turn`` and ``content`` events print nothing: the
-text already streamed, and the model's reasoning is not shown).
+denials, errors, retries, warnings, waits for a silent provider and a stop other than
+``complete`` get one line each, and the run ends with its usage line (``turn`` and
+``content`` events print nothing: the text already streamed, and the model's reasoning
+is not shown).
 
 Nothing the model or a tool writes is interpreted: it is printed as a rich ``Text``
 (so ``[bold]`` stays ``[bold]``, never markup), with terminal escape sequences and
@@ -47,6 +48,7 @@ from ..events import (
     TextEvent,
     ToolEndEvent,
     ToolStartEvent,
+    WaitingEvent,
     WarningEvent,
 )
 from ..usage import AgentUsage, format_cost
@@ -203,6 +205,8 @@ class EventPrinter:
             self.line(f"Falling back from {event.from_model} to {event.to_model}", "yellow")
         elif isinstance(event, WarningEvent):
             self.line(f"Warning: {event.message}", "yellow")
+        elif isinstance(event, WaitingEvent):
+            self.line(f"Still waiting for {event.host} ({event.seconds:.0f} s)…", "dim")
         elif isinstance(event, RunErrorEvent):
             self.line(f"Error: {event.error}", "bold red")
         elif isinstance(event, StopEvent) and event.stop_reason != "complete":

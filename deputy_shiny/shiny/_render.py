@@ -20,6 +20,8 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   placeholder with text nodes, never markup. The engine already sends at most one
   report per call every 0.1 s, the newest;
 * ``retry``: a note "<the failure> — retrying (2 of 3)…", sent at once like a card;
+* ``waiting``: a note ``Still waiting for <host> (45 s)… Stop to give up`` while the
+  provider sends nothing (twice per silent attempt by default);
 * ``warning``: a note "Warning: <its message>" (inert text, like every note); the
   ``turn`` and ``content`` events show nothing (the reply's text already streamed, and
   the model's reasoning stays out of the chat);
@@ -59,6 +61,7 @@ from ..events import (
     ToolEndEvent,
     ToolProgressEvent,
     ToolStartEvent,
+    WaitingEvent,
     WarningEvent,
 )
 from ..messages import ContentText, ContentToolRequest, ContentToolResult
@@ -333,6 +336,8 @@ def _event_chunks(
         line = f"{_first_line(event.error)} — retrying ({event.attempt} of {event.attempts})…"
         # A blank line after it: the retried reply's text must not join the quote.
         return [note_chunk(line) + "\n"]
+    elif isinstance(event, WaitingEvent):
+        return [note_chunk(waiting_note(event)) + "\n"]
     elif isinstance(event, WarningEvent):
         # A muted note, as a retry's: the message quoted as inert text.
         return [note_chunk(f"Warning: {_first_line(event.message)}") + "\n"]
@@ -344,6 +349,19 @@ def _event_chunks(
             ended.append(note_chunk(note))
         return ended
     return []
+
+
+def waiting_note(event: WaitingEvent) -> str:
+    """The note the chat shows while the provider sends nothing.
+
+    Example:
+        >>> event = WaitingEvent(agent_id="a", session_id="s", run_id="r", model="openai/x",
+        ...                      host="127.0.0.1:8000", seconds=45.2, limit=60)
+        >>> waiting_note(event)
+        'Still waiting for 127.0.0.1:8000 (45 s)… Stop to give up'
+    """
+    what = f"the rest of the reply from {event.host}" if event.started else event.host
+    return f"Still waiting for {what} ({event.seconds:.0f} s)… Stop to give up"
 
 
 def _stopped_block(start: ToolStartEvent) -> ChatMessage:
