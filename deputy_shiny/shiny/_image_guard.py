@@ -525,6 +525,16 @@ class ImageGuard:
         return "".join(out)
 
 
+def rewrite_images(text: str, allowed_origins: Iterable[str] = ()) -> str:
+    """Markdown images in a whole ``text`` checked as :class:`ImageGuard` checks them.
+
+    Example:
+        >>> rewrite_images("![a](https://evil.example/a.png) ![b][ref]")
+        '*[image blocked: a (`https://evil.example`)]* \\\\![b][ref]'
+    """
+    return _MD_IMAGE.sub(ImageGuard(allowed_origins)._rewrite_markdown, text)
+
+
 def _new(pattern: re.Pattern[str], window: str, seen: int) -> re.Match[str] | None:
     """The first match of ``pattern`` in ``window`` that ends after its first ``seen``
     characters (those were scanned before: a match inside them was acted on then)."""
