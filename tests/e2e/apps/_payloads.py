@@ -41,11 +41,11 @@ def hostile_payloads(origin: str) -> list[str]:
         f'<table background="{o}/table-background?{q}"><tr><td>t</td></tr></table>',
         "<script>window.__pwned = 'script'</script>",
         # Fence variants: closed where markdown closes them, then markup outside.
-        f"~~~\ncode\n~~~\n<img src={o}/after-tilde-fence?{q}>",
-        f"```\ncode\n  ```\n<img src={o}/after-indented-close?{q}>",
-        f"- item\n  ```\n<img src={o}/list-fence?{q}>\n  ```",
-        f"```\n<thinking>\n<img src={o}/thinking?{q}>\n</thinking>\n```",
-        f"\\`<img src={o}/escaped-tick?{q}>` end",
+        f"~~~\ncode\n~~~\n<img src='{o}/after-tilde-fence?{q}'>",
+        f"```\ncode\n  ```\n<img src='{o}/after-indented-close?{q}'>",
+        f"- item\n  ```\n<img src='{o}/list-fence?{q}'>\n  ```",
+        f"```\n<thinking>\n<img src='{o}/thinking?{q}'>\n</thinking>\n```",
+        f"\\`<img src='{o}/escaped-tick?{q}'>` end",
     ]
 
 
