@@ -10,6 +10,8 @@ payload cannot hide the next inside code.
 from __future__ import annotations
 
 SECRET = "s3cr3t"
+# A fenced code block's content that must stay byte-exact: ``<`` in three ways.
+CODE = 'x = "<"\nhtml = "<div>"\nif a<b: print(a)'
 END = "END-OF-HOSTILE"
 
 

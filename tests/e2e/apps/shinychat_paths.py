@@ -3,8 +3,8 @@
 The message ``<path> hostile <port>`` streams a reply along ``<path>``: first
 ``Before the card.`` and a call of ``echo`` (a tool card in the content paths), then
 :func:`~tests.e2e.apps._payloads.hostile_text` for ``http://127.0.0.1:<port>``, in
-5-character chunks. ``<path> code`` streams :data:`~tests.e2e.apps.untrusted.CODE_REPLY`'s
-fenced code (``CODE``) in 3-character chunks, then ``END-CODE``. The paths:
+9-character chunks. ``<path> code`` streams a fenced code block (``CODE``) in
+3-character chunks, then ``END-CODE``. The paths:
 
 * ``content``: ``stream="content"`` straight into the chat (the content renderers
   ``deputy_shiny.shiny`` registers with shinychat);
@@ -15,7 +15,6 @@ fenced code (``CODE``) in 3-character chunks, then ``END-CODE``. The paths:
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -25,12 +24,12 @@ from shinychat import Chat, chat_ui
 from deputy_shiny import Agent, tool, tool_annotations, warm_up
 from deputy_shiny.shiny import inert_stream
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
-from tests.e2e.apps._payloads import hostile_text
+from tests.e2e.apps._payloads import CODE, hostile_text
 from tests.e2e.apps._shared import last_tool_text, last_user_text
 
-threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
+# Before the app serves: a plain Chat has no kit to wait for litellm's first import.
+warm_up()
 
-CODE = 'x = "<"\nhtml = "<div>"\nif a<b: print(a)'
 _ASK = re.compile(r"^\S+ (hostile (\d+)|code)$")
 
 
@@ -53,7 +52,7 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if last_tool_text(messages) is None:
         call = ScriptedToolCall("echo", {"text": "card"})
         return ScriptedReply("Before the card.", tool_calls=[call])
-    return ScriptedReply(hostile_text(f"http://127.0.0.1:{asked[2]}"), chunk_size=5)
+    return ScriptedReply(hostile_text(f"http://127.0.0.1:{asked[2]}"), chunk_size=9)
 
 
 PATHS: dict[str, Callable[[Agent, str], AsyncIterator[Any]]] = {
