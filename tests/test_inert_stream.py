@@ -21,10 +21,8 @@ from deputy_shiny.shiny import inert_stream
 from deputy_shiny.shiny._inert_stream import inert_fragment
 from deputy_shiny.testing import ScriptedModel, ScriptedReply
 from tests._shinychat_stream import CARD
-from tests.e2e.apps._payloads import hostile_payloads
-from tests.test_image_guard_splits import EXACT, HOSTILE, IMG, _render, _shown, _splits
+from tests.test_image_guard_splits import EXACT, HOSTILE, IMG, PAYLOADS, _render, _shown, _splits
 
-PAYLOADS = hostile_payloads("http://127.0.0.1:9")
 # Cut where a naive per-chunk filter would miss what the next chunk completes.
 SEAMS = [
     "see !",  # "!" then "[x](http://...)"
