@@ -329,7 +329,15 @@ class ImageGuard:
         More text may still follow in the same markdown (after an event that shows
         nothing), so the guard keeps its place: inside fenced code, inside a line. A span
         whose closing run came last is closed, and a line break after it keeps a later
-        backtick from growing that run.
+        backtick from growing that run. What it releases cannot be completed by the next
+        text: a last ``<``, ``!`` or escaping backslash is kept from the next text's first
+        character by a zero-width space, and a line start that may still become a fence
+        ends the trust in code for the rest of the message.
+
+        Example:
+            >>> guard = ImageGuard()
+            >>> guard.feed("see !") + guard.flush() + guard.feed("[x](https://e.example/)")
+            'see !\u200b[x](https://e.example/)'
         """
         line, self._line = self._line, ""
         mid_line = bool(line) or self._routing is not None
