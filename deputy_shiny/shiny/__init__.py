@@ -15,6 +15,7 @@ from ._conversation_panel import conversation_panel_server, conversation_panel_u
 from ._conversations import KitPersistence
 from ._identity import on_posit_connect, trusted_session_user
 from ._image_guard import ImageGuard
+from ._inert_stream import inert_stream
 from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
@@ -41,6 +42,7 @@ __all__ = [
     "allowed_modes",
     "conversation_panel_server",
     "conversation_panel_ui",
+    "inert_stream",
     "mcp_panel_server",
     "mcp_panel_ui",
     "on_posit_connect",

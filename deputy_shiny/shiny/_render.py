@@ -28,10 +28,8 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
 * a readable note when the run ends for any reason other than ``complete``; a card
   still running then resolves as stopped.
 
-``agent.stream_async(..., stream="content")`` chunks (the runtime's content objects) are
-registered with shinychat's ``message_content_chunk`` here, so a ``Chat`` shows them
-once ``deputy_shiny.shiny`` is imported: text as markdown (as a ``str`` chunk), tool
-requests and results as these cards.
+``agent.stream_async`` chunks in an app's own ``Chat`` show as these cards too, their
+text guarded the same way (:mod:`._inert_stream`).
 
 Every string in a block is inert where shinychat puts it (:mod:`._escape`): the title
 is HTML there, so it is escaped; the output is fenced code, so it cannot close its fence;
@@ -48,7 +46,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from shinychat import message_content, message_content_chunk
 from shinychat.types import ChatMessage
 
 from ..errors import ConfigurationError
@@ -64,7 +61,6 @@ from ..events import (
     WaitingEvent,
     WarningEvent,
 )
-from ..messages import ContentText, ContentToolRequest, ContentToolResult
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 
@@ -561,31 +557,3 @@ def check_flush_interval(value: float) -> float:
 def _card(event: Any) -> str:
     # Model call ids can repeat across runs ("call_1"): cards are keyed per run.
     return f"{event.run_id[-12:]}-{event.call_id}"
-
-
-# ------------------------------------------------------------------ stream="content"
-
-
-def content_message(content: ContentText | ContentToolRequest | ContentToolResult) -> ChatMessage:
-    """What a shinychat ``Chat`` shows for a ``stream="content"`` chunk (registered with
-    shinychat's ``message_content`` and ``message_content_chunk`` as this module loads).
-
-    Example:
-        >>> content_message(ContentText(text="Hi")).content
-        'Hi'
-        >>> result = ContentToolResult(call_id="c1", name="f", output="<b>")
-        >>> content_message(result).blocks[0]["value"]
-        '<b>'
-    """
-    if isinstance(content, ContentText):
-        return ChatMessage(content=content.text)  # markdown, as a str chunk is
-    if isinstance(content, ContentToolRequest):
-        return tool_request_block(content.id, content.name, content.arguments)
-    return tool_result_block(
-        content.call_id, content.name, content.output, is_error=content.is_error
-    )
-
-
-for _type in (ContentText, ContentToolRequest, ContentToolResult):
-    message_content.register(_type, content_message)
-    message_content_chunk.register(_type, content_message)
