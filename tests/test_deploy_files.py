@@ -113,8 +113,8 @@ def test_the_optional_extras_are_ranges_that_the_test_extra_pins() -> None:
 
 def test_the_docs_extra_pins_the_site_as_the_test_extra_builds_it() -> None:
     table = extras()
-    docs = {canonicalize_name(r.name): exact_pin(r) for r in table["docs"]}
-    test_pins = {canonicalize_name(r.name): exact_pin(r) for r in table["test"]}
+    docs = {str(canonicalize_name(r.name)): exact_pin(r) for r in table["docs"]}
+    test_pins = {str(canonicalize_name(r.name)): exact_pin(r) for r in table["test"]}
     shared = {"mkdocs", "mkdocs-material", "mkdocstrings", "mkdocstrings-python"}
     assert shared <= set(docs) and {name: docs[name] for name in shared} == {
         name: test_pins[name] for name in shared

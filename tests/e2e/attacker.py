@@ -68,6 +68,14 @@ ATTACKER_PAGE = """<!doctype html>
 """
 
 
+FRAME_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>a prize</title></head>
+<body><h1>Click the big button to win</h1>
+<iframe id="victim" src="{src}" style="width: 1100px; height: 750px"></iframe>
+</body></html>
+"""
+
+
 @dataclass
 class AttackerSite:
     """The attacker's page served from another port of the same host."""
@@ -81,14 +89,28 @@ class AttackerSite:
         query = urlencode([("ws", ws), *(("plant", cookie) for cookie in plant)])
         return f"http://127.0.0.1:{self.port}/attack.html?{query}"
 
+    def frame_url(self, src: str) -> str:
+        """A page of this (other) origin that frames ``src`` (to lure clicks into it)."""
+        from urllib.parse import urlencode
+
+        return f"http://127.0.0.1:{self.port}/frame.html?{urlencode({'src': src})}"
+
 
 @contextmanager
 def attacker_site() -> Iterator[AttackerSite]:
     """Serve :data:`ATTACKER_PAGE` on a free port of 127.0.0.1."""
-    body = ATTACKER_PAGE.encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            from html import escape
+            from urllib.parse import parse_qs, urlsplit
+
+            url = urlsplit(self.path)
+            if url.path == "/frame.html":
+                src = parse_qs(url.query).get("src", [""])[0]
+                body = FRAME_PAGE.format(src=escape(src)).encode()
+            else:
+                body = ATTACKER_PAGE.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))

@@ -258,6 +258,28 @@
       function (error) { console.warn("deputy_shiny: the download failed: " + error); });
   });
 
+  // Clickjacking: a page of another origin can frame the app (the frame's own origin is
+  // the app's, so its websocket is accepted) and lure a real click onto Approve under
+  // something else. Framed by another origin, this page decides nothing: the modal says
+  // why, and the decision waits for the app in a tab of its own.
+  function framedByAnotherOrigin() {
+    if (window.top === window.self) return false;
+    try {
+      return window.top.location.origin !== window.location.origin;
+    } catch (error) {
+      return true; // reading another origin's location throws
+    }
+  }
+
+  function refuseFramed(root) {
+    if (root.querySelector(".deputy-framed")) return;
+    const note = document.createElement("p");
+    note.className = "deputy-framed text-danger small";
+    note.textContent = "This app is shown inside another site's page, so it takes no " +
+      "decision here. Open it in a tab of its own to answer.";
+    root.prepend(note);
+  }
+
   // Approve, Deny, Always allow, Stop the run, Submit, Cancel, Confirm: a decision.
   document.addEventListener("click", function (event) {
     if (!event.isTrusted) return; // element.click() or dispatchEvent from page script
@@ -265,6 +287,10 @@
     if (!button || !window.Shiny) return;
     const root = button.closest("[data-request-id]");
     if (!root) return;
+    if (framedByAnotherOrigin()) {
+      refuseFramed(root);
+      return;
+    }
     const requestId = root.dataset.requestId;
     const key = keys.get(requestId);
     if (!key) {
