@@ -209,7 +209,8 @@ class _ChatSession:
         else:
             if not_saved is not None:
                 self._in_background(tell_logged(self.chat, not_saved))
-            self._in_background(self._charge())  # today's spend, shown as it starts
+            if self.budget is not None:  # today's spend, shown as it starts
+                self._in_background(self._charge())
 
     def _in_background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(work)
