@@ -38,9 +38,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play bo
 # x86_64 and aarch64 numbers of the calls the probe makes directly.
 _SYSCALLS = {
     "x86_64": {"add_key": 248, "keyctl": 250, "request_key": 249, "ptrace": 101, "mount": 165,
-               "reboot": 169, "init_module": 175, "unshare": 272, "setns": 308, "bpf": 321},
+               "reboot": 169, "init_module": 175, "unshare": 272, "setns": 308, "bpf": 321,
+               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
     "aarch64": {"add_key": 217, "keyctl": 219, "request_key": 218, "ptrace": 117, "mount": 40,
-                "reboot": 142, "init_module": 105, "unshare": 97, "setns": 268, "bpf": 280},
+                "reboot": 142, "init_module": 105, "unshare": 97, "setns": 268, "bpf": 280,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
 }  # fmt: skip
 
 
@@ -203,6 +205,16 @@ def test_keyrings_namespaces_and_kernel_calls_are_refused(server: str, workspace
     out = run(server, workspace, syscall_probe(*names))
     results = {line.split()[0]: line.split()[2] for line in out.strip().splitlines()}
     assert results == dict.fromkeys(names, "EPERM"), out
+
+
+def test_io_uring_is_refused(server: str, workspace: Path) -> None:
+    """io_uring: the interface with the longest recent record of kernel escalation bugs."""
+    names = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+    out = run(server, workspace, syscall_probe(*names))
+    results = {line.split()[0]: line.split()[2] for line in out.strip().splitlines()}
+    # Unfiltered, these fail on their arguments (EFAULT, EBADF), never with EPERM.
+    assert results == dict.fromkeys(names, "EPERM"), out
+    assert {"io_uring_setup", "io_uring_enter", "io_uring_register"} <= set(DENIED_SYSCALLS)
 
 
 def test_no_new_namespace_can_be_made(server: str, workspace: Path) -> None:
