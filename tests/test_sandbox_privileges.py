@@ -27,6 +27,7 @@ from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.errors import SandboxUnavailableError
 from deputy_shiny.sandbox import SANDBOX_USER, prepare_workspace
 from deputy_shiny.sandbox._seccomp import DENIED_SYSCALLS, seccomp_program
+from deputy_shiny.sandbox._uids import workspace_uids
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_run_bash
 
@@ -128,7 +129,9 @@ def test_the_code_is_never_host_root(server: str, workspace: Path) -> None:
               "/proc/self/status")  # fmt: skip
     lines = out.split()
     assert lines[0] != "0" and lines[1] != "0", out
-    expected = SANDBOX_USER[0] if server == "root" else NORMAL_UID
+    # A root server: the workspace's own uid (from the per-workspace range), no one else's.
+    expected = workspace.stat().st_uid if server == "root" else NORMAL_UID
+    assert server == "normal" or expected in workspace_uids()
     assert lines[0] == str(expected)
     assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out
 
@@ -137,8 +140,8 @@ def test_the_code_can_still_use_its_workspace(server: str, workspace: Path) -> N
     out = run(server, workspace, "echo note > note.txt && cat note.txt && echo hi > /tmp/x "
               "&& cat /tmp/x")  # fmt: skip
     assert out.split() == ["note", "hi"]
-    owner = SANDBOX_USER[0] if server == "root" else NORMAL_UID
-    assert (workspace / "note.txt").stat().st_uid == owner
+    owner = workspace.stat().st_uid if server == "root" else NORMAL_UID
+    assert owner not in (0, SANDBOX_USER[0]) and (workspace / "note.txt").stat().st_uid == owner
 
 
 def test_a_root_owned_workspace_is_refused_on_a_root_server(tmp_path: Path) -> None:
@@ -310,6 +313,6 @@ async def test_files_the_tools_write_stay_the_codes_to_change() -> None:
         assert [e.is_error for e in ends] == [False, False], [e.output for e in ends]
         assert ends[1].output.startswith("one\ntwo\n")
         for made in (path / "notes", path / "notes" / "a.txt"):
-            assert made.stat().st_uid == SANDBOX_USER[0]
+            assert made.stat().st_uid == path.stat().st_uid != 0
     finally:
         shutil.rmtree(path, ignore_errors=True)
