@@ -46,7 +46,7 @@ __all__ = [
 
 SANDBOX_USER: tuple[int, int] = (65534, 65534)
 """The unprivileged uid and gid (``nobody:nogroup``) that :func:`prepare_workspace`
-gives a workspace to when the server runs as root."""
+gives a workspace to on a root server when no uid of its own is free."""
 
 SAFE_ENV_NAMES: tuple[str, ...] = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 """Variables copied from the server's environment into model-run code (locale and
@@ -106,7 +106,10 @@ class Sandbox(BaseModel):
         memory_mb: Memory limit, in MiB: the address space of each process
             (``RLIMIT_AS``) and, where a memory cgroup can be made, all the call's
             processes and its ``/tmp`` together (None: no limit).
-        max_processes: The most processes one call may run at once (None: no limit).
+        max_processes: The most processes one call may run at once (None: no limit):
+            a pids cgroup where one can be made, else ``RLIMIT_NPROC`` where it counts
+            only this call's (or, on a root server, this workspace's) processes;
+            anywhere else a call is refused rather than share a count with others.
         tmp_mb: The size of the private ``/tmp``, in MiB.
         run_as: ``(uid, gid)`` the code runs as when the server is root (None: the
             working directory's owner, which must not be root). Never 0.
@@ -547,7 +550,7 @@ def _limits_prefix(sandbox: Sandbox, cgroups: Mapping[str, Path], *, nproc: bool
 
 
 _NO_SHARED_CAP_FIX = (
-    "Make a pids cgroup available (a writable cgroup hierarchy: systemd's Delegate=yes, "
+    "make a pids cgroup available (a writable cgroup hierarchy: systemd's Delegate=yes, "
     "or a container whose cgroupfs is writable), or pass Sandbox(max_processes=None) to "
     "run without a process cap on purpose."
 )
@@ -566,7 +569,7 @@ def _check_process_cap(
     """
     if not sandbox.max_processes or "pids" in cgroups:
         return
-    why: str
+    why, fix = "", "To fix it, "
     if sandbox.kind == "none":
         why = (
             'Sandbox(kind="none") runs the code as the server\'s own user, whose process '
@@ -591,12 +594,14 @@ def _check_process_cap(
             return
         why = (
             f"the working directory {cwd} {problem}; RLIMIT_NPROC counts every process "
-            "of a uid, so sessions would share one count. Give the workspace a uid of "
-            "its own with deputy_shiny.sandbox.prepare_workspace(path)"
+            "of a uid, so sessions would share one count"
+        )
+        fix += (
+            "give the workspace a uid of its own (deputy_shiny.sandbox.prepare_workspace(path)), "
         )
     raise SandboxUnavailableError(
         f"max_processes={sandbox.max_processes} cannot be enforced for this session alone: "
-        f"no pids cgroup can be made here, and {why}. {_NO_SHARED_CAP_FIX}"
+        f"no pids cgroup can be made here, and {why}. {fix}{_NO_SHARED_CAP_FIX}"
     )
 
 
