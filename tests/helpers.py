@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -134,3 +135,24 @@ def capture_root_logs() -> Iterator[JsonLogCapture]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+def run_confined(confined: Any, uid: int | None = None) -> str:
+    """Start a sandbox's ``ConfinedCommand`` as run_bash would (as ``uid`` if given: the
+    server of that user), wait for it, release it; its output, stdout then stderr."""
+    try:
+        done = subprocess.run(
+            confined.argv,
+            cwd=confined.cwd,
+            env=confined.env,
+            pass_fds=confined.pass_fds,
+            capture_output=True,
+            timeout=60,
+            check=False,
+            user=uid,
+            group=uid,
+            extra_groups=None if uid is None else [],
+        )
+    finally:
+        confined.release()
+    return (done.stdout + done.stderr).decode(errors="replace")

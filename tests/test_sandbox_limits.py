@@ -34,6 +34,7 @@ from deputy_shiny.sandbox import SANDBOX_USER, prepare_workspace
 from deputy_shiny.sandbox._uids import UIDS_ENV, claim_problem, workspace_uids
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_run_bash
+from tests.helpers import run_confined
 
 NORMAL_UID = 4243  # a normal user with no passwd entry, the server of the "normal" case
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, inside /usr: visible to every sandbox
@@ -120,20 +121,7 @@ def as_normal_user(work: Callable[[], str], timeout: float = 120) -> str:
 
 def run(sandbox: Sandbox, workspace: Path, script: str) -> str:
     """Run ``script`` (bash) in the sandbox as run_bash would; its output."""
-    confined = sandbox.confine(["bash", "-c", script], workspace)
-    try:
-        done = subprocess.run(
-            confined.argv,
-            cwd=confined.cwd,
-            env=confined.env,
-            pass_fds=confined.pass_fds,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        confined.release()
-    return (done.stdout + done.stderr).decode(errors="replace")
+    return run_confined(sandbox.confine(["bash", "-c", script], workspace))
 
 
 def session_b_beside_a_full_session_a(ws_a: Path, ws_b: Path) -> str:
@@ -293,20 +281,35 @@ def test_an_unwritable_cgroup_hierarchy_is_treated_as_absent(
     os.chown(ws, NORMAL_UID, NORMAL_UID)
 
     def server() -> str:
-        confined = Sandbox(max_processes=CAP).confine(["bash", "-c", "ulimit -u; echo ran"], ws)
-        try:
-            done = subprocess.run(
-                confined.argv,
-                cwd=confined.cwd,
-                env=confined.env,
-                pass_fds=confined.pass_fds,
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
-        finally:
-            confined.release()
-        return f"{confined.cgroup} {(done.stdout + done.stderr).decode()}"
+        parent = sandbox_module._cgroup_parent("pids")
+        return f"{parent} {run(Sandbox(max_processes=CAP), ws, 'ulimit -u; echo ran')}"
 
     # Falls back (to the call's own count, not the user's), where it used to fail.
     assert as_normal_user(server).split() == ["None", str(CAP), "ran"]
+
+
+def test_the_cgroup_directories_a_process_made_are_removed_when_it_is_done(
+    monkeypatch: pytest.MonkeyPatch, workspaces: Callable[[], Path]
+) -> None:
+    """What a test session (or any process done with the sandbox) made, it removes."""
+    pids = sandbox_module._hierarchies("pids")
+    assert pids, "no pids hierarchy on this machine"
+    base = pids[0] / f"deputy-test-{os.getpid()}"  # a hierarchy of its own, for this test
+    base.mkdir()
+    try:
+        if (base / "cgroup.subtree_control").exists():  # cgroup v2: hand the controller down
+            (base / "cgroup.subtree_control").write_text("+pids")
+        monkeypatch.setattr(sandbox_module, "_hierarchies", lambda controller: [base])
+        monkeypatch.setattr(sandbox_module, "_MADE_PARENTS", [])
+        sandbox_module._cgroup_parent.cache_clear()
+        confined = Sandbox(max_processes=CAP).confine(["true"], prepare_workspace(workspaces()))
+        assert confined.cgroup is not None and confined.cgroup.parent == base / "deputy_shiny"
+        confined.release()
+        assert [p.name for p in base.iterdir() if p.is_dir()] == ["deputy_shiny"]
+        sandbox_module._remove_made_parents()
+        assert not [p for p in base.iterdir() if p.is_dir()]
+    finally:
+        sandbox_module._cgroup_parent.cache_clear()
+        for leftover in (base / "deputy_shiny", base):
+            with contextlib.suppress(OSError):
+                leftover.rmdir()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from deputy_shiny.sandbox._seccomp import DENIED_SYSCALLS, seccomp_program
 from deputy_shiny.sandbox._uids import workspace_uids
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_run_bash
+from tests.helpers import run_confined
 
 NORMAL_UID = 4242  # a normal user with no passwd entry: nothing about it is special
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, inside /usr: visible to every sandbox
@@ -75,37 +75,16 @@ def workspace(server: str) -> Iterator[Path]:
 def run(server: str, workspace: Path, script: str, sandbox: Sandbox | None = None) -> str:
     """Run ``script`` (bash) the way run_bash would on that server; return its output."""
     sandbox = sandbox or Sandbox()
-    uid: int | None = None
     if server == "root":
+        return run_confined(sandbox.confine(["bash", "-c", script], workspace))
+    # Build the command as a normal user's server would: no root, so no cgroup it could
+    # make and no Python runtime of ours under /root it could read.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
+        mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
+        mp.setattr(sandbox_module, "_python_roots", lambda: ())
         confined = sandbox.confine(["bash", "-c", script], workspace)
-    else:
-        # Build the command as a normal user's server would: no root, so no cgroup it
-        # could make and no Python runtime of ours under /root it could read.
-        mp = pytest.MonkeyPatch()
-        try:
-            mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
-            mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
-            mp.setattr(sandbox_module, "_python_roots", lambda: ())
-            confined = sandbox.confine(["bash", "-c", script], workspace)
-        finally:
-            mp.undo()
-        uid = NORMAL_UID
-    try:
-        done = subprocess.run(
-            confined.argv,
-            cwd=confined.cwd,
-            env=confined.env,
-            pass_fds=confined.pass_fds,
-            capture_output=True,
-            timeout=60,
-            check=False,
-            user=uid,
-            group=uid,
-            extra_groups=None if uid is None else [],
-        )
-    finally:
-        confined.release()
-    return (done.stdout + done.stderr).decode(errors="replace")
+    return run_confined(confined, uid=NORMAL_UID)
 
 
 def syscall_probe(*names: str) -> str:
