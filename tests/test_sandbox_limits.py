@@ -313,3 +313,24 @@ def test_the_cgroup_directories_a_process_made_are_removed_when_it_is_done(
         for leftover in (base / "deputy_shiny", base):
             with contextlib.suppress(OSError):
                 leftover.rmdir()
+
+
+def test_the_kits_conversations_each_get_a_uid_of_their_own(tmp_path: Path) -> None:
+    from deputy_shiny.shiny import KitPersistence
+    from deputy_shiny.shiny._conversations import open_folder
+
+    persistence = KitPersistence(tmp_path / "root")
+    alice = open_folder(persistence, "user", "alice", "chat").workspace
+    bob = open_folder(persistence, "user", "bob", "chat").workspace
+    uid = alice.stat().st_uid
+    assert uid in workspace_uids() and bob.stat().st_uid in workspace_uids()
+    assert uid != bob.stat().st_uid
+    assert open_folder(persistence, "user", "alice", "chat").workspace.stat().st_uid == uid
+    # A workspace from before (every session's was nobody's) gets its own on the next visit.
+    (alice / "notes.txt").write_text("kept")
+    for path in (alice, alice / "notes.txt"):
+        os.chown(path, *SANDBOX_USER)
+    open_folder(persistence, "user", "alice", "chat")
+    owner = alice.stat().st_uid
+    assert owner in workspace_uids() and owner != bob.stat().st_uid
+    assert (alice / "notes.txt").stat().st_uid == owner

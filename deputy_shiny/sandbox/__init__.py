@@ -48,7 +48,7 @@ where one can be made (a hierarchy counts only if this process can make a cgroup
 it); else ``RLIMIT_NPROC``, which counts every process of a uid, so it is only used
 where that count is one session's: set inside the call's own user namespace (a server
 that is not root) or under the workspace's own uid (a root server, see
-:mod:`deputy_shiny.sandbox._uids`). Anywhere else such a call is refused, naming the
+``sandbox/_uids.py``). Anywhere else such a call is refused, naming the
 fix; one session's processes never use up another's allowance.
 
 When bubblewrap, ``setpriv`` or the seccomp filter is missing, or the working

@@ -416,7 +416,7 @@ def prepare_workspace(path: str | os.PathLike[str]) -> Path:
     On a server running as root, model-run code runs as the working directory's owner,
     never as root; this gives ``path`` (created if missing, with everything in it) to
     a uid of its own (gid the same number) from the per-workspace range
-    (``DEPUTY_SANDBOX_UIDS``, see :mod:`deputy_shiny.sandbox._uids`), so one session's
+    (``DEPUTY_SANDBOX_UIDS``, see ``sandbox/_uids.py``), so one session's
     processes never count against another's. A workspace keeps the uid it has when
     that is its own already. When the range has no free uid left (or its record cannot
     be written), the workspace goes to :data:`SANDBOX_USER`, with a warning: calls
