@@ -245,6 +245,9 @@ def test_each_workspace_gets_a_stable_uid_of_its_own(workspaces: Callable[[], Pa
     assert uid != second.stat().st_uid and first.stat().st_gid == uid
     assert prepare_workspace(first).stat().st_uid == uid  # stable
     assert claim_problem(uid, first) is None
+    (first / "project").mkdir()  # an agent working in a subfolder: the same workspace
+    os.chown(first / "project", uid, uid)
+    assert claim_problem(uid, first / "project") is None
     # A workspace that took another's uid (copied with its owner) is not given the cap...
     os.chown(second, uid, uid)
     assert "another workspace holds" in str(claim_problem(uid, second))

@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -230,8 +231,12 @@ class Sandbox(BaseModel):
         inside = user is None and self.max_processes is not None and "pids" not in cgroups
         inner = [_PRLIMIT, f"--nproc={self.max_processes}", "--"] if inside else []
         filter_fd = seccomp_fd()
-        command = [*_bwrap_args(self, cwd, user, filter_fd), "--", *inner, *_drop(user), *argv]
-        return [*_limits_prefix(self, cgroups, nproc=not inside), *command], (filter_fd,)
+        try:
+            command = [*_bwrap_args(self, cwd, user, filter_fd), "--", *inner, *_drop(user)]
+        except BaseException:
+            os.close(filter_fd)
+            raise
+        return [*_limits_prefix(self, cgroups, nproc=not inside), *command, *argv], (filter_fd,)
 
     def _host_user(self, cwd: Path) -> tuple[int, int] | None:
         """The unprivileged (uid, gid) a root server drops to; None when not root."""
@@ -576,13 +581,9 @@ def _check_process_cap(
             "count every session shares"
         )
     elif user is None:
-        if _kernel_counts_per_namespace():
+        why = _no_count_per_call()
+        if not why:
             return
-        why = (
-            f"this kernel ({platform.release()}) counts RLIMIT_NPROC for the server's "
-            "whole user, not per user namespace (Linux 5.14 and later do), so every "
-            "session would share one count"
-        )
     elif sandbox.run_as is not None:
         why = (
             f"Sandbox(run_as={sandbox.run_as}) runs every session as uid {user[0]}, and "
@@ -606,10 +607,24 @@ def _check_process_cap(
 
 
 @functools.cache
-def _kernel_counts_per_namespace() -> bool:
-    """Whether RLIMIT_NPROC counts per user namespace (ucounts, Linux 5.14)."""
+def _no_count_per_call() -> str:
+    """Why RLIMIT_NPROC set in a call's user namespace would not count that call's
+    processes alone ("" when it would: Linux 5.14's per-namespace counts, and a
+    bubblewrap that is not setuid, which always makes the namespace)."""
     match = re.match(r"(\d+)\.(\d+)", platform.release())
-    return match is not None and (int(match[1]), int(match[2])) >= (5, 14)
+    if match is None or (int(match[1]), int(match[2])) < (5, 14):
+        return (
+            f"this kernel ({platform.release()}) counts RLIMIT_NPROC for the server's "
+            "whole user, not per user namespace (Linux 5.14 and later do), so every "
+            "session would share one count"
+        )
+    bwrap = shutil.which("bwrap")
+    if bwrap is not None and os.stat(bwrap).st_mode & stat.S_ISUID:
+        return (
+            f"{bwrap} is setuid, so it may run the code without a user namespace of its "
+            "own, where RLIMIT_NPROC counts the server's whole user"
+        )
+    return ""
 
 
 def _shell_quote(text: str) -> str:

@@ -105,15 +105,15 @@ def _identity(info: os.stat_result) -> str:
     return f"{info.st_dev}:{info.st_ino}"
 
 
-def _holder(claims: Path, uid: int) -> str | None:
-    """The identity of the live workspace that holds ``uid``, None when it is free."""
+def _holder(claims: Path, uid: int) -> tuple[str, str] | None:
+    """The identity and path of the live workspace that holds ``uid``; None when free."""
     try:
         identity, path = (claims / str(uid)).read_text().split("\n")[:2]
         info = os.stat(path, follow_symlinks=False)
     except (OSError, ValueError):
         return None
     alive = os.path.isdir(path) and info.st_uid == uid and _identity(info) == identity
-    return identity if alive else None
+    return (identity, path) if alive else None
 
 
 def _claim(claims: Path, uid: int, workspace: Path, info: os.stat_result) -> None:
@@ -145,9 +145,11 @@ def give_own_uid(workspace: Path) -> int | None:
     info = os.stat(workspace, follow_symlinks=False)
     uids = workspace_uids()
     with _locked() as claims:
-        if info.st_uid in uids and _holder(claims, info.st_uid) in (None, _identity(info)):
-            _claim(claims, info.st_uid, workspace, info)
-            return info.st_uid
+        if info.st_uid in uids:
+            holder = _holder(claims, info.st_uid)
+            if holder is None or holder[0] == _identity(info):
+                _claim(claims, info.st_uid, workspace, info)
+                return info.st_uid
         start = int.from_bytes(hashlib.sha256(os.fsencode(workspace)).digest()[:8], "big")
         for step in range(len(uids)):
             uid = uids[(start + step) % len(uids)]
@@ -162,7 +164,8 @@ def claim_problem(uid: int, workspace: Path) -> str | None:
     """Why ``uid`` is not ``workspace``'s own (a cap on its processes would be shared).
 
     None when it is: the uid is in the range and no other live workspace holds it (a
-    missing or stale claim is taken for ``workspace`` now).
+    missing or stale claim is taken for ``workspace`` now). A directory inside the
+    workspace that holds it (an agent working in a subfolder) is that workspace.
     """
     try:
         uids = workspace_uids()
@@ -176,7 +179,7 @@ def claim_problem(uid: int, workspace: Path) -> str | None:
             holder = _holder(claims, uid)
             if holder is None:
                 _claim(claims, uid, workspace, info)
-            elif holder != _identity(info):
+            elif holder[0] != _identity(info) and not workspace.resolve().is_relative_to(holder[1]):
                 return f"belongs to uid {uid}, which another workspace holds too"
     except OSError as exc:
         return f"belongs to uid {uid}, whose record cannot be checked ({exc})"
