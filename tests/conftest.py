@@ -30,25 +30,27 @@ def postgres_url(postgres_server: PostgresServer) -> str:
     return postgres_server.database()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _sandbox_leaves_nothing_behind() -> Iterator[None]:
-    """Sandboxed calls as root leave no cgroup directory and no uid record on the machine.
+_UID_CLAIMS = "DEPUTY_SANDBOX_UID_CLAIMS"
+_claims_before: list[str | None] = []
 
-    The record of which workspace holds which uid (see deputy_shiny/sandbox/_uids.py)
-    goes to a temporary directory; the ``deputy_shiny`` cgroup directories this process
-    made are removed at the end (where no other process still uses them).
-    """
-    claims = tempfile.mkdtemp(prefix="deputy-uid-claims-")
-    before = os.environ.get("DEPUTY_SANDBOX_UID_CLAIMS")
-    os.environ["DEPUTY_SANDBOX_UID_CLAIMS"] = claims
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("DEPUTY_SANDBOX_UID_CLAIMS", None)
-        else:
-            os.environ["DEPUTY_SANDBOX_UID_CLAIMS"] = before
-        shutil.rmtree(claims, ignore_errors=True)
-        sandbox = sys.modules.get("deputy_shiny.sandbox._sandbox")
-        if sandbox is not None:
-            sandbox._remove_made_parents()
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Sandboxed calls as root leave no uid record on the machine: the record of which
+    workspace holds which uid (deputy_shiny/sandbox/_uids.py) goes to a temporary
+    directory, set before any app server is started (e2e servers start at collection)."""
+    _claims_before.append(os.environ.get(_UID_CLAIMS))
+    os.environ[_UID_CLAIMS] = tempfile.mkdtemp(prefix="deputy-uid-claims-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the uid record and the ``deputy_shiny`` cgroup directories this process made
+    (where no other process still uses them)."""
+    shutil.rmtree(os.environ.get(_UID_CLAIMS, ""), ignore_errors=True)
+    before = _claims_before.pop() if _claims_before else None
+    if before is None:
+        os.environ.pop(_UID_CLAIMS, None)
+    else:
+        os.environ[_UID_CLAIMS] = before
+    sandbox = sys.modules.get("deputy_shiny.sandbox._sandbox")
+    if sandbox is not None:
+        sandbox._remove_made_parents()
