@@ -27,8 +27,10 @@ SQLAlchemy URL) the conversations are kept in that database instead, so several
 processes share them, and the folder keeps only the workspaces. The sidebar's Conversation section
 starts a new one, and rewinds the workspace's files to the start of any run.
 ``DEPUTY_BUDGET_REQUESTS_PER_DAY``, ``DEPUTY_BUDGET_TOKENS_PER_DAY`` and
-``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars) hold each saved user to a daily budget, across
-their sessions and the processes sharing the store.
+``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars) hold each user to a daily budget, across
+their sessions and the processes sharing the store; the same names with ``ANONYMOUS_``
+after ``DEPUTY_BUDGET_`` bound what all anonymous visitors spend together (unset: as
+much as one user).
 
 With ``DEPUTY_MCP_CONFIG`` naming an MCP config file (``{"mcpServers": {...}}``), the
 sidebar also lists its servers: each session connects them with a click, gets their
@@ -52,7 +54,7 @@ from components.model_choice import (
     demo_banner,
     track_model_choice,
 )
-from components.sidebar import app_sidebar, model_section_server
+from components.sidebar import app_sidebar, model_section_server, show_not_saved
 from components.usage_meter import usage_meter_server
 from components.workspace import seed_workspace, workspace_server
 from deputy_shiny import (
@@ -68,6 +70,7 @@ from deputy_shiny.mcp import MCP_CONFIG_ENV, load_mcp_config
 from deputy_shiny.models.demo import RESEARCHER_ROLE, WRITER_ROLE
 from deputy_shiny.shiny import (
     AgentChatContext,
+    DailyAllowance,
     KitPersistence,
     UserBudget,
     agent_chat_server,
@@ -110,20 +113,33 @@ BASH_UNAVAILABLE = sandbox_unavailable_reason()
 MCP_CONFIG = load_mcp_config(os.environ[MCP_CONFIG_ENV]) if os.environ.get(MCP_CONFIG_ENV) else None
 
 
-def daily_budget(environ: Mapping[str, str] = os.environ) -> UserBudget | None:
-    """Each user's daily budget from ``DEPUTY_BUDGET_REQUESTS_PER_DAY``,
-    ``DEPUTY_BUDGET_TOKENS_PER_DAY`` and ``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars);
-    None when none is set. A malformed value stops the app as it starts."""
-    requests = environ.get("DEPUTY_BUDGET_REQUESTS_PER_DAY", "").strip()
-    tokens = environ.get("DEPUTY_BUDGET_TOKENS_PER_DAY", "").strip()
-    cost = environ.get("DEPUTY_BUDGET_COST_PER_DAY", "").strip()
+def _allowance(environ: Mapping[str, str], prefix: str) -> DailyAllowance | None:
+    """``{prefix}REQUESTS_PER_DAY``, ``{prefix}TOKENS_PER_DAY`` and ``{prefix}COST_PER_DAY``
+    (US dollars); None when none is set."""
+    requests = environ.get(f"{prefix}REQUESTS_PER_DAY", "").strip()
+    tokens = environ.get(f"{prefix}TOKENS_PER_DAY", "").strip()
+    cost = environ.get(f"{prefix}COST_PER_DAY", "").strip()
     if not (requests or tokens or cost):
         return None
-    return UserBudget(
+    return DailyAllowance(
         max_requests_per_day=int(requests) if requests else None,
         max_tokens_per_day=int(tokens) if tokens else None,
         max_cost_per_day=float(cost) if cost else None,
     )
+
+
+def daily_budget(environ: Mapping[str, str] = os.environ) -> UserBudget | None:
+    """Each user's daily budget from ``DEPUTY_BUDGET_REQUESTS_PER_DAY``,
+    ``DEPUTY_BUDGET_TOKENS_PER_DAY`` and ``DEPUTY_BUDGET_COST_PER_DAY`` (US dollars), and
+    what all anonymous visitors spend together from ``DEPUTY_BUDGET_ANONYMOUS_*`` (unset:
+    as much as one user); None when none is set. A malformed value stops the app as it
+    starts."""
+    own = _allowance(environ, "DEPUTY_BUDGET_")
+    anonymous = _allowance(environ, "DEPUTY_BUDGET_ANONYMOUS_")
+    if own is None and anonymous is None:
+        return None
+    fields = {} if own is None else own.model_dump()
+    return UserBudget(**fields, anonymous=anonymous)
 
 
 # Every user's conversation, kept across reloads (see the module docstring).
@@ -263,6 +279,8 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         return demo_banner(choice())
 
     model_section_server("model", choice)
+    if not handle.persistent:
+        show_not_saved()
     conversation_panel_server("conversation", handle)
     permission_mode_server("mode", lambda: handle.agent)
     workspace_server("workspace", handle.working_dir, handle.tool_events)

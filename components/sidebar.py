@@ -33,7 +33,13 @@ from deputy_shiny.shiny import (
     subagent_panel_ui,
 )
 
-__all__ = ["app_sidebar", "model_section_server", "model_section_ui"]
+__all__ = ["app_sidebar", "model_section_server", "model_section_ui", "show_not_saved"]
+
+SAVED_HINT_ID = "deputy-saved-hint"
+NOT_SAVED_HINT = (
+    "Not saved: this conversation ends with the page (the chat says why). Rewind puts "
+    "the files the agent wrote back as they were when that run started."
+)
 
 
 def _section(title: str, *children: TagChild, class_: str = "") -> Tag:
@@ -90,8 +96,8 @@ def app_sidebar(
         tags.section(
             permission_mode_ui("mode"),
             tags.p(
-                "Standard: writes and shell commands ask you first. Plan and read-only "
-                "refuse them. Narrowing applies from the next tool call.",
+                "Standard: writes and shell commands ask you first. Read-only refuses "
+                "them. A mode can only be narrowed, from the next tool call on.",
                 class_="deputy-muted deputy-hint",
             ),
             _shell_note(bash_unavailable),
@@ -104,6 +110,7 @@ def app_sidebar(
             tags.p(
                 "Saved as you go: a reload brings it back. Rewind puts the files the agent "
                 "wrote back as they were when that run started.",
+                id=SAVED_HINT_ID,
                 class_="deputy-muted deputy-hint",
             ),
             class_="deputy-conversation-section",
@@ -126,3 +133,19 @@ def app_sidebar(
         class_="deputy-sidebar",
         gap="1.25rem",
     )
+
+
+def show_not_saved() -> None:
+    """Replace the Conversation section's "Saved as you go" with the truth for a session
+    whose conversation is not saved (an anonymous visitor on Connect, a blocked cookie).
+
+    The page is the same for every visitor; only the session knows, so its server sends
+    this one change, and only when it applies (a saved session pays nothing).
+    """
+    ui.insert_ui(
+        tags.p(NOT_SAVED_HINT, class_="deputy-muted deputy-hint deputy-not-saved-hint"),
+        selector=f"#{SAVED_HINT_ID}",
+        where="afterEnd",
+        immediate=True,
+    )
+    ui.remove_ui(f"#{SAVED_HINT_ID}", immediate=True)

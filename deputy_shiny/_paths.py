@@ -10,6 +10,9 @@ comparing whole path components after following symlinks (dangling ones too), so
 * ``~``-paths are refused (rule ``home``): they look like the home directory;
 * absolute paths outside every root are refused (rule ``outside``);
 * a symlink, existing or dangling, that leads outside is refused (rule ``symlink``);
+* the server's own secrets are refused even inside a root (rule ``secret``): the record
+  key's folder and the kit's records (:mod:`deputy_shiny._util.secret_paths`), so a
+  working directory of ``$HOME`` does not hand the model the key that signs records;
 * ``/data2`` is not inside ``/data`` (rule ``outside``: components, not prefixes);
 * empty paths, NUL bytes and other control characters are refused (rule ``invalid``);
 * a path that changes while it is resolved (a component flipping between a link and a
@@ -43,6 +46,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from ._util.secret_paths import protected_paths, protected_root
 from .errors import PathDenied
 
 
@@ -150,4 +154,17 @@ def _confine_resolved(
             rule="symlink",
             path=text,
         )
+    secrets = protected_paths()
+    if protected_root(lexical, secrets) is not None or protected_root(real, secrets) is not None:
+        raise secret_denied(text)
     return real
+
+
+def secret_denied(text: str) -> PathDenied:
+    """The denial of a path holding the server's own secrets (the record key's folder)."""
+    return PathDenied(
+        f"Path {text!r} holds the server's own keys or records; no agent may "
+        "read or write there, whatever its working directory.",
+        rule="secret",
+        path=text,
+    )

@@ -15,7 +15,8 @@ other class lives only here. The families:
   ``ContextPolicyError``, ``CommandLineError`` (the ``deputy`` command's flags);
   ``McpConfigError`` is one too.
 - ``ProviderError`` (root): a model request failed at the provider:
-  ``MissingCredentialsError``, ``UnknownModelError``.
+  ``MissingCredentialsError``, ``CredentialsRefusedError``, ``UnknownModelError``,
+  ``ProviderTimeoutError``.
 - How a run ends in error (``run_async`` and friends): ``UsageLimitExceeded``,
   ``StructuredOutputError`` and ``AgentRunError`` (roots, each carrying the partial
   ``result``).
@@ -76,6 +77,7 @@ __all__ = [
     "CompactionError",
     "ConfigurationError",
     "ContextPolicyError",
+    "CredentialsRefusedError",
     "DelegationDisclosureError",
     "DelegationError",
     "DelegationGraphError",
@@ -99,6 +101,7 @@ __all__ = [
     "PersistenceError",
     "PersistenceNotAuthenticError",
     "ProviderError",
+    "ProviderTimeoutError",
     "RetainError",
     "RetainedAgentBusyError",
     "RetainedAgentChangedError",
@@ -221,7 +224,41 @@ class ProviderError(DeputyError):
 
 
 class MissingCredentialsError(ProviderError):
-    """The provider rejected the request for missing or invalid credentials (set its API key)."""
+    """No API key for the provider: none is set, or the provider said none was sent
+    (set its environment variable or pass ``ChatModel(api_key=...)``)."""
+
+
+class CredentialsRefusedError(ProviderError):
+    """The provider refused the API key that was sent (HTTP 401: wrong, revoked or for
+    another account or endpoint): the key is there, but it is not accepted."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider sent nothing within a time limit of the model's
+    (:class:`~deputy_shiny.models.ChatModel` ``timeout``, ``idle_timeout`` or
+    ``total_timeout``).
+
+    Attributes:
+        host: Where the request went (``host:port``, or the provider's name).
+        limit: The limit that ran out, in seconds.
+        phase: ``"first_byte"`` (the reply never started), ``"idle"`` (it stopped
+            mid-reply) or ``"total"`` (the request's attempts used up ``total_timeout``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        host: str,
+        limit: float,
+        phase: str,
+        transient: bool = True,
+        status_code: int | None = None,
+    ):
+        super().__init__(message, transient=transient, status_code=status_code)
+        self.host = host
+        self.limit = limit
+        self.phase = phase
 
 
 class UnknownModelError(ProviderError):
@@ -271,7 +308,8 @@ class PathDenied(DeputyError):
     permission check of their path arguments); the tool call fails with the message.
 
     Attributes:
-        rule: ``traversal``, ``home``, ``outside``, ``symlink`` or ``invalid``.
+        rule: ``traversal``, ``home``, ``outside``, ``symlink``, ``secret`` (the server's
+            own keys and records) or ``invalid``.
         path: The path as given.
     """
 

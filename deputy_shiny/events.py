@@ -28,6 +28,7 @@ StopReason = Literal[
     "total_token_limit",
     "cost_limit",
     "cost_unavailable",
+    "budget_limit",
     "tool_loop",
     "hook_requested_stop",
     "interrupted",
@@ -46,6 +47,7 @@ LIMIT_STOP_REASONS = frozenset(
         "total_token_limit",
         "cost_limit",
         "cost_unavailable",
+        "budget_limit",
     }
 )
 
@@ -219,6 +221,21 @@ class RetryEvent(_EventBase):
     error: str
 
 
+class WaitingEvent(_EventBase):
+    """The provider has sent nothing for ``seconds``: no reply yet, or (``started``)
+    nothing more mid-reply. ``host`` is where the request went (``host:port``, or the
+    provider's name); ``limit`` is when the attempt gives up (None: no limit). Sent after a
+    quarter and three quarters of the limit (15 and 45 s by default); the kit shows
+    ``Still waiting for <host> (45 s)… Stop to give up``."""
+
+    type: Literal["waiting"] = "waiting"
+    model: str
+    host: str
+    seconds: float
+    limit: float | None = None
+    started: bool = False
+
+
 class FallbackEvent(_EventBase):
     """A transient failure moved the agent to its next fallback model (it stays there)."""
 
@@ -330,6 +347,7 @@ AgentEvent = Annotated[
     | HookEvent
     | ApprovalEvent
     | RetryEvent
+    | WaitingEvent
     | FallbackEvent
     | StructuredAttemptEvent
     | FileCheckpointEvent

@@ -118,7 +118,8 @@ reply, as in deputy; ``context.details`` holds ``message`` (for people), ``level
 - ``permission_denied``: a tool call was denied (``tool_name``, ``tool_input``,
   ``call_id``; the denial's reason is the ``message``);
 - a limit's stop reason (``request_limit``, ``cost_limit``...): a usage limit ended the
-  run (``usage``, ``limit``: the run's own limit, None when a budget above it stopped it);
+  run (``usage``, ``limit``: the run's own limit, None when a budget above it stopped it,
+  or the host's :class:`~deputy_shiny.usage.RequestGate`, ``budget_limit``);
 - ``cost_limit_warning``: the run has spent 90% of its cost limit (``usage``,
   ``limit``); ``compact_fallback``: compaction used a plain digest (``error``), both
   also ``warning`` events;

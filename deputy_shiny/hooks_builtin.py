@@ -19,7 +19,7 @@ from typing import Any
 
 from ._dangerous_bash import dangerous_bash_reason
 from ._util.metadata import is_credential_key
-from ._util.redact import REDACTED, redact_values
+from ._util.redact import REDACTED, credential_values, redact_values
 from ._util.text import truncate
 from .errors import InvalidHookError
 from .hooks import HookContext, HookMatcher, HookResultPreToolUse
@@ -74,6 +74,8 @@ def hook_block_dangerous_bash() -> HookMatcher:
 
 
 def _summarize_input(tool_input: Any, max_chars: int) -> str:
+    # A credential may be quoted under another name too (a URL, a header line).
+    secrets = credential_values(tool_input)
     if isinstance(tool_input, Mapping):
         per_value = max(16, max_chars // max(1, len(tool_input)))
         parts = []
@@ -81,14 +83,17 @@ def _summarize_input(tool_input: Any, max_chars: int) -> str:
             if isinstance(key, str) and is_credential_key(key):
                 shown = REDACTED
             else:
-                shown = truncate(repr(redact_values(value)), per_value)
+                shown = truncate(repr(redact_values(value, also=secrets)), per_value)
             parts.append(f"{key}={shown}")
         return truncate(", ".join(parts), max_chars)
-    return truncate(repr(redact_values(tool_input)), max_chars)
+    return truncate(repr(redact_values(tool_input, also=secrets)), max_chars)
 
 
-def _summarize_output(output: Any, max_chars: int) -> str:
-    text = redact_values(output) if isinstance(output, str) else repr(redact_values(output))
+def _summarize_output(output: Any, tool_input: Any, max_chars: int) -> str:
+    """The result or error, with every credential the call was given masked first: a
+    tool that quotes its key back ("invalid api_key sk-...") must not log it."""
+    masked = redact_values(output, also=credential_values(tool_input))
+    text = masked if isinstance(masked, str) else repr(masked)
     return truncate(text.replace("\r", "\\r").replace("\n", "\\n"), max_chars)
 
 
@@ -104,7 +109,8 @@ def hook_log_tools(
     one per event; ``agent.add_hook`` and :meth:`HookRegistry.add` take the list as is.
     Each line holds the tool name and a summary of the arguments or output, cut to
     ``max_chars``. The values of arguments whose keys look like credentials
-    (``api_key``, ``password``, ``token``, ...) are never logged. The hooks only
+    (``api_key``, ``password``, ``token``, ...) are never logged: not as the argument,
+    not quoted in another argument, the result or the error. The hooks only
     observe: they return None.
 
     Args:
@@ -145,12 +151,13 @@ def hook_log_tools(
         tool_name: str, tool_input: Any, context: HookContext, tool_output: Any
     ) -> None:
         if log.isEnabledFor(level):
-            summary = _summarize_output(tool_output, max_chars)
+            summary = _summarize_output(tool_output, tool_input, max_chars)
             log.log(level, "tool result %s%s: %s", tool_name, _call_id(context), summary)
 
     def log_tool_failure(tool_name: str, tool_input: Any, context: HookContext) -> None:
         if log.isEnabledFor(level):
-            error = _summarize_output(getattr(context, "error", None) or "unknown error", max_chars)
+            error = getattr(context, "error", None) or "unknown error"
+            error = _summarize_output(error, tool_input, max_chars)
             log.log(level, "tool failed %s%s: %s", tool_name, _call_id(context), error)
 
     return [

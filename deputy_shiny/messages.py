@@ -98,6 +98,10 @@ class ContentToolResult(_Content):
     name: str
     output: str
     is_error: bool = False
+    approved_arguments: dict[str, Any] | None = None
+    """The arguments the tool ran with when a person edited the model's before
+    approving (the model's own stay in the matching request); None when it ran with the
+    model's. An audit trail: a transcript shows both."""
 
 
 class ContentImage(_Content):

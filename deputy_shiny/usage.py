@@ -6,6 +6,8 @@ conversation's totals, ``CostSummary`` / ``ConversationCost`` the cost views of 
 and a conversation, and :class:`UsageLimits` what one run may spend
 (:func:`limit_reached` is the check the engine makes after each request).
 :func:`format_cost` is the one wording of a cost the kit and the app show.
+A :class:`RequestGate` is a host's own budget over every request made on someone's
+behalf (the kit's per-user daily budget): :func:`charged_to` puts one in charge.
 
 Every attempt sent to a provider counts as a request (a retry, a fallback, a failed or
 interrupted one), with the tokens and cost known for it: what a provider may bill.
@@ -19,8 +21,11 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import math
-from typing import Any, ClassVar, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -31,10 +36,12 @@ __all__ = [
     "AgentUsage",
     "ConversationCost",
     "CostSummary",
+    "RequestGate",
     "RequestUsage",
     "TurnTokens",
     "TurnUsage",
     "UsageLimits",
+    "charged_to",
     "format_cost",
     "limit_reached",
 ]
@@ -306,3 +313,59 @@ def format_cost(usage: AgentUsage) -> str:
     if cost < 0.0001:
         return "<$0.0001"  # never "$0.0000" for a request that did cost something
     return f"${cost:.4f}"
+
+
+class RequestGate(Protocol):
+    """A host's budget over every model request made on someone's behalf: the engine
+    asks it before each attempt is sent and tells it what each attempt cost.
+
+    It is asked by every run in the context of :func:`charged_to` (a lead's run, every
+    run delegated under it and every retained agent's task it sends, compaction
+    summaries, structured-output corrections, retries and fallbacks alike): one
+    :meth:`reserve` per attempt, one :meth:`settle` per attempt that was sent. A refused
+    attempt is never sent, counts as no request, and stops the run with
+    ``budget_limit`` and the gate's message.
+    """
+
+    async def reserve(self) -> str | None:
+        """Before an attempt is sent: charge one request (None), or refuse it (the
+        message the run stops with). It must not block the event loop."""
+
+    def settle(self, usage: TurnUsage) -> None:
+        """An attempt ended, however: its tokens and cost (on the event loop, so it
+        only takes note; the next :meth:`reserve` may charge it)."""
+
+
+request_gate: contextvars.ContextVar[RequestGate | None] = contextvars.ContextVar(
+    "deputy_shiny_request_gate", default=None
+)
+"""The gate every model request in this context passes (None: none)."""
+
+
+@contextmanager
+def charged_to(gate: RequestGate | None) -> Iterator[None]:
+    """Runs started inside (and every task they start) pass ``gate`` before each request.
+
+    Example:
+        >>> from deputy_shiny import Agent
+        >>> from deputy_shiny.testing import ScriptedModel
+        >>> class OneRequest:
+        ...     left = 1
+        ...     async def reserve(self):
+        ...         self.left -= 1
+        ...         return None if self.left >= 0 else "The budget is spent."
+        ...     def settle(self, usage):
+        ...         pass
+        >>> agent = Agent(ScriptedModel(["one", "two"]))
+        >>> with charged_to(OneRequest()):
+        ...     first, second = agent.run_sync("1"), agent.run_sync("2")
+        >>> (first.response, second.stop_reason, second.stop_message, second.usage.requests)
+        ('one', 'budget_limit', 'The budget is spent.', 0)
+    """
+    token = request_gate.set(gate)
+    try:
+        yield
+    finally:
+        # An async generator closed by the loop's finalizer ends in another context.
+        with suppress(ValueError):
+            request_gate.reset(token)

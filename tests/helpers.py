@@ -4,11 +4,17 @@ fake OpenAI-compatible streaming server)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
+import socket
+import socketserver
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -103,6 +109,75 @@ def sse_chat_server(deltas: list[dict[str, Any]], usage: dict[str, int] | None) 
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
         server.shutdown()
+        server.server_close()
+
+
+STALLED_CHUNK = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"x",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},'
+    b'"finish_reason":null}]}\n\n'
+)
+"""What :func:`silent_chat_server` sends for a reply that starts ("Hello") and stalls."""
+
+
+@dataclass
+class SilentServer:
+    """A :func:`silent_chat_server`: its base URL, and when requests came and clients left."""
+
+    url: str
+    on_request: Callable[[], object] | None = None
+    on_hang_up: Callable[[], object] | None = None
+    requests: list[float] = field(default_factory=list)  # time.monotonic() of each
+    hang_ups: list[float] = field(default_factory=list)  # a client closed its connection
+
+
+def silent_chat_server(reply: bytes = b"") -> Iterator[SilentServer]:
+    """A loopback server that reads a chat request, sends ``reply`` and then nothing more
+    until the client hangs up; yields it (for a fixture: ``yield from``).
+
+    ``reply`` empty: a provider that accepts requests and never answers;
+    :data:`STALLED_CHUNK`: one whose reply starts and stalls mid-stream; a whole response
+    with ``connection: close``: one that answers at once (a 401, say).
+    """
+    state = SilentServer(url="")
+    connections: list[socket.socket] = []
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            conn: socket.socket = self.request
+            connections.append(conn)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536) or b"\r\n\r\n"
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+            while length is not None and len(body) < int(length.group(1)):
+                body += conn.recv(65536) or b"x" * int(length.group(1))
+            state.requests.append(time.monotonic())
+            if state.on_request is not None:
+                state.on_request()
+            if reply:
+                conn.sendall(reply)
+            with contextlib.suppress(OSError):
+                while conn.recv(65536):  # until the client hangs up (or teardown)
+                    pass
+            state.hang_ups.append(time.monotonic())
+            if state.on_hang_up is not None:
+                state.on_hang_up()
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         server.server_close()
 
 

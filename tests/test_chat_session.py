@@ -35,6 +35,7 @@ from deputy_shiny.shiny._chat_start import (
 from deputy_shiny.shiny._mcp_session import SessionMcp
 from deputy_shiny.shiny._prompts import PromptClosed, SessionPrompts
 from deputy_shiny.shiny._session_asks import SessionAsks
+from deputy_shiny.shiny._session_budget import session_budget
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file, tools_interactive
 from tests.helpers import local_tool
@@ -117,7 +118,9 @@ class FakeChat:
     async def settled(self) -> None:
         """Wait for every stream started so far (and any they start)."""
         while pending := [task for task in self.streams if not task.done()]:
-            await asyncio.wait_for(asyncio.gather(*pending), 20)
+            # As generous as wait_until: a first stream of the process imports litellm,
+            # over 20 s on a loaded 2-core machine.
+            await asyncio.wait_for(asyncio.gather(*pending), 60)
         for task in self.streams:
             task.result()  # a stream that raised fails the test
 
@@ -249,6 +252,7 @@ def start(
         mcp=mcp,
         conversation=conversation,
         working_dir=working_dir,
+        budget=session_budget(persistence, browser, conversation),  # type: ignore[arg-type]
         keep_workspace=keep_workspace,
         close_session=browser.close,
     )

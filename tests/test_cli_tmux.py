@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from deputy_shiny.sandbox import prepare_workspace
+
 ROOT = Path(__file__).resolve().parent.parent
 SOCKET = f"deputy-cli-test-{os.getpid()}"
 # Each step waits at most this long: the command imports litellm (seconds on a busy
@@ -149,3 +151,40 @@ def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(termina
     assert '"hello again"' in after.split("\n", 1)[1]  # the demo quotes the new message
     assert "Hi! I'm the offline demo model" not in after
     assert "hello again" in (work / "session.json").read_text()
+
+
+def test_a_padded_command_is_shown_whole_before_it_can_be_approved(terminal: Tmux) -> None:
+    """A prompt-injected command pads its harmless start so its tail falls past what the
+    panel shows. Blank padding shows as a counted marker (the tail stays on screen);
+    other padding cuts the call, and "y" is refused until "v" showed the rest."""
+    work = terminal.workdir
+    tail = "; echo TAIL-$((6*7))"
+    (work / "blank.txt").write_text("run `echo HEAD-SHOWN" + " " * 4100 + tail + "`")
+    (work / "long.txt").write_text("run `echo HEAD-SHOWN; : " + "x" * 4100 + tail + "`")
+    if os.geteuid() == 0:  # a root server runs model code as the workspace's owner
+        prepare_workspace(work)
+
+    approve = r"Run it\? \[y\]es, \[a\]lways, \[n\]o, \[s\]top the run:"
+    done = r"(?m)^exit=\d+$"
+    seen = {p: len(re.findall(p, terminal.screen())) for p in (approve, done)}  # earlier tests'
+    terminal.type('deputy run "$(cat blank.txt)"; echo "exit=$?"')
+    screen = terminal.wait_for(approve, count=seen[approve] + 1)
+    panel = screen[screen.rindex("Approve run_bash?") :]
+    assert "4100" in panel and "blanks" in panel and "TAIL-$((6*7))" in panel
+    terminal.type("n")
+    terminal.wait_for(done, count=seen[done] + 1)
+    assert "TAIL-42" not in terminal.screen()
+
+    terminal.type('deputy run "$(cat long.txt)"; echo "exit=$?"')
+    screen = terminal.wait_for(r"The call is cut: \[v\]iew the rest, \[n\]o, \[s\]top the run:")
+    start = screen.rindex("Approve run_bash?")
+    assert "HEAD-SHOWN" in screen[start:] and "TAIL-$((6*7))" not in screen[start:]
+    terminal.type("y")  # approving what was never shown is refused
+    terminal.wait_for(r"Not yet: see the whole call first \(type v\)\.")
+    terminal.type("v")
+    screen = terminal.wait_for(approve, count=seen[approve] + 2)
+    rest = screen[screen.index("The rest of the run_bash call", start) :]
+    assert "TAIL-$((6*7))" in rest
+    terminal.type("y")
+    screen = terminal.wait_for(done, count=seen[done] + 2)
+    assert "TAIL-42" in screen[start:]  # what ran is what was shown

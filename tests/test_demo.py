@@ -31,6 +31,7 @@ from deputy_shiny.models.demo import (
     TOUR_DONE,
     WRITER_ROLE,
     demo_reply,
+    menu_for,
 )
 from deputy_shiny.testing import ScriptedReply
 from deputy_shiny.tools.interactive import AskUserContext, Question
@@ -88,7 +89,7 @@ def only_call(reply: ScriptedReply) -> tuple[str, dict[str, Any]]:
 
 
 def test_first_reply_is_the_honest_intro_and_the_menu() -> None:
-    reply = demo_reply([{"role": "user", "content": "Hello"}], ALL)
+    reply = demo_reply([{"role": "user", "content": "Hello"}], specs(*WALK_TOOLS, "delegate"))
     assert reply.text == f"{INTRO}\n\n{MENU}"
     assert "scripted replies, not an LLM" in reply.text
     assert "DEPUTY_MODEL" in reply.text and "API key" in reply.text
@@ -180,8 +181,19 @@ def test_keywords_match_whole_words_only(message: str) -> None:
 
 def test_help_shows_the_menu_again() -> None:
     reply = demo_reply(after_intro("help"), ALL)
-    assert MENU in reply.text and "scripted demo model" in reply.text
-    assert reply.tool_calls == []
+    assert menu_for([*WALK_TOOLS, "glob_files"]) in reply.text
+    assert "scripted demo model" in reply.text and reply.tool_calls == []
+
+
+def test_the_menu_and_hints_offer_only_the_tools_the_agent_has() -> None:
+    first = demo_reply([{"role": "user", "content": "Hello"}], specs("list_files", "read_file"))
+    assert "list files" in first.text and "read welcome.md" in first.text
+    for missing in ("write a note", "ask me something", "run_bash", "research tides"):
+        assert missing not in first.text
+    later = demo_reply(after_intro("Tell me about llamas"), specs("read_file"))
+    assert "*read welcome.md*" in later.text and "list files" not in later.text
+    bare = demo_reply([{"role": "user", "content": "Hello"}], [])
+    assert "none of the tools my tour uses" in bare.text and "**list files**" not in bare.text
 
 
 def test_other_messages_get_canned_replies_with_a_hint() -> None:
@@ -659,3 +671,14 @@ async def test_walkthrough_research_team(workspace: Path) -> None:
     called = [c.name for t in researcher_turns for c in t.tool_requests]
     assert called == ["list_files", "read_file"]
     assert not [c for t in writer_turns for c in t.tool_requests]
+
+
+def test_the_researcher_counts_entries_in_english() -> None:
+    task = [
+        {"role": "system", "content": f"{RESEARCHER_ROLE}."},
+        {"role": "user", "content": "Research tides: look through the workspace files."},
+    ]
+    listed = with_result("list_files", {"path": "."}, "Contents: 2 entries\na.md\nb.md", task)
+    read = with_result("read_file", {"path": "welcome.md"}, "     1\t# Hi", listed, "call_2")
+    notes = demo_reply(read, specs("list_files", "read_file")).text
+    assert "The workspace holds 2 entries: a.md, b.md." in notes and "entrys" not in notes

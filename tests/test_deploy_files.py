@@ -111,6 +111,17 @@ def test_the_optional_extras_are_ranges_that_the_test_extra_pins() -> None:
         exact_pin(tool)  # the tools stay pinned exactly: CI is reproducible
 
 
+def test_the_docs_extra_pins_the_site_as_the_test_extra_builds_it() -> None:
+    table = extras()
+    docs = {canonicalize_name(r.name): exact_pin(r) for r in table["docs"]}
+    test_pins = {canonicalize_name(r.name): exact_pin(r) for r in table["test"]}
+    shared = {"mkdocs", "mkdocs-material", "mkdocstrings", "mkdocstrings-python"}
+    assert shared <= set(docs) and {name: docs[name] for name in shared} == {
+        name: test_pins[name] for name in shared
+    }
+    assert {"griffelib", "mkdocs-autorefs", "pymdown-extensions"} <= set(docs)  # transitive
+
+
 def test_a_pin_out_of_step_with_pyproject_is_caught() -> None:
     ranges = [Requirement("shiny>=1.8.0,<2"), Requirement("regex>=2026.11.19")]
     assert (

@@ -19,6 +19,7 @@ from deputy_shiny import (
 )
 from deputy_shiny.errors import (
     AgentBusyError,
+    CredentialsRefusedError,
     MissingCredentialsError,
     ToolRejectedError,
     UnknownModelError,
@@ -549,7 +550,7 @@ async def test_transient_failure_falls_back_and_stays_there() -> None:
 async def test_non_transient_failure_does_not_fall_back() -> None:
     backup = ScriptedModel(["unused"])
     agent = Agent(ScriptedModel([ProviderFailure(401)]), fallback_models=[backup])
-    with pytest.raises(MissingCredentialsError) as caught:
+    with pytest.raises(CredentialsRefusedError) as caught:
         await agent.run_async("go")
     assert caught.value.result is not None
     assert caught.value.result.stop_reason == "provider_error"

@@ -21,8 +21,10 @@ import pytest
 
 from deputy_shiny.shiny import ImageGuard
 from tests._shinychat_stream import CARD, render, stream_blocks
+from tests.e2e.apps._payloads import hostile_payloads
 
 IMG = "<img src=http://127.0.0.1:9/x.png>"
+PAYLOADS = hostile_payloads("http://127.0.0.1:9")  # every shinychat path's payloads
 
 # Code that renders byte-exact from the raw text, however the text is split.
 EXACT = [
@@ -126,3 +128,25 @@ def test_a_tool_card_starts_a_new_markdown_document() -> None:
     assert code[0].startswith("code") and code[1:] == ("a<b",)
     # What the guard did before: code passed on after the card, and an image formed.
     assert "img" in _shown(["Here:\n```\ncode", CARD, f"{IMG} and `a<b`"])[0]
+
+
+def _flushed(parts: list[str]) -> list[str]:
+    """Each part as a text part of its own (``flush`` after it, as the kit does at an
+    event that shows nothing), the markdown ending after the last."""
+    guard = ImageGuard()
+    return [guard.feed(part) + guard.flush() for part in parts] + [guard.end()]
+
+
+@pytest.mark.parametrize("text", HOSTILE + PAYLOADS)
+def test_no_element_forms_when_a_text_part_ends_at_any_cut(text: str) -> None:
+    # flush() releases what it held: a last "<", "!" or backslash, or a line start that
+    # may still become a fence, must not let the next part complete markup. (The kit
+    # flushes at an event that shows nothing, e.g. a tool call waiting for approval.)
+    for parts in _splits(text):
+        assert _shown(_flushed(parts))[0] == [], parts
+
+
+def test_what_flush_releases_cannot_be_completed_by_the_next_part() -> None:
+    for head, tail in [("see !", "[x](http://127.0.0.1:9/x.png)"), ("a <", IMG[1:])]:
+        assert _shown([head, tail])[0], "the checks can fail"
+        assert _shown(_flushed([head, tail]))[0] == []

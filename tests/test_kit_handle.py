@@ -302,3 +302,56 @@ def test_a_system_turn_is_never_downloaded() -> None:
     ]
     assert "SECRET" not in conversation_markdown(turns)
     assert [t["role"] for t in json.loads(conversation_json(turns))["turns"]] == ["user"]
+
+
+async def test_both_downloads_record_that_a_person_edited_the_arguments(tmp_path: Path) -> None:
+    """An audit trail: the model asked for one thing, a person approved another."""
+    from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
+    from deputy_shiny.permissions import Permissions
+    from deputy_shiny.tools import tool_write_file
+
+    async def edit(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve(updated_input={**request.arguments, "content": "safe"})
+
+    asked = ScriptedToolCall("write_file", {"path": "a.txt", "content": "rm -rf /"})
+    agent = Agent(
+        ScriptedModel([ScriptedReply(tool_calls=[asked]), "Done."]),
+        tools=[tool_write_file()],
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=edit,
+        working_dir=tmp_path,
+    )
+    await agent.run_async("write it")
+    assert (tmp_path / "a.txt").read_text() == "safe"
+    turns = [t for t in agent.get_turns() if t.role != "system"]
+    markdown = conversation_markdown(turns)
+    fences = [t.content for t in MarkdownIt("commonmark").parse(markdown) if t.type == "fence"]
+    assert json.loads(fences[0])["content"] == "rm -rf /"  # what the model asked for
+    assert "**Edited by a person before approval**; the tool ran with:" in markdown
+    assert json.loads(fences[1]) == {"path": "a.txt", "content": "safe"}
+    document = json.loads(conversation_json(turns))
+    [result] = [c for t in document["turns"] for c in t["contents"] if c["type"] == "tool_result"]
+    assert result["approved_arguments"] == {"path": "a.txt", "content": "safe"}
+    [request] = [c for t in document["turns"] for c in t["contents"] if c["type"] == "tool_request"]
+    assert request["arguments"]["content"] == "rm -rf /"
+
+
+async def test_an_unedited_approval_records_no_edit(tmp_path: Path) -> None:
+    from deputy_shiny.approvals import ApprovalDecision, ApprovalRequest
+    from deputy_shiny.permissions import Permissions
+    from deputy_shiny.tools import tool_write_file
+
+    async def approve(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision.approve()
+
+    asked = ScriptedToolCall("write_file", {"path": "a.txt", "content": "x"})
+    agent = Agent(
+        ScriptedModel([ScriptedReply(tool_calls=[asked]), "Done."]),
+        tools=[tool_write_file()],
+        permissions=Permissions(approval_tools=("write_file",)),
+        approval_handler=approve,
+        working_dir=tmp_path,
+    )
+    await agent.run_async("write it")
+    assert "Edited by a person" not in conversation_markdown(agent.get_turns())
+    assert '"approved_arguments":null' in conversation_json(agent.get_turns()).replace(" ", "")

@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent
-from deputy_shiny.events import AgentUsage
 from deputy_shiny.persistence import SqlStore, Store
 from deputy_shiny.persistence.approval_records import approval_read_async
 from deputy_shiny.persistence.store_bridge import bridge_for
 from deputy_shiny.shiny import KitPersistence, UserBudget, _session_conversation
 from deputy_shiny.shiny import _stored_conversations as stored
 from deputy_shiny.shiny._conversations import kit_store, records_root, workspaces_root
+from deputy_shiny.shiny._session_budget import session_budget
 from deputy_shiny.shiny._session_conversation import STORE_DOWN_MESSAGE, SessionConversation
 from deputy_shiny.testing import ScriptedModel, ScriptedReply
+from deputy_shiny.usage import TurnUsage
 from tests.test_chat_session import (
     WRITE,
     options_agent,
@@ -302,11 +303,14 @@ def test_without_a_store_a_budget_keeps_its_counters_beside_the_records(tmp_path
         tmp_path, budget=UserBudget(max_cost_per_day=1.0), trust_user_header=True
     )
     try:
-        held = conversation(persistence)
+        session = FakeSession(user="alice")
+        held = SessionConversation(persistence, session, "chat")  # type: ignore[arg-type]
         assert not held.stored
-        assert asyncio.run(held.charge(AgentUsage(requests=1, cost=0.25))) == (
-            "Today: $0.25 of $1.00"
-        )
+        budget = session_budget(persistence, session, held)  # type: ignore[arg-type]
+        assert budget is not None
+        assert asyncio.run(budget.reserve()) is None
+        budget.settle(TurnUsage(cost=0.25))
+        assert asyncio.run(budget.flush()) == "Today: $0.25 of $1.00"
         assert (records_root(persistence) / ".store").is_dir()
     finally:
         persistence.close()

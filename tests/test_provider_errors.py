@@ -15,7 +15,7 @@ import pytest
 
 from deputy_shiny import Agent, AgentEvent, ProviderError
 from deputy_shiny._util.redact import redact
-from deputy_shiny.errors import MissingCredentialsError
+from deputy_shiny.errors import CredentialsRefusedError, MissingCredentialsError
 from deputy_shiny.events import RequestErrorEvent, StopEvent
 from deputy_shiny.models._provider import provider_error_summary
 from deputy_shiny.shiny import render_events
@@ -24,6 +24,7 @@ from deputy_shiny.testing import FunctionModel, ProviderFailure, ScriptedModel, 
 
 from .helpers import collect
 
+REFUSED = " (the API key was refused: check it)"
 SECRET = "sk-test-SECRET123"
 LITELLM_NOISE = (
     "Traceback (most recent call last):\n"
@@ -79,7 +80,7 @@ def assert_logged_in_full(caplog: pytest.LogCaptureFixture, *details: str) -> No
 @pytest.mark.parametrize(
     ("status", "kind"),
     [
-        (401, MissingCredentialsError),
+        (401, CredentialsRefusedError),
         (429, ProviderError),
         (500, ProviderError),
         (503, ProviderError),
@@ -92,12 +93,15 @@ async def test_a_failed_request_is_one_readable_line(
     model = ScriptedModel([ProviderFailure(status, message)])
     events = await collect(Agent(model).run("hi"))
     expected = f"{provider_of(model)} returned {status}: invalid API key sk-test…"
+    if status == 401:  # a key was sent and turned down: say so, it is not missing
+        expected += REFUSED
     for line in failure_lines(events):
         assert_one_clean_line(line)
         assert line == expected
     with pytest.raises(kind) as raised:  # run_async raises the same line
         await Agent(ScriptedModel([ProviderFailure(status, message)])).run_async("hi")
-    assert str(raised.value).endswith(f"returned {status}: invalid API key sk-test…")
+    assert str(raised.value).endswith(expected.split(" ", 1)[1])  # another provider name
+    assert not isinstance(raised.value, MissingCredentialsError)
     assert_logged_in_full(logged, "Traceback", "Give Feedback", "sk-test", str(status))
 
 
@@ -135,7 +139,8 @@ async def test_the_kit_shows_the_failure_as_one_line(logged: pytest.LogCaptureFi
     notes = [line for line in text.splitlines() if line.strip()]
     # The kit's notes are escaped markdown (they quote the provider's text); read unescaped.
     assert [re.sub(r"\\(.)", r"\1", note) for note in notes] == [
-        f"> The model request failed: {provider_of(model)} returned 401: invalid API key sk-test…"
+        f"> The model request failed: {provider_of(model)} returned 401: invalid API key "
+        f"sk-test…{REFUSED}"
     ]
     assert_one_clean_line(notes[0])
 

@@ -120,3 +120,40 @@ async def test_a_key_never_reaches_logs_spans_sessions_or_the_store(
     }
     assert files_text(store)  # the paused call was saved
     assert leaks == {"logs": [], "spans": [], "session": [], "store": []}
+
+
+async def test_hook_log_tools_never_logs_a_credential_argument_quoted_back(
+    tmp_path: Path, logs: JsonLogCapture
+) -> None:
+    """A tool quotes the key it was given in its error and in its result (a provider's
+    "invalid key ..." message): hook_log_tools masks it in every line, whatever its shape
+    (this one looks like no known key format and is in no environment variable)."""
+    key = "zq7-PRIVATE-7781"
+
+    def fetch(url: str, api_key: str) -> str:
+        """Fetch a URL with a key."""
+        if "fail" in url:
+            raise ValueError(f"upstream refused credentials {api_key!r} for {url}")
+        return f"fetched {url} as {api_key}"
+
+    replies: list[Any] = [
+        ScriptedReply(
+            tool_calls=[
+                ScriptedToolCall("fetch", {"url": f"https://x.test/fail?k={key}", "api_key": key}),
+                ScriptedToolCall("fetch", {"url": "https://x.test/ok", "api_key": key}),
+            ]
+        ),
+        ScriptedReply(text="done"),
+    ]
+    agent = Agent(
+        ScriptedModel(replies),
+        tools=[tool(fetch, annotations=LOCAL)],
+        working_dir=tmp_path,
+        hooks=hook_log_tools(max_chars=400),
+        permissions=Permissions(tool_allowlist=("fetch",)),
+    )
+    await agent.run_async("go")
+    hooked = [line for line in logs.lines if "deputy_shiny.hooks" in line]
+    assert any("tool failed fetch" in line for line in hooked)
+    assert any("tool result fetch" in line and "fetched" in line for line in hooked)
+    assert [line for line in hooked if "PRIVATE" in line] == []

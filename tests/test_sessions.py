@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, ContextPolicy, HookMatcher, PersistenceError, permissions_full
+from deputy_shiny import (
+    Agent,
+    ContextPolicy,
+    DeputyError,
+    HookMatcher,
+    PersistenceError,
+    permissions_full,
+    permissions_plan,
+)
 from deputy_shiny.errors import AgentBusyError, PersistenceCorruptError, SessionError
 from deputy_shiny.persistence.files import record_mac
 from deputy_shiny.persistence.sessions import (
@@ -113,7 +121,10 @@ async def test_the_file_holds_no_tools_permissions_hooks_or_secrets(
     payload = document["payload"]
     assert document["deputy_shiny"] == "session" and document["version"] == 1
     assert set(payload) == {"metadata", "sections"}
-    assert set(payload["sections"]) == {"conversation", "run_context", "tool_results"}
+    # Of the permissions, only the mode's name (restored only as a narrowing).
+    sections = payload["sections"]
+    assert set(sections) == {"conversation", "run_context", "tool_results", "permission_mode"}
+    assert sections["permission_mode"] == "full"
     metadata = payload["metadata"]
     assert {"saved_at", "deputy_shiny_version", "provider", "model"} <= set(metadata)
     for word in ("sk-very-secret", "permissions", "hooks", "run_bash", "tool_schemas", "Stop"):
@@ -284,3 +295,32 @@ def test_file_checkpoints_travel_with_the_session(tmp_path: Path) -> None:
     with pytest.raises(DeputyError, match="checkpointing off"):
         off.load_session(path)
     assert off.get_turns() == []  # nothing loaded
+
+
+def test_a_narrowed_permission_mode_comes_back_but_never_widens(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    Agent(ScriptedModel([])).add_turn("hi", "hello").set_permission_mode("readonly").save_session(
+        path
+    )
+    assert Agent(ScriptedModel([])).load_session(path).get_permission_mode() == "readonly"
+    # A file that says "full" gives a standard agent nothing: the mode only narrows.
+    Agent(ScriptedModel([]), permissions=permissions_full()).add_turn("a", "b").save_session(path)
+    assert Agent(ScriptedModel([])).load_session(path).get_permission_mode() == "standard"
+    # From full, a saved plan narrows; a mode the agent cannot narrow to is left alone.
+    Agent(ScriptedModel([]), permissions=permissions_plan()).add_turn("a", "b").save_session(path)
+    full = Agent(ScriptedModel([]), permissions=permissions_full()).load_session(path)
+    assert full.get_permission_mode() == "plan"
+    assert Agent(ScriptedModel([])).load_session(path).get_permission_mode() == "standard"
+
+
+def test_an_unknown_saved_permission_mode_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    Agent(ScriptedModel([])).add_turn("hi", "hello").save_session(path)
+    document = json.loads(path.read_text())
+    document["payload"]["sections"]["permission_mode"] = "root"
+    document["hmac"] = record_mac("session", 1, document["payload"])  # signed: still checked
+    path.write_text(json.dumps(document))
+    target = Agent(ScriptedModel([]))
+    with pytest.raises(DeputyError):
+        target.load_session(path)
+    assert target.get_turns() == [] and target.get_permission_mode() == "standard"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,6 +185,20 @@ def test_only_exact_changes_count_as_edits(
     assert edited_arguments(request, sent) == expected
 
 
+def test_a_modal_names_its_chat_by_module_id_only_when_the_page_has_several() -> None:
+    from types import SimpleNamespace
+
+    from deputy_shiny.shiny._prompts import SessionPrompts
+    from deputy_shiny.shiny._session_asks import SessionAsks
+
+    prompts = SessionPrompts(SimpleNamespace())  # type: ignore[arg-type]
+    only = SessionAsks(prompts, None, default_name="chat")
+    assert only.chat is None  # one chat on the page: "Asked by chat" would say nothing
+    named = SessionAsks(prompts, None, "Analyst", default_name="right")
+    assert [asks.chat for asks in (only, named)] == ["chat", "Analyst"]  # two share it now
+    assert SessionAsks(prompts, None, "", default_name="x").chat == ""
+
+
 def test_the_prompt_modals_name_the_asking_chat_as_text_and_leave_the_page_usable() -> None:
     from deputy_shiny.approvals import ApprovalRequest
     from deputy_shiny.shiny._modals import approval_modal, confirm_modal, questions_modal
@@ -352,3 +367,30 @@ async def test_an_answer_counts_only_with_its_prompts_key_sent_before_the_modal(
     assert not prompts.answer({"request_id": "r2", "action": "approve", "key": key})
     assert prompts.answer({"request_id": "r2", "action": "approve", "key": keys[1]})
     assert (await second)["action"] == "approve"
+
+
+def test_rewind_lists_only_runs_that_changed_files_and_folds_the_older_ones() -> None:
+    from deputy_shiny.persistence.checkpoints import FileCheckpoint
+    from deputy_shiny.shiny._conversation_panel import SHOWN_FIRST, checkpoint_rows
+
+    def run(n: int, changes: int) -> FileCheckpoint:
+        return FileCheckpoint(id=f"cp_{n}", created_at=float(n), run_id=f"r{n}", changes=changes)
+
+    # Eight runs changed files, between runs that changed nothing.
+    checkpoints = [run(n, n % 2) for n in range(16)]
+    html = str(checkpoint_rows(checkpoints, "c-rewind", False))
+    listed = re.findall(r'data-checkpoint="cp_(\d+)"', html)
+    assert listed == ["15", "13", "11", "9", "7", "5", "3", "1"]  # newest first, changed only
+    first, _, folded = html.partition("<details")
+    assert first.count('deputy-checkpoint"') == SHOWN_FIRST
+    assert "<summary" in folded and "3 more" in folded and folded.count('data-checkpoint="') == 3
+    nothing = str(checkpoint_rows([run(1, 0), run(2, 0)], "c-rewind", False))
+    assert "No file changes to rewind" in nothing and "data-checkpoint" not in nothing
+
+
+def test_rewind_section_is_absent_when_checkpoints_were_never_asked_for(tmp_path: Path) -> None:
+    from deputy_shiny.shiny._conversation_panel import rewind_section
+
+    assert str(rewind_section(Agent("deputy/demo", working_dir=tmp_path), "x", False)) == ""
+    on = Agent("deputy/demo", working_dir=tmp_path, enable_file_checkpointing=True)
+    assert "Rewind files" in str(rewind_section(on, "x", False))

@@ -8,7 +8,12 @@ runs share (a lead's run and every delegated run under it).
 * :class:`Meter` is what one run (or one ``agent.compact()``) spends: its own tally,
   the budget it draws on, and its limits' checks;
 * :class:`SharedBudget` is the usage charged to a run by itself and by every run
-  delegated under it.
+  delegated under it;
+* the host's :class:`~deputy_shiny.usage.RequestGate` (the kit's per-user daily
+  budget), in charge where the run was started (:func:`~deputy_shiny.usage.charged_to`),
+  is asked before every attempt a :class:`Meter` counts (:meth:`Meter.admit`) and told
+  what each cost: a delegated run started from a run's tool inherits it, so its
+  requests are the same user's.
 
 Each run's usage limits hold for the run itself (the engine counts them). A delegated
 run also draws on the budget of every run above it: its requests, tool calls, tokens
@@ -40,9 +45,21 @@ from typing import Any
 from ..events import AgentUsage
 from ..models import ChatModel
 from ..models._provider import Response, estimate_prompt_tokens, known_cost
-from ..usage import TurnUsage, UsageLimits, limit_reached
+from ..usage import RequestGate, TurnUsage, UsageLimits, limit_reached, request_gate
 
-__all__ = ["Meter", "SharedBudget", "UsageTally", "current_budget", "response_usage"]
+__all__ = [
+    "Meter",
+    "RequestRefused",
+    "SharedBudget",
+    "UsageTally",
+    "current_budget",
+    "response_usage",
+]
+
+
+class RequestRefused(Exception):
+    """The host's gate refused a request: it is not sent, and the run stops with
+    ``budget_limit`` and this message."""
 
 
 class UsageTally:
@@ -278,16 +295,25 @@ class Meter:
     tokens and cost when it ends, however it ends (:meth:`count_response`).
     """
 
-    __slots__ = ("budget", "limits", "own")
+    __slots__ = ("budget", "gate", "limits", "own")
 
     def __init__(self, limits: UsageLimits, budget: SharedBudget) -> None:
         self.limits = limits
         self.budget = budget
         self.own = UsageTally()
+        # The host's gate where the run starts (a delegated run inherits its lead's).
+        self.gate: RequestGate | None = request_gate.get()
 
     def usage(self) -> AgentUsage:
         """The run's own usage (without the runs it delegated to)."""
         return self.own.usage()
+
+    async def admit(self) -> None:
+        """Before an attempt is sent, after the run's own limits: the host's gate
+        charges it, or refuses it (:class:`RequestRefused`: nothing is sent or counted)."""
+        refused = None if self.gate is None else await self.gate.reserve()
+        if refused is not None:
+            raise RequestRefused(refused)
 
     def count_request(self) -> None:
         """An attempt at a model request starts: the run's and every budget's."""
@@ -300,6 +326,8 @@ class Meter:
         cached = usage.cached_tokens
         self.own.add_tokens(usage.input_tokens, usage.output_tokens, usage.cost, cached)
         self.budget.charge_tokens(usage.input_tokens, usage.output_tokens, usage.cost, cached)
+        if self.gate is not None:
+            self.gate.settle(usage)
 
     def count_tool_call(self) -> None:
         """A tool call starts: the run's and every budget's."""

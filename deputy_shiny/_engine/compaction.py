@@ -24,7 +24,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ from ..models._provider import (
     load_litellm,
     stream_response,
 )
+from .budget import RequestRefused
 from .offload import ToolResultStore
 
 logger = logging.getLogger(__name__)
@@ -335,6 +336,10 @@ def _always() -> bool:
     return True
 
 
+async def _no_gate() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class CompactionServices:
     """What a compaction calls back into: the run's (automatic compaction) or the
@@ -344,6 +349,9 @@ class CompactionServices:
         hook_context: ``hook_context(event, **extra)`` makes the hooks' context.
         charge: Counts one summary request's usage (``(model, response, messages)``).
         may_request: Whether the budget allows one more summary request.
+        admit: The host's gate before each summary attempt is sent: charged there, or
+            refused (:class:`~deputy_shiny._engine.budget.RequestRefused`, which ends
+            the compaction and the run: no fallback spends what the budget refused).
         emit: ``emit(cls, **fields)`` makes an event; None outside a run (no events).
         hook_events: The ``hook`` events of a hook run; None outside a run.
         guard: Awaits the summary stream, raising if the run is interrupted.
@@ -352,6 +360,7 @@ class CompactionServices:
     hook_context: Callable[..., HookContext]
     charge: SummaryCharge
     may_request: Callable[[], bool] = _always
+    admit: Callable[[], Awaitable[None]] = _no_gate
     emit: Callable[..., Any] | None = None
     hook_events: Callable[[str, HookRun], list[Any]] | None = None
     guard: Guard[Any] = _unguarded
@@ -430,7 +439,7 @@ class Compactor:
             try:
                 summary, used_model = await self._model_summary(removed, previous, limit)
                 method = "model"
-            except (Interrupted, asyncio.CancelledError):
+            except (Interrupted, asyncio.CancelledError, RequestRefused):
                 raise
             except Exception as exc:
                 mode = fallback or policy.fallback
@@ -465,6 +474,7 @@ class Compactor:
             if not self.services.may_request():
                 errors.append("the run's request limit leaves no request for a summary")
                 break
+            await self.services.admit()
             response = Response()
             try:
                 async for _ in stream_response(

@@ -60,6 +60,8 @@ class Verdict:
     stop_run: str | None = None
     # Nobody can answer now but the run has a durable store: the run pauses on this call.
     suspend: ApprovalRequest | None = None
+    # A person edited the model's arguments before approving: the result records them.
+    edited: bool = False
 
     def deny(self, decision: PermissionDecision, reason: str | None = None) -> None:
         """Record a DENY (and its interrupt, if the callback asked for one)."""
@@ -458,6 +460,8 @@ class ToolGate:
                 verdict.stop_run = verdict.reason
             yield self._approval_event(approval, "denied")
             return
+        # Input sent back unchanged is no edit (a form may always send its fields).
+        verdict.edited = answer.updated_input is not None and answer.updated_input != arguments
         if answer.updated_input is not None or recheck:
             edited = answer.updated_input is not None
             given = answer.updated_input if answer.updated_input is not None else arguments

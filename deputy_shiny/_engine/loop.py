@@ -40,6 +40,7 @@ from ..conversation import Conversation
 from ..errors import (
     AgentBusyError,
     AgentRunError,
+    CompactionError,
     ContextPolicyError,
     DeputyError,
     ProviderError,
@@ -68,6 +69,7 @@ from ..events import (
     TextEvent,
     TurnEvent,
     UsageEvent,
+    WaitingEvent,
 )
 from ..hooks import HookContext
 from ..messages import (
@@ -83,8 +85,9 @@ from ..models._provider import (
     retry_delay,
     stream_response,
 )
+from ..models._watch import Waiting, model_host
 from ..usage import UsageLimits
-from .budget import Meter, SharedBudget, response_usage
+from .budget import Meter, RequestRefused, SharedBudget, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
@@ -239,6 +242,8 @@ class Engine(ToolCalls):
                 st.stop(stop.reason, "The run was interrupted.")
             except _LimitStop:
                 pass  # the run's stop reason is the limit's
+            except RequestRefused as refused:  # the host's budget: nothing was sent
+                st.stop("budget_limit", str(refused))
             except ProviderFailed as failed:
                 st.error = failed.error
                 st.stop("provider_error", str(failed.error))
@@ -348,6 +353,7 @@ class Engine(ToolCalls):
                 hook_context=st.gate.hook_context,
                 charge=st.meter.charge_summary,
                 may_request=st.meter.may_request,
+                admit=st.meter.admit,
                 emit=partial(self._emit, st),
                 hook_events=st.gate.hook_events,
                 guard=self.interrupter.guard,
@@ -410,6 +416,7 @@ class Engine(ToolCalls):
                 hook_context=hook_context,
                 charge=meter.charge_summary,
                 may_request=meter.may_request,
+                admit=meter.admit,
             ),
             tool_schemas=deps.tool_schemas,
         )
@@ -417,6 +424,10 @@ class Engine(ToolCalls):
         try:
             async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
                 pass
+        except RequestRefused as refused:
+            raise CompactionError(
+                f"The summary was not requested: {refused} The conversation is unchanged."
+            ) from None
         finally:
             self.running = False
             deps.report(RunReport(meter.usage(), deps.model, 0))
@@ -464,29 +475,40 @@ class Engine(ToolCalls):
         messages = st.conversation.messages()
         fallbacks = st.deps.fallbacks
         attempt = 1  # on the current model
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None  # the current model's total_timeout, on the loop's clock
         while True:
             model = st.model
+            if attempt == 1:
+                total = model.total_timeout
+                deadline = loop.time() + total if total is not None else None
             try:
                 await preflight(model)  # a missing key: nothing is sent, nothing counts
             except ProviderFailed as failed:
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
                 raise
+            await st.meter.admit()  # the host's budget (a user's day), for every attempt
             st.meter.count_request()
             try:
                 yield self._emit(
                     st, RequestStartEvent, request_index=st.meter.own.requests, model=model.model
                 )
-                async for event in self._stream(st, model, messages, tools, response, extra):
+                async for event in self._stream(
+                    st, model, messages, tools, response, extra, deadline
+                ):
                     yield event
                 return
             except ProviderFailed as failed:
                 st.meter.count_response(response_usage(model, response, lambda: messages))
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
-                if error.transient and not response.chunks and attempt <= model.retries:
+                delay = retry_delay(model, attempt, failed.__cause__)
+                # A retry must be able to start before the total deadline; it then
+                # waits for its first chunk at most until that deadline.
+                fits = deadline is None or loop.time() + delay < deadline
+                if error.transient and not response.chunks and attempt <= model.retries and fits:
                     attempt += 1
-                    delay = retry_delay(model, attempt - 1, failed.__cause__)
                     self._limit_before_retry(st, failed)
                     yield self._emit(
                         st,
@@ -536,20 +558,35 @@ class Engine(ToolCalls):
         tools: list[dict[str, Any]],
         response: Response,
         extra: dict[str, Any] | None,
+        deadline: float | None = None,
     ) -> AsyncIterator[AgentEvent]:
         params = {**st.deps.request_extras, **(extra or {})}
         include_partial = st.options.include_partial_messages
         st.partial = response
         try:
             async for text in stream_response(
-                model, messages, tools, params, response, self.interrupter.guard
+                model, messages, tools, params, response, self.interrupter.guard, deadline=deadline
             ):
+                if isinstance(text, Waiting):  # nothing arrived for a while: say so
+                    yield self._waiting_event(st, model, text)
+                    continue
                 event = self._text_event(st, text)
                 if include_partial:
                     yield event
         finally:
             if response.chunks:
                 st.progressed = True
+
+    def _waiting_event(self, st: RunState, model: ChatModel, note: Waiting) -> AgentEvent:
+        return self._emit(
+            st,
+            WaitingEvent,
+            model=model.model,
+            host=model_host(model),
+            seconds=round(note.seconds, 1),
+            limit=note.limit,
+            started=note.started,
+        )
 
     def _finish_response(self, st: RunState, response: Response) -> Turn:
         st.partial = None

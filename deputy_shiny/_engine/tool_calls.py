@@ -330,6 +330,9 @@ class ToolCalls:
         except Exception as exc:
             failed, result = True, error_result(request, f"Error: {type(exc).__name__}: {exc}")
         duration = time.monotonic() - started
+        if verdict.edited:  # the audit trail: what a person made the call run with
+            approved = to_jsonable_python(arguments, fallback=str)
+            result = result.model_copy(update={"approved_arguments": approved})
         if verdict.additional_context:
             result = result.model_copy(
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}

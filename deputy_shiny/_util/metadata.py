@@ -72,11 +72,14 @@ MIN_SECRET_CHARS = 8
 
 # Variables whose names only look like credentials ("pwd" is a password's abbreviation).
 _NOT_SECRETS = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK"})
+# Secrets whose names do not say so: the key that signs every saved record.
+_ALSO_SECRETS = frozenset({"DEPUTY_RECORD_KEY"})
 
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """The values of the credential-named environment variables (``OPENAI_API_KEY``,
-    ``GITHUB_TOKEN``...) of at least 8 characters: the server's own keys.
+    ``GITHUB_TOKEN``...) and of ``DEPUTY_RECORD_KEY``, of at least 8 characters: the
+    server's own keys.
 
     Example:
         >>> sorted(environment_secrets({"OPENAI_API_KEY": "sk-abcdefgh", "HOME": "/home/a"}))
@@ -86,7 +89,9 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> frozenset[s
     return frozenset(
         value
         for key, value in env.items()
-        if len(value) >= MIN_SECRET_CHARS and key not in _NOT_SECRETS and is_credential_key(key)
+        if len(value) >= MIN_SECRET_CHARS
+        and key not in _NOT_SECRETS
+        and (key in _ALSO_SECRETS or is_credential_key(key))
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .metadata import environment_secrets, is_credential_key
 
-__all__ = ["REDACTED", "redact", "redact_values", "scrub_secrets"]
+__all__ = ["REDACTED", "credential_values", "redact", "redact_values", "scrub_secrets"]
 
 _SECRET = re.compile(
     r"(sk-[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-*]+"  # OpenAI, Anthropic, OpenRouter... keys
@@ -50,13 +50,49 @@ REDACTED = "<redacted>"
 """What :func:`redact_values` shows instead of a credential."""
 
 
-def redact_values(value: Any, depth: int = 0) -> Any:
+def redact_values(value: Any, depth: int = 0, *, also: frozenset[str] = frozenset()) -> Any:
     """``value`` with the values of credential-like keys (``api_key``, ``token``...) masked,
-    and the process's own keys masked wherever they occur.
+    and the process's own keys, and every string in ``also``, masked wherever they occur.
 
     Mappings become dicts and sequences lists; below six levels the rest is ``"…"``.
+    ``also`` is for values known to be secret from elsewhere, such as
+    :func:`credential_values` of a tool call's arguments when its result is logged.
+
+    Example:
+        >>> redact_values("denied for key k-42", also=frozenset({"k-42"}))
+        'denied for key <redacted>'
     """
-    return _redact_values(value, depth, environment_secrets())
+    return _redact_values(value, depth, environment_secrets() | also)
+
+
+def credential_values(value: Any, depth: int = 0) -> frozenset[str]:
+    """Every string held under a credential-like key (``api_key``, ``token``...) anywhere
+    in ``value`` (nested mappings and sequences), so it can be masked where it is quoted
+    back (a tool's error or result). Numbers count by their text; empty strings do not.
+
+    Example:
+        >>> sorted(credential_values({"api_key": "k-1", "opts": [{"password": 1234}], "n": 5}))
+        ['1234', 'k-1']
+    """
+    found: set[str] = set()
+    _collect_credentials(value, depth, False, found)
+    return frozenset(found)
+
+
+def _collect_credentials(value: Any, depth: int, secret: bool, found: set[str]) -> None:
+    if depth > 6:
+        return
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        text = value if isinstance(value, str) else str(value)
+        if secret and text:
+            found.add(text)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            named = secret or (isinstance(key, str) and is_credential_key(key))
+            _collect_credentials(item, depth + 1, named, found)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            _collect_credentials(item, depth + 1, secret, found)
 
 
 def _redact_values(value: Any, depth: int, secrets: frozenset[str]) -> Any:
@@ -103,7 +139,8 @@ def _scrub(value: Any, secrets: frozenset[str]) -> Any:
 
 
 def _scrub_text(text: str, secrets: frozenset[str]) -> str:
-    for secret in secrets:
+    # Longest first: a secret that contains another is masked whole, not around it.
+    for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
     return text

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Callable
 from types import TracebackType
 
 
@@ -59,4 +60,23 @@ def timeout(seconds: float | None) -> DetachedTimeout:
     return DetachedTimeout(seconds)
 
 
-__all__ = ["DetachedTimeout", "timeout"]
+def call_at(
+    loop: asyncio.AbstractEventLoop, when: float, callback: Callable[[], object]
+) -> asyncio.TimerHandle:
+    """``loop.call_at(when, callback)`` in an empty context: cancelling it leaves no
+    reference to the caller's context (its session) in the loop's heap.
+
+    Example:
+        >>> import asyncio
+        >>> async def main() -> list[str]:
+        ...     loop, rang = asyncio.get_running_loop(), []
+        ...     call_at(loop, loop.time() + 0.01, lambda: rang.append("rang"))
+        ...     await asyncio.sleep(0.05)
+        ...     return rang
+        >>> asyncio.run(main())
+        ['rang']
+    """
+    return loop.call_at(when, callback, context=contextvars.Context())
+
+
+__all__ = ["DetachedTimeout", "call_at", "timeout"]

@@ -8,7 +8,9 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_agent.py``: construction, identity, the conversation, the model and permissions,
   and the run methods (``run``, ``run_async``, ``run_sync``), all adapters of the one
   engine in :mod:`deputy_shiny._engine`, ``usage``, ``cost``, ``token_count`` and
-  ``clone``; it registers the saved sessions' sections;
+  ``clone``; it registers the saved sessions' sections of the components;
+- ``_session_sections.py``: the saved session's ``permission_mode`` section (a
+  restored conversation keeps a narrowed mode, never a wider one);
 - ``_usage.py``: ``get_tokens`` and ``get_cost``, usage by turn as ellmer's;
 - ``_checks.py``: the constructor's argument checks;
 - ``_clone.py``: ``clone()``, the twin rebuilt part by part;
@@ -42,6 +44,7 @@ from __future__ import annotations
 from .._engine.options import RunKeywords, StructuredKeywords
 from ..models import ModelLike
 from ..usage import ConversationCost
+from . import _session_sections  # noqa: F401  (registers the permission_mode section)
 from ._agent import Agent
 
 __all__ = ["Agent", "ConversationCost", "ModelLike", "RunKeywords", "StructuredKeywords"]

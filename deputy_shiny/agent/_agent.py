@@ -114,7 +114,8 @@ class Agent(
         system_prompt: Instructions sent before the conversation.
         usage_limits: Limits applied to each run separately (default: 25 requests).
         working_dir: The directory file tools work in; must exist (default: cwd).
-        session_id / agent_id: Generated when not given; read-only afterwards.
+        session_id: Generated when not given; read-only afterwards.
+        agent_id: Generated when not given; read-only afterwards.
         agent_name: Optional human-readable name.
         run_context: JSON-compatible values attached to every event and result
             (credential-like keys are rejected).

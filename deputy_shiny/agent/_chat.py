@@ -141,8 +141,10 @@ class ChatMethods:
         """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
 
         ``"content"`` yields :class:`ContentText` chunks, :class:`ContentToolRequest`
-        as a call starts and :class:`ContentToolResult` as it ends. Errors raise
-        after the stream, as in :meth:`run_async`. ``kwargs`` are the run keywords
+        as a call starts and :class:`ContentToolResult` as it ends. Either is the
+        model's raw text: for a shinychat ``Chat``, wrap it in
+        ``deputy_shiny.shiny.inert_stream``, which makes it inert as the kit does.
+        Errors raise after the stream, as in :meth:`run_async`. ``kwargs`` are the run keywords
         (:class:`~deputy_shiny.agent.RunKeywords`).
 
         Example:

@@ -1,7 +1,7 @@
 """Streams for callers: a run's events as text chunks or as content objects.
 
-``Agent.stream_async`` hands a run's events to :func:`text_chunks` (``str`` chunks, as
-shinychat and chatlas consume them) or :func:`content_chunks` (text, tool requests
+``Agent.stream_async`` hands a run's events to :func:`text_chunks` (:class:`TextChunk`
+chunks: plain ``str`` to every consumer) or :func:`content_chunks` (text, tool requests
 and tool results as content objects). Both call ``finish`` after the last event, so
 an error that ended the run raises after the stream, as ``run_async`` raises it.
 
@@ -25,12 +25,29 @@ from typing import Generic, TypeVar
 from ..events import AgentEvent
 from ..messages import ContentText, ContentToolRequest, ContentToolResult
 
-__all__ = ["RunStream", "StreamContent", "content_chunks", "text_chunks"]
+__all__ = ["RunStream", "StreamContent", "TextChunk", "content_chunks", "text_chunks"]
 
 logger = logging.getLogger(__name__)
 
 StreamContent = ContentText | ContentToolRequest | ContentToolResult
 """What a ``stream="content"`` stream yields."""
+
+
+class TextChunk(str):
+    """A chunk of model text from ``stream="text"``: a ``str`` to every consumer.
+
+    Its own type tells a renderer that the text is the model's, so untrusted: importing
+    ``deputy_shiny.shiny`` registers one with shinychat that makes it inert in a
+    browser (the runtime itself never imports shinychat).
+
+    Example:
+        >>> chunk = TextChunk("Hi")
+        >>> chunk == "Hi", "".join([chunk, "!"])
+        (True, 'Hi!')
+    """
+
+    __slots__ = ()
+
 
 T = TypeVar("T")
 
@@ -120,8 +137,8 @@ def _close_now(events: AsyncIterator[AgentEvent]) -> None:
     logger.warning("an abandoned run's events awaited while closing; they were cut short")
 
 
-def _text(event: AgentEvent) -> str | None:
-    return event.text if event.type == "text" else None
+def _text(event: AgentEvent) -> TextChunk | None:
+    return TextChunk(event.text) if event.type == "text" else None
 
 
 def _content(event: AgentEvent) -> StreamContent | None:
@@ -139,7 +156,9 @@ def _content(event: AgentEvent) -> StreamContent | None:
     return None
 
 
-def text_chunks(events: AsyncIterator[AgentEvent], finish: Callable[[], object]) -> RunStream[str]:
+def text_chunks(
+    events: AsyncIterator[AgentEvent], finish: Callable[[], object]
+) -> RunStream[TextChunk]:
     """The text of each ``text`` event, then ``finish()``."""
     return RunStream(events, finish, _text)
 

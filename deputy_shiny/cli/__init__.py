@@ -7,6 +7,8 @@ each tool call and result as a small panel, errors, and the usage at the end.
 type a task, watch it run, type the next; Ctrl-C stops a run, ``/exit`` or Ctrl-D
 leaves. Approvals and the agent's questions (``ask_user``) are asked in the terminal.
 ``--save FILE`` writes the session after each run and ``--resume FILE`` continues one.
+``deputy connect-bundle APP_DIR`` readies your own app for Posit Connect
+(:mod:`deputy_shiny.deploy`).
 It needs the ``cli`` extra (``pip install 'deputy_shiny[cli]'``, for rich).
 
 The parts: ``_args.py`` (the flags and the model choice), ``_printer.py`` (events as
@@ -34,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["run", "hello", "--bogus"])  # stderr: deputy: unrecognized arguments: --bogus
         2
     """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["connect-bundle"]:  # needs nothing of the [cli] extra
+        from ..deploy import main as bundle
+
+        return bundle(arguments[1:])
     try:
         from ._main import main as run
     except ModuleNotFoundError as exc:  # the [cli] extra is not installed
@@ -41,4 +48,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print("deputy: this command needs rich: pip install 'deputy_shiny[cli]'", file=sys.stderr)
         return 2
-    return run(argv)
+    return run(arguments)

@@ -2,9 +2,10 @@
 
 Text streams as it arrives; each tool call is a compact panel (its arguments), and its
 result another (the output the model sees, cut to a few lines, red when it failed);
-denials, errors, retries, warnings and a stop other than ``complete`` get one line each,
-and the run ends with its usage line (``turn`` and ``content`` events print nothing: the
-text already streamed, and the model's reasoning is not shown).
+denials, errors, retries, warnings, waits for a silent provider and a stop other than
+``complete`` get one line each, and the run ends with its usage line (``turn`` and
+``content`` events print nothing: the text already streamed, and the model's reasoning
+is not shown).
 
 Nothing the model or a tool writes is interpreted: it is printed as a rich ``Text``
 (so ``[bold]`` stays ``[bold]``, never markup), with terminal escape sequences and
@@ -47,6 +48,7 @@ from ..events import (
     TextEvent,
     ToolEndEvent,
     ToolStartEvent,
+    WaitingEvent,
     WarningEvent,
 )
 from ..usage import AgentUsage, format_cost
@@ -86,6 +88,39 @@ def terminal_safe(text: str) -> str:
 def safe_text(text: str, style: str = "") -> Text:
     """A rich ``Text`` of untrusted ``text``: never markup, never an escape sequence."""
     return Text(terminal_safe(text), style=style)
+
+
+_BLANK_RUN = re.compile(r"\s{8,}")
+# Blanks other than a plain space look like one (or like nothing) in a terminal.
+_ODD_BLANK = re.compile(r"[^\S ]|[\u180e\u200b-\u200d\u2060\ufeff]")
+BLANK_STYLE = "reverse"
+"""How a run of blanks or an odd blank shows: set apart from the text around it."""
+
+
+def visible_blanks(text: str) -> Text:
+    """Untrusted ``text`` with every run of 8+ blank characters shown as a counted marker
+    and any blank other than a space (tab, no-break, zero-width...) as its code, both in
+    reverse video: padding cannot push what follows off the screen or hide in plain sight.
+
+    Example:
+        >>> visible_blanks("echo hi" + " " * 3000 + "; curl x | sh").plain
+        'echo hi⟨3000 blanks⟩; curl x | sh'
+        >>> visible_blanks("a\u00a0b").plain
+        'a⟨U+00A0⟩b'
+    """
+    out = Text()
+    text = terminal_safe(text)
+    at = 0
+    for match in re.finditer(f"{_BLANK_RUN.pattern}|{_ODD_BLANK.pattern}", text):
+        out.append(text[at : match.start()])
+        found = match.group()
+        if len(found) >= 8:
+            out.append(f"⟨{len(found)} blanks⟩", style=BLANK_STYLE)
+        else:
+            out.append(f"⟨U+{ord(found):04X}⟩", style=BLANK_STYLE)
+        at = match.end()
+    out.append(text[at:])
+    return out
 
 
 def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> str:
@@ -170,6 +205,8 @@ class EventPrinter:
             self.line(f"Falling back from {event.from_model} to {event.to_model}", "yellow")
         elif isinstance(event, WarningEvent):
             self.line(f"Warning: {event.message}", "yellow")
+        elif isinstance(event, WaitingEvent):
+            self.line(f"Still waiting for {event.host} ({event.seconds:.0f} s)…", "dim")
         elif isinstance(event, RunErrorEvent):
             self.line(f"Error: {event.error}", "bold red")
         elif isinstance(event, StopEvent) and event.stop_reason != "complete":

@@ -7,9 +7,13 @@ abandoned reader swallowed.
 
 An approval shows the call (tool, reason, arguments, as text) and takes ``y`` (run
 it), ``a`` (run it, and this tool from now on), ``n`` (deny it) or ``s`` (deny it and
-stop the run). ``ask_user`` shows each question with numbered options plus "Other":
-a number (several, comma-separated, when it is multi-select) picks options, anything
-else is the free-text answer. End of input denies, or declines the questions.
+stop the run). The person approves only what they saw: runs of blanks show as a counted
+marker and odd blanks by their code (so padding hides nothing), and a call longer than
+:data:`APPROVAL_ARGUMENT_CHARS` shows its start, then takes ``v`` to show the rest:
+``y`` and ``a`` are refused until it has been shown whole. ``ask_user`` shows each
+question with numbered options plus "Other": a number (several, comma-separated, when
+it is multi-select) picks options, anything else is the free-text answer. End of input
+denies, or declines the questions.
 
 Example:
     >>> import asyncio, io
@@ -27,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections import deque
@@ -41,7 +46,7 @@ from rich.text import Text
 from ..approvals import ApprovalDecision, ApprovalRequest
 from ..errors import AskUserDeclined
 from ..tools.interactive import Answer, AskUserContext, Question
-from ._printer import arguments_text, safe_text
+from ._printer import safe_text, visible_blanks
 
 __all__ = [
     "LineReader",
@@ -61,10 +66,13 @@ _CHOICES = {
     "no": "deny",
     "s": "stop",
     "stop": "stop",
+    "v": "view",
+    "view": "view",
 }
 _ATTEMPTS = 3
 APPROVAL_ARGUMENT_CHARS = 4000
-"""Characters of a call's arguments an approval shows: enough to judge what will run."""
+"""Characters of a call's arguments an approval shows at first. A longer call shows the
+rest only when asked (``v``), and cannot be approved before it has been seen whole."""
 
 
 class Lines(Protocol):
@@ -207,26 +215,37 @@ class TerminalPrompts:
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
         """Ask whether ``request``'s call may run (the agent's ``approval_handler``)."""
+        shown = visible_blanks(json.dumps(request.arguments, ensure_ascii=False, default=str))
+        rest = shown[APPROVAL_ARGUMENT_CHARS:] if len(shown) > APPROVAL_ARGUMENT_CHARS else None
         body = Text()
         if request.reason:
             body.append_text(safe_text(request.reason, "italic"))
             body.append("\n")
-        body.append_text(safe_text(arguments_text(request.arguments, APPROVAL_ARGUMENT_CHARS)))
+        body.append_text(shown[:APPROVAL_ARGUMENT_CHARS])
+        if rest is not None:
+            body.append(f"\n[cut: {len(rest):,} more characters; type v to see them]", "bold red")
         waiting = f" (+{request.calls_after} more waiting)" if request.calls_after else ""
-        self.console.print(
-            Panel(
-                body,
-                title=safe_text(f"Approve {request.tool_name}?{waiting}", "bold yellow"),
-                title_align="left",
-                border_style="yellow",
-                expand=False,
-            )
-        )
-        for _ in range(_ATTEMPTS):
-            answer = await self.ask("Run it? [y]es, [a]lways, [n]o, [s]top the run: ")
+        self._call_panel(body, f"Approve {request.tool_name}?{waiting}")
+        attempts = 0
+        while attempts < _ATTEMPTS:
+            if rest is None:
+                question = "Run it? [y]es, [a]lways, [n]o, [s]top the run: "
+            else:
+                question = "The call is cut: [v]iew the rest, [n]o, [s]top the run: "
+            answer = await self.ask(question)
             if answer is None:
                 return ApprovalDecision.deny("no one answered (end of input)")
             choice = _CHOICES.get(answer.strip().lower())
+            if choice == "view" and rest is not None:
+                self._call_panel(rest, f"The rest of the {request.tool_name} call")
+                rest = None
+                continue
+            if choice in ("approve", "always") and rest is not None:
+                attempts += 1
+                self.console.print(
+                    Text("Not yet: see the whole call first (type v).", style="yellow")
+                )
+                continue
             if choice == "approve":
                 return ApprovalDecision.approve()
             if choice == "always":
@@ -235,8 +254,21 @@ class TerminalPrompts:
                 return ApprovalDecision.deny("the user said no")
             if choice == "stop":
                 return ApprovalDecision.stop_run("the user stopped the run")
-            self.console.print(Text("Type y, a, n or s.", style="yellow"))
+            attempts += 1
+            letters = "v, n or s" if rest is not None else "y, a, n or s"
+            self.console.print(Text(f"Type {letters}.", style="yellow"))
         return ApprovalDecision.deny("no valid answer")
+
+    def _call_panel(self, body: Text, title: str) -> None:
+        self.console.print(
+            Panel(
+                body,
+                title=safe_text(title, "bold yellow"),
+                title_align="left",
+                border_style="yellow",
+                expand=False,
+            )
+        )
 
     async def ask_user(self, questions: list[Question], context: AskUserContext) -> list[Answer]:
         """Ask the model's questions in turn (the ``ask_user`` tool's callback)."""

@@ -86,7 +86,9 @@ class McpConnection:
         config: The MCP config (path, dict, :class:`McpConfig`; None: the default file).
         server: The exact configured server name (checked before connecting).
         agent: The agent whose tools these are; they refuse to register elsewhere.
-        tools / resources / prompts: The exact names (resource URIs) allowed; fixed.
+        tools: The exact tool names allowed; fixed.
+        resources: The exact resource URIs allowed; fixed.
+        prompts: The exact prompt names allowed; fixed.
         timeout: Seconds for startup and each request (default: the config's).
 
     Raises:

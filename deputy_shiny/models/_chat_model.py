@@ -32,6 +32,14 @@ logger = logging.getLogger(__name__)
 _MODEL_SHAPE = re.compile(r"^[A-Za-z0-9][\w.\-:@]*(/[\w.\-:@+]+)*$")
 
 
+DEFAULT_TIMEOUT = 60.0
+"""``ChatModel.timeout`` by default: seconds for a reply to start (and between chunks)."""
+DEFAULT_TOTAL_TIMEOUT = 180.0
+"""``ChatModel.total_timeout`` by default: seconds for a request over all its attempts."""
+CLIENT_TIMEOUT_MARGIN = 5.0
+"""Seconds the HTTP client's own timeout is set past the longest of the agent's limits."""
+
+
 class ChatModel(BaseModel):
     """A model to send requests to, through litellm.
 
@@ -41,7 +49,16 @@ class ChatModel(BaseModel):
             variable (``OPENAI_API_KEY`` and so on). Never logged or saved.
         api_base: Alternative endpoint, e.g. a local OpenAI-compatible server.
         params: Extra ``litellm.acompletion`` parameters (``temperature``, ``max_tokens``...).
-        timeout: Seconds before one request is abandoned; None for litellm's default.
+        timeout: Seconds to wait for a reply to start (the connection, the headers and
+            its first chunk) before the attempt is abandoned: 60 by default (litellm's
+            own 600 s would hold a session ten minutes per try). None: no limit.
+        idle_timeout: Seconds to wait for each next chunk once the reply started; None
+            (the default) uses ``timeout``.
+        total_timeout: Seconds one request may take to start replying over all its
+            attempts and the waits between them: no retry starts that could not begin
+            before it, and the last attempt's wait ends at it. 180 by default, so a
+            provider that accepts requests and never answers ends the run within three
+            minutes (then the fallback models, each with its own). None: no limit.
         retries: How many times a request that failed transiently (a connection error,
             a timeout, HTTP 408, 429, 500, 502, 503, 504) before its first chunk is sent
             to this model again, before any fallback model is tried. Each attempt counts
@@ -56,6 +73,9 @@ class ChatModel(BaseModel):
         'openai'
         >>> ChatModel(model="openai/gpt-4.1-mini", retries=0).retries
         0
+        >>> slow = ChatModel(model="openai/o3", timeout=300, total_timeout=600)
+        >>> (slow.timeout, slow.reply_idle_timeout, slow.total_timeout)
+        (300.0, 300.0, 600.0)
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -64,7 +84,9 @@ class ChatModel(BaseModel):
     api_key: SecretStr | None = None
     api_base: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    timeout: float | None = None
+    timeout: float | None = Field(default=DEFAULT_TIMEOUT, gt=0)
+    idle_timeout: float | None = Field(default=None, gt=0)
+    total_timeout: float | None = Field(default=DEFAULT_TOTAL_TIMEOUT, gt=0)
     retries: int = Field(default=2, ge=0, le=10, strict=True)
     retry_delay: float = Field(default=0.5, ge=0, le=60)
 
@@ -94,6 +116,11 @@ class ChatModel(BaseModel):
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
     @property
+    def reply_idle_timeout(self) -> float | None:
+        """The longest wait between two chunks of a reply: ``idle_timeout``, else ``timeout``."""
+        return self.idle_timeout if self.idle_timeout is not None else self.timeout
+
+    @property
     def name(self) -> str:
         """The model name without the provider prefix."""
         return self.model.split("/", 1)[1] if "/" in self.model else self.model
@@ -105,8 +132,11 @@ class ChatModel(BaseModel):
             kwargs["api_key"] = self.api_key.get_secret_value()
         if self.api_base is not None:
             kwargs["api_base"] = self.api_base
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
+        limits = [t for t in (self.timeout, self.reply_idle_timeout) if t is not None]
+        if limits:
+            # The agent's own timer enforces the limits (and says which one ran out); the
+            # client's timeout, a little later, is only a backstop. Both unset: litellm's.
+            kwargs["timeout"] = max(limits) + CLIENT_TIMEOUT_MARGIN
         # The agent retries itself (``retries``): the OpenAI client would otherwise retry
         # twice unseen, each attempt billed but never counted.
         kwargs["max_retries"] = 0

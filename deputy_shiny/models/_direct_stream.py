@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, NoReturn
 
 from . import _litellm
 
-__all__ = ["counted_usage", "direct_chunks"]
+__all__ = ["counted_usage", "direct_chunks", "lighten"]
 
 # What the wrapper must have for this path to stand in for it (checked, never assumed).
 _WRAPPER_PARTS = ("_log_stream_failure_and_raise", "_stream_eof_error", "chunk_creator", "aclose")
@@ -134,3 +135,64 @@ async def counted_usage(model: str, messages: Sequence[Any], text: str) -> tuple
         return int(prompt), int(reply)
 
     return await asyncio.to_thread(count)
+
+
+def lighten(stream: Any) -> bool:
+    """Spare one litellm stream the work only an app's litellm callbacks or cache would read.
+
+    litellm's stream wrapper does, for every stream, work whose only readers are
+    litellm's success callbacks and its cache: at the end it rebuilds the whole
+    response over all chunks (``stream_chunk_builder``, in a worker thread; a third of
+    the process's CPU with 20 users streaming) and then computes the cost and logging
+    payload for the callbacks; on each chunk it probes eight absent delta fields for
+    the Router's mid-stream continuation (we own fallbacks and never continue a
+    stream). This stream is ours alone, so while no app registered a litellm callback
+    or cache (``_litellm.app_listens``, nor a per-request callback) those steps
+    are switched off on this instance only: the usage chunk is made by litellm's own
+    best-effort path (``calculate_total_usage`` over the provider-reported usage, the
+    numbers the rebuild keeps). A provider that reports no usage keeps the rebuild,
+    which estimates it. Anything unexpected leaves the stream as litellm made it.
+    True when the stream was lightened: then nobody but us reads it, and
+    :func:`~deputy_shiny.models._direct_stream.direct_chunks` may read below it.
+    """
+    logging_obj = getattr(stream, "logging_obj", None)
+    if _litellm.app_listens() or logging_obj is None or _has_request_callbacks(logging_obj):
+        return False
+    try:
+        from litellm.litellm_core_utils import streaming_handler
+    except ImportError:  # pragma: no cover - a litellm without that module
+        return False
+    total_usage = getattr(streaming_handler, "calculate_total_usage", None)
+    rebuild = getattr(type(stream), "_async_build_complete_streaming_response", None)
+    if total_usage is None or rebuild is None or not hasattr(stream, "chunks"):
+        return False
+    # Weakly: the stream holds this function, so a strong reference would make each
+    # stream (with all its chunks) a cycle, freed only by a full garbage collection.
+    # Only the stream itself calls it, so it is alive then.
+    this = weakref.ref(stream)
+
+    async def reported_usage() -> Any:
+        stream = this()
+        if stream is None:  # pragma: no cover - only the live stream calls this
+            return None
+        chunks = stream.chunks
+        if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
+            return await rebuild(stream)  # nothing reported: litellm estimates it
+        return stream.model_response_creator(chunk={"usage": total_usage(chunks=chunks)})
+
+    async def no_listeners(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    stream._async_build_complete_streaming_response = reported_usage
+    logging_obj.dispatch_success_handlers = no_listeners
+    if hasattr(stream, "_emitted_disqualifying_content"):
+        stream._emitted_disqualifying_content = True
+    return True
+
+
+def _has_request_callbacks(logging_obj: Any) -> bool:
+    """Callbacks passed with the request itself (``success_callback=[...]`` in params)."""
+    return any(
+        getattr(logging_obj, name, None)
+        for name in ("dynamic_success_callbacks", "dynamic_async_success_callbacks")
+    )

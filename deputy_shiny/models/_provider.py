@@ -31,7 +31,6 @@ import socket
 import sys
 import traceback
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -42,6 +41,7 @@ from .._util.chain import causes
 from .._util.interrupt import Guard, Interrupted
 from .._util.redact import redact
 from ..errors import (
+    CredentialsRefusedError,
     DeputyError,
     MissingCredentialsError,
     ProviderError,
@@ -58,7 +58,8 @@ from ..messages import (
 )
 from . import _litellm
 from ._chat_model import ChatModel, missing_credentials
-from ._direct_stream import counted_usage, direct_chunks
+from ._direct_stream import counted_usage, direct_chunks, lighten
+from ._watch import StreamTimeout, Waiting, WatchedStream, timeout_error
 
 __all__ = [
     "COST_FIELD",
@@ -445,12 +446,18 @@ async def stream_response(
     params: Mapping[str, Any],
     response: Response,
     guard: Guard[Any],
-) -> AsyncIterator[str]:
+    *,
+    deadline: float | None = None,
+) -> AsyncIterator[str | Waiting]:
     """Stream one request, yielding its text chunks and filling ``response``.
 
     ``params`` are extra request parameters (provider-native tools, a response
-    format); ``guard`` wraps every await so an interrupt lands exactly there. Raises
-    :class:`ProviderFailed` for anything the provider (or litellm) raised.
+    format); ``guard`` wraps every await so an interrupt lands exactly there. While
+    nothing arrives it yields a :class:`~deputy_shiny.models._watch.Waiting` note now and
+    then; past the model's limits (``deadline``, on the loop's clock, caps the wait for
+    the first chunk) it raises :class:`ProviderFailed` with a
+    :class:`~deputy_shiny.errors.ProviderTimeoutError`, as for anything the provider (or
+    litellm) raised.
     """
     litellm = await load_litellm()
     check_credentials(model)
@@ -458,65 +465,84 @@ async def stream_response(
     kwargs.update(params)
     if tools:
         kwargs["tools"] = list(tools)
-    stream: Any = None
+    opened: list[Any] = []  # the litellm stream, once the reader has it
+    watched = WatchedStream(
+        _chunks(litellm, messages, kwargs, opened),
+        first_byte=model.timeout,
+        idle=model.reply_idle_timeout,
+        deadline=deadline,
+    )
+    try:
+        while True:
+            try:
+                chunk = await guard(watched.next())
+            except StopAsyncIteration:
+                break
+            if type(chunk) is Waiting:
+                yield chunk
+                continue
+            response.chunks += 1
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                response.input_tokens = usage.prompt_tokens
+                response.output_tokens = usage.completion_tokens
+                response.cached_tokens = cached_tokens(usage)
+            choices = chunk.choices
+            text = choices[0].delta.content if choices else None
+            if text:
+                response.text.append(text)
+                yield text
+            else:
+                # Probing a pydantic chunk for an absent attribute is slow, so only
+                # chunks without text are probed: a reported cost rides on an empty
+                # chunk, and reasoning chunks carry no content.
+                if response.cost is None:
+                    response.cost = reported_cost(chunk)
+                if choices:
+                    reasoning = getattr(choices[0].delta, "reasoning_content", None)
+                    if reasoning:
+                        response.thinking.append(reasoning)
+            if not choices:
+                continue
+            delta = choices[0].delta
+            if delta.tool_calls:
+                _add_tool_call_deltas(response, delta.tool_calls)
+        if opened and opened[-1] and response.input_tokens is None:
+            # The wrapper's rebuild would have counted them: litellm counts them here.
+            response.input_tokens, response.output_tokens = await guard(
+                counted_usage(opened[0].model or model.model, messages, "".join(response.text))
+            )
+    except (Interrupted, asyncio.CancelledError, GeneratorExit):
+        raise
+    except StreamTimeout as late:
+        error = timeout_error(model, late, _provider_name(late, model))
+        logger.warning("model request to %s failed: %s", model.model, error)
+        raise ProviderFailed(error) from None
+    except Exception as exc:
+        raise ProviderFailed(provider_error(exc, model)) from exc
+    finally:
+        await watched.aclose()
+
+
+async def _chunks(
+    litellm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any], opened: list[Any]
+) -> AsyncIterator[Any]:
+    """The request's chunks, read in the :class:`WatchedStream`'s reader task, which opens
+    the stream and closes it. ``opened`` gets the stream, then whether it was read
+    directly (below litellm's wrapper)."""
+    stream = await litellm.acompletion(
+        messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs
+    )
     direct: AsyncIterator[Any] | None = None
     try:
-        try:
-            stream = await guard(
-                litellm.acompletion(
-                    messages=messages,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                    **kwargs,
-                )
-            )
-            direct = direct_chunks(stream) if lighten(stream) else None
-            iterator: Any = direct if direct is not None else stream.__aiter__()
-            while True:
-                try:
-                    chunk = await guard(iterator.__anext__())
-                except StopAsyncIteration:
-                    break
-                response.chunks += 1
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
-                    response.input_tokens = usage.prompt_tokens
-                    response.output_tokens = usage.completion_tokens
-                    response.cached_tokens = cached_tokens(usage)
-                choices = chunk.choices
-                text = choices[0].delta.content if choices else None
-                if text:
-                    response.text.append(text)
-                    yield text
-                else:
-                    # Probing a pydantic chunk for an absent attribute is slow, so only
-                    # chunks without text are probed: a reported cost rides on an empty
-                    # chunk, and reasoning chunks carry no content.
-                    if response.cost is None:
-                        response.cost = reported_cost(chunk)
-                    if choices:
-                        reasoning = getattr(choices[0].delta, "reasoning_content", None)
-                        if reasoning:
-                            response.thinking.append(reasoning)
-                if not choices:
-                    continue
-                delta = choices[0].delta
-                if delta.tool_calls:
-                    _add_tool_call_deltas(response, delta.tool_calls)
-            if direct is not None and response.input_tokens is None:
-                # The wrapper's rebuild would have counted them: litellm counts them here.
-                response.input_tokens, response.output_tokens = await guard(
-                    counted_usage(stream.model or model.model, messages, "".join(response.text))
-                )
-        except (Interrupted, asyncio.CancelledError, GeneratorExit):
-            raise
-        except Exception as exc:
-            raise ProviderFailed(provider_error(exc, model)) from exc
+        direct = direct_chunks(stream) if lighten(stream) else None
+        opened += [stream, direct is not None]
+        async for chunk in direct if direct is not None else stream:
+            yield chunk
     finally:
         if direct is not None:
             await direct.aclose()  # type: ignore[attr-defined]
-        if stream is not None:
-            await _close_stream(stream)
+        await _close_stream(stream)
 
 
 def cached_tokens(usage: Any) -> int | None:
@@ -531,67 +557,6 @@ def cached_tokens(usage: Any) -> int | None:
     if value is None and isinstance(details, dict):
         value = details.get("cached_tokens")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def lighten(stream: Any) -> bool:
-    """Spare one litellm stream the work only an app's litellm callbacks or cache would read.
-
-    litellm's stream wrapper does, for every stream, work whose only readers are
-    litellm's success callbacks and its cache: at the end it rebuilds the whole
-    response over all chunks (``stream_chunk_builder``, in a worker thread; a third of
-    the process's CPU with 20 users streaming) and then computes the cost and logging
-    payload for the callbacks; on each chunk it probes eight absent delta fields for
-    the Router's mid-stream continuation (we own fallbacks and never continue a
-    stream). This stream is ours alone, so while no app registered a litellm callback
-    or cache (:func:`_litellm.app_listens`, nor a per-request callback) those steps
-    are switched off on this instance only: the usage chunk is made by litellm's own
-    best-effort path (``calculate_total_usage`` over the provider-reported usage, the
-    numbers the rebuild keeps). A provider that reports no usage keeps the rebuild,
-    which estimates it. Anything unexpected leaves the stream as litellm made it.
-    True when the stream was lightened: then nobody but us reads it, and
-    :func:`~deputy_shiny.models._direct_stream.direct_chunks` may read below it.
-    """
-    logging_obj = getattr(stream, "logging_obj", None)
-    if _litellm.app_listens() or logging_obj is None or _has_request_callbacks(logging_obj):
-        return False
-    try:
-        from litellm.litellm_core_utils import streaming_handler
-    except ImportError:  # pragma: no cover - a litellm without that module
-        return False
-    total_usage = getattr(streaming_handler, "calculate_total_usage", None)
-    rebuild = getattr(type(stream), "_async_build_complete_streaming_response", None)
-    if total_usage is None or rebuild is None or not hasattr(stream, "chunks"):
-        return False
-    # Weakly: the stream holds this function, so a strong reference would make each
-    # stream (with all its chunks) a cycle, freed only by a full garbage collection.
-    # Only the stream itself calls it, so it is alive then.
-    this = weakref.ref(stream)
-
-    async def reported_usage() -> Any:
-        stream = this()
-        if stream is None:  # pragma: no cover - only the live stream calls this
-            return None
-        chunks = stream.chunks
-        if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
-            return await rebuild(stream)  # nothing reported: litellm estimates it
-        return stream.model_response_creator(chunk={"usage": total_usage(chunks=chunks)})
-
-    async def no_listeners(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    stream._async_build_complete_streaming_response = reported_usage
-    logging_obj.dispatch_success_handlers = no_listeners
-    if hasattr(stream, "_emitted_disqualifying_content"):
-        stream._emitted_disqualifying_content = True
-    return True
-
-
-def _has_request_callbacks(logging_obj: Any) -> bool:
-    """Callbacks passed with the request itself (``success_callback=[...]`` in params)."""
-    return any(
-        getattr(logging_obj, name, None)
-        for name in ("dynamic_success_callbacks", "dynamic_async_success_callbacks")
-    )
 
 
 async def preflight(model: ChatModel) -> None:
@@ -849,10 +814,16 @@ def _classify_provider_error(exc: Exception, model: ChatModel) -> ProviderError:
     )
     head = f"{provider} returned {status}" if status is not None else provider
     message = f"{head}: {reason}"
-    if isinstance(exc, litellm.AuthenticationError) or _MISSING_KEY_TEXT.search(text):
+    if _MISSING_KEY_TEXT.search(text):
         if "key" not in reason.lower():
             message += " (check the API key)"
         return MissingCredentialsError(message, transient=False, status_code=status)
+    if isinstance(exc, litellm.AuthenticationError):  # a key was sent, and turned down
+        return CredentialsRefusedError(
+            f"{message} (the API key was refused: check it)",
+            transient=False,
+            status_code=status,
+        )
     if isinstance(exc, litellm.NotFoundError):
         return UnknownModelError(
             f"{message} (check the model name {model.model!r})",

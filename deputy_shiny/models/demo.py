@@ -67,6 +67,7 @@ __all__ = [
     "WRITER_ROLE",
     "demo_reply",
     "ensure_demo_registered",
+    "menu_for",
 ]
 
 Step = Literal["list", "read", "write", "ask", "dangerous", "run", "research"]
@@ -91,22 +92,50 @@ INTRO: Final = (
     "calls, so you can try this app without an API key or network access. To use a real "
     "model, set DEPUTY_MODEL to a litellm model string (for example openai/gpt-4.1-mini "
     "or anthropic/claude-sonnet-4-5) and set that provider's API key (for example "
-    "OPENAI_API_KEY or ANTHROPIC_API_KEY), then restart the app."
+    "OPENAI_API_KEY or ANTHROPIC_API_KEY), then start again."
 )
 
-MENU: Final = (
-    "Things to try (type one):\n\n"
-    "- **list files**: I call `list_files` on your workspace.\n"
-    "- **read welcome.md**: I call `read_file` and quote the first lines.\n"
-    "- **write a note**: I call `write_file`; writes need your approval first.\n"
-    "- **ask me something**: I call `ask_user` and you answer in a form.\n"
-    "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook "
-    "blocks it.\n"
-    "- **run `ls -la`**: I run the command in backticks with `run_bash`, in the "
-    "session's sandbox.\n"
-    "- **research tides**: I delegate to a small team of subagents (a researcher, "
-    "then a writer); the app's Team panel shows them at work."
+_MENU_ITEMS: Final[tuple[tuple[str, str], ...]] = (
+    ("list_files", "- **list files**: I call `list_files` on your workspace."),
+    ("read_file", "- **read welcome.md**: I call `read_file` and quote the first lines."),
+    ("write_file", "- **write a note**: I call `write_file`; writes need your approval first."),
+    ("ask_user", "- **ask me something**: I call `ask_user` and you answer in a form."),
+    (
+        "run_bash",
+        "- **run a dangerous command**: I try `rm -rf /` with `run_bash`, and a hook blocks it.",
+    ),
+    (
+        "run_bash",
+        "- **run `ls -la`**: I run the command in backticks with `run_bash`, in the "
+        "session's sandbox.",
+    ),
+    (
+        "delegate",
+        "- **research tides**: I delegate to a small team of subagents (a researcher, "
+        "then a writer); the app's Team panel shows them at work.",
+    ),
 )
+_MENU_HEAD: Final = "Things to try (type one):\n\n"
+MENU: Final = _MENU_HEAD + "\n".join(line for _, line in _MENU_ITEMS)
+"""The whole menu, for an agent that has every tool of the tour."""
+_NO_TOUR: Final = (
+    "This agent has none of the tools my tour uses, so there is nothing to try here but "
+    "a canned reply. An app adds tools with `Agent(..., tools=[...])`."
+)
+
+
+def menu_for(available: list[str]) -> str:
+    """The menu, offering only the steps whose tool the agent has.
+
+    Example:
+        >>> print(menu_for(["list_files"]))
+        Things to try (type one):
+        <BLANKLINE>
+        - **list files**: I call `list_files` on your workspace.
+    """
+    lines = [line for tool, line in _MENU_ITEMS if tool in available]
+    return _MENU_HEAD + "\n".join(lines) if lines else _NO_TOUR
+
 
 _PATTERNS: Final[tuple[tuple[Step, re.Pattern[str]], ...]] = (
     ("list", re.compile(r"\b(?:list|ls|files)\b", re.IGNORECASE)),
@@ -151,10 +180,22 @@ _EMPTY: Final = (
     "I didn't find any text in your message. (I'm the scripted demo model, not an LLM; "
     "set DEPUTY_MODEL and an API key to use a real one.)"
 )
-_HINT: Final = (
-    "\n\nTo see a feature, type one of: *list files*, *read welcome.md*, *write a note*, "
-    "*ask me something*, *run a dangerous command* (or *help* for the menu)."
+_HINT_WORDS: Final[tuple[tuple[str, str], ...]] = (
+    ("list_files", "*list files*"),
+    ("read_file", "*read welcome.md*"),
+    ("write_file", "*write a note*"),
+    ("ask_user", "*ask me something*"),
+    ("run_bash", "*run a dangerous command*"),
 )
+
+
+def _hint(available: list[str]) -> str:
+    words = [word for tool, word in _HINT_WORDS if tool in available]
+    if not words:
+        return ""
+    return f"\n\nTo see a feature, type one of: {', '.join(words)} (or *help* for the menu)."
+
+
 _NEXT: Final[dict[Step, str]] = {
     "list": "Next, try **list files**.",
     "read": "Next, try **read welcome.md**.",
@@ -240,20 +281,22 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
     step = _step_for(user_text)
     if turn == 0:
         if step is None:
-            return _reply(f"{INTRO}\n\n{MENU}")
-        return _tool_step(step, user_text, available, prefix=f"{INTRO}\n\n{MENU}\n\n")
+            return _reply(f"{INTRO}\n\n{menu_for(available)}")
+        prefix = f"{INTRO}\n\n{menu_for(available)}\n\n"
+        return _tool_step(step, user_text, available, prefix=prefix)
     if not user_text:
         return _reply(_EMPTY)
     if step is not None:
         return _tool_step(step, user_text, available)
     if _MENU_WORDS.search(user_text):
-        return _reply(f"Here is the menu again (I'm the scripted demo model).\n\n{MENU}")
+        menu = menu_for(available)
+        return _reply(f"Here is the menu again (I'm the scripted demo model).\n\n{menu}")
     quote = _shorten(user_text)
     count = len(user_text.split())
     words = f"{count} word{'s' if count != 1 else ''}"
     asked = user_text.rstrip().endswith("?")
     template = _QUESTION if asked else _LATER[(turn - 1) % len(_LATER)]
-    return _reply(template.format(quote=quote, turn=turn + 1, words=words) + _HINT)
+    return _reply(template.format(quote=quote, turn=turn + 1, words=words) + _hint(available))
 
 
 def ensure_demo_registered() -> None:
@@ -570,8 +613,8 @@ def _parse_answers(content: str) -> list[tuple[str, str]]:
     return answers
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 # --------------------------------------------------------------------------- research team
@@ -664,7 +707,8 @@ def _finding(result: _ToolResult) -> str:
     if result.tool_name == "list_files":
         entries = [line for line in content.splitlines()[1:] if line and not line.startswith("[")]
         shown = ", ".join(_clip(e, _QUOTE_LIMIT) for e in entries[:_LISTED_ENTRIES])
-        return f"The workspace holds {_count(len(entries), 'entry')}: {shown or 'nothing'}."
+        counted = _count(len(entries), "entry", "entries")
+        return f"The workspace holds {counted}: {shown or 'nothing'}."
     if result.tool_name == "read_file":
         lines = [m.group(1) for line in content.splitlines() if (m := _NUMBERED_LINE.match(line))]
         first = next((line.strip("# ").strip() for line in lines if line.strip()), "")

@@ -156,10 +156,11 @@ class FileJournal:
             is refused.
         key: The key authenticating the journal's files (None: the server's record key,
             :func:`~deputy_shiny.persistence.keys.record_key`).
-        store / scope: Keep the journal in this store under ``scope`` (a session's)
-            instead of a directory (``directory`` must then be None). Its calls run on the
-            store's own loop (:mod:`deputy_shiny.persistence.store_bridge`): call the
-            journal from a worker thread, as the engine and the file tools do.
+        store: Keep the journal in this store instead of a directory (``directory``
+            must then be None). Its calls run on the store's own loop
+            (:mod:`deputy_shiny.persistence.store_bridge`): call the journal from a
+            worker thread, as the engine and the file tools do.
+        scope: The store's scope for the journal (a session's), with ``store``.
     """
 
     def __init__(

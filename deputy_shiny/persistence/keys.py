@@ -13,11 +13,14 @@ refused, however carefully its checksum was recomputed. The key is, in order:
 3. else a random 32-byte key in a per-user state file, created once (mode 0600, with
    an atomic link so two processes starting together agree):
    ``$XDG_STATE_HOME/deputy_shiny/record.key``, by default
-   ``~/.local/state/deputy_shiny/record.key``. Keep it outside every agent's working
-   directory: whoever reads it can forge records. A key file that is a symlink, not a
-   regular file, not owned by this user, or readable by others is refused.
+   ``~/.local/state/deputy_shiny/record.key``. Whoever reads it can forge records, so
+   its folder is out of every agent's reach whatever the working directory: the file
+   tools refuse it (path rule ``secret``) and the sandbox shows it empty. A key file
+   that is a symlink, not a regular file, not owned by this user, or readable by others
+   is refused.
 
-Model-run code never sees it: the sandbox hides home directories and passes no
+Model-run code never sees it: the sandbox hides home directories, mounts an empty
+folder over the key's folder when the working directory holds it, and passes no
 ``DEPUTY_*`` variable. A bad key setting is a
 :class:`~deputy_shiny.errors.ConfigurationError` (never a corrupt-record error: a
 misconfigured server must not set valid records aside as damaged).
@@ -45,6 +48,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .._util.secret_paths import default_key_dir, protect_path
 from ..errors import ConfigurationError
 
 __all__ = ["KEY_FILE_NAME", "MIN_KEY_BYTES", "RECORD_KEY_ENV", "default_key_path", "record_key"]
@@ -92,12 +96,7 @@ def default_key_path() -> Path:
         >>> default_key_path().name
         'record.key'
     """
-    state = os.environ.get("XDG_STATE_HOME", "").strip()
-    if state and os.path.isabs(state):
-        base = Path(state)
-    else:
-        base = Path(os.path.expanduser("~")) / ".local" / "state"
-    return base / "deputy_shiny" / KEY_FILE_NAME
+    return default_key_dir() / KEY_FILE_NAME
 
 
 def record_key(key: bytes | str | None = None) -> bytes:
@@ -122,6 +121,8 @@ def record_key(key: bytes | str | None = None) -> bytes:
     if found is not None:
         return found
     with _lock:
+        # Out of every agent's reach even after XDG_STATE_HOME changes (_util.secret_paths).
+        protect_path(path.parent)
         found = _read_key_file(path)
         if found is None:
             found = _create_key_file(path)

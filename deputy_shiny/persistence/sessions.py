@@ -4,7 +4,7 @@
 
     {"metadata": {"saved_at", "deputy_shiny_version", "provider", "model", ...},
      "sections": {"conversation": {...}, "run_context": {...}, "tool_results": {...},
-                  "file_checkpoints": {...}}}
+                  "file_checkpoints": {...}, "permission_mode": "standard"}}
 
 Each section is owned by the part of deputy_shiny that knows it, through a
 :class:`SessionSection` in a registry: ``save(agent)`` returns its JSON (or None to
@@ -16,12 +16,13 @@ in-memory ones, which cannot. Later features (file checkpoints, durable approval
 their state by registering a section; a file holding a section no registered part
 knows is refused.
 
-Never saved: tools, permissions, hooks, approvals, the model's credentials.
+Never saved: tools, permissions (only the mode's name, restored as a narrowing and never
+a widening), hooks, approvals, the model's credentials.
 
 Example:
     >>> from deputy_shiny.persistence.sessions import session_sections
     >>> sorted(s.name for s in session_sections())
-    ['conversation', 'file_checkpoints', 'run_context', 'tool_results']
+    ['conversation', 'file_checkpoints', 'permission_mode', 'run_context', 'tool_results']
 """
 
 from __future__ import annotations

@@ -14,7 +14,12 @@ machine, PostgreSQL for several). Every behaviour below holds for both:
   an HMAC under the server's record key (:mod:`deputy_shiny.persistence.keys`), over its
   kind, key, scope, status and payload: a record written or changed by anyone without
   the key is refused on read with
-  :class:`~deputy_shiny.errors.PersistenceNotAuthenticError`.
+  :class:`~deputy_shiny.errors.PersistenceNotAuthenticError`. The HMAC proves who wrote
+  a record, not that it is the newest: whoever can write the store can put back an
+  older authentic copy (row or file whole, its revision with it) and it verifies.
+  Binding the revision into the HMAC would not help (the old copy carries its own);
+  write access to the store is guarded like the key (README, "The server's own
+  secrets").
 - **Claims**: :meth:`Store.claim` moves a record's status from what the caller expects
   to a new one in one conditional update, so of many workers (in any process, on any
   host sharing the store) exactly one wins.

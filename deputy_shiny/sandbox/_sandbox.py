@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._util.secret_paths import protected_paths, protected_root
 from ..errors import SandboxUnavailableError
 from ._seccomp import seccomp_fd, seccomp_unavailable_reason
 from ._uids import claim_problem, give_own_uid
@@ -194,6 +195,7 @@ class Sandbox(BaseModel):
         running and :meth:`ConfinedCommand.release` once it is gone.
         """
         cwd = Path(working_dir).resolve()
+        _refuse_secret_cwd(cwd)
         # The cgroups first: whether a pids cgroup could be made decides how the
         # process cap is enforced, or whether it can be at all.
         cgroups = _call_cgroups(self)
@@ -391,10 +393,45 @@ def _bwrap_args(
         args += ["--ro-bind", root, root]
     for extra in sandbox.read_paths:
         args += ["--ro-bind-try", extra, extra]
-    args += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd), "--remount-ro", "/"]
+    args += ["--bind", str(cwd), str(cwd)]
+    args += _hidden_secrets([*_python_roots(), *sandbox.read_paths, str(cwd)])
+    args += ["--chdir", str(cwd), "--remount-ro", "/"]
     for name, value in sandbox.environment(cwd).items():
         args += ["--setenv", name, value]
     return args
+
+
+def _hidden_secrets(bound: Sequence[str]) -> list[str]:
+    """Mounts that blank the server's own secrets (the record key's folder, the kit's
+    records: :mod:`deputy_shiny._util.secret_paths`) wherever a bound directory holds
+    them, as a working directory of ``$HOME`` holds ``~/.local/state``: an empty, private
+    tmpfs over a folder, ``/dev/null`` over a file. The seccomp filter refuses ``umount``,
+    so the code cannot lift them."""
+    args: list[str] = []
+    secrets = protected_paths()
+    for shown in bound:
+        source = Path(os.path.realpath(shown))
+        for secret in secrets:
+            if not secret.is_relative_to(source):
+                continue
+            target = str(Path(shown) / secret.relative_to(source))
+            if secret.is_dir():
+                args += ["--perms", "0700", "--size", "4096", "--tmpfs", target]
+            elif secret.exists():
+                args += ["--ro-bind", "/dev/null", target]
+    return args
+
+
+def _refuse_secret_cwd(cwd: Path) -> None:
+    """A working directory inside the server's own secrets cannot be given to model-run
+    code at all (it would be the secret)."""
+    secret = protected_root(cwd)
+    if secret is not None:
+        raise SandboxUnavailableError(
+            f"The working directory {cwd} is inside {secret}, which holds the server's own "
+            "keys or records (the record key signs every saved record); model-run code "
+            "never runs there. Use another working directory."
+        )
 
 
 def _drop(user: tuple[int, int] | None) -> list[str]:

@@ -9,12 +9,13 @@ Example:
     True
 """
 
-from ._budget import UserBudget
+from ._budget import DailyAllowance, UserBudget
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._conversation_panel import conversation_panel_server, conversation_panel_ui
 from ._conversations import KitPersistence
 from ._identity import on_posit_connect, trusted_session_user
 from ._image_guard import ImageGuard
+from ._inert_stream import inert_stream
 from ._mcp_panel import mcp_panel_server, mcp_panel_ui
 from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
@@ -29,6 +30,7 @@ _install_source_refs()
 __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
+    "DailyAllowance",
     "ImageGuard",
     "KitPersistence",
     "McpServerState",
@@ -40,6 +42,7 @@ __all__ = [
     "allowed_modes",
     "conversation_panel_server",
     "conversation_panel_ui",
+    "inert_stream",
     "mcp_panel_server",
     "mcp_panel_ui",
     "on_posit_connect",

@@ -1,17 +1,27 @@
-"""Per-user daily budgets: :class:`UserBudget`, checked before a run and charged after.
+"""Daily budgets: :class:`UserBudget`, checked and charged before every model request.
 
 ``KitPersistence(..., budget=UserBudget(...))`` bounds what one user spends in a UTC
 day across all of their sessions and every process sharing the store: the totals are
 the store's counters (``add_usage`` / ``usage_totals``) under a hash of the user's
-identity (the identity itself is never stored). A run whose user has reached a limit
-is refused before its first request, with a note in the chat; each run is charged what
-it used when it ends (failed and interrupted runs too: its usage counts every request
-attempt, retries included).
+identity (the identity itself is never stored). Every model request made for a
+session is charged before it is sent: the lead agent's, every subagent's and retained
+agent's, compaction summaries, structured-output corrections, retries and fallbacks
+(:mod:`._session_budget`, the engine's :class:`~deputy_shiny.usage.RequestGate`). A
+request past a limit is not sent: the run stops with the budget's note. Its tokens and
+cost are charged as it ends.
 
-Two runs that start at once (two tabs, two processes) both pass the check and may
-together go past a limit by what one run costs: the check and the charge are not one
-transaction, since a run's cost is known only as it ends. Set the limits with that
-margin in mind.
+Visitors without an identity of their own (a browser's token, or a session that is
+not saved: no local storage, a duplicate cookie, an anonymous visitor on Posit Connect)
+also draw on one allowance for all of them together, :attr:`UserBudget.anonymous`, so a
+new browser never brings a fresh budget: what the deployment spends on anonymous
+visitors is bounded. A session whose budget cannot be checked (the store is down) sends
+nothing.
+
+Requests are charged one at a time in the store, atomically, so two runs that start at
+once (two tabs, two processes) never pass a request limit together. Tokens and cost are
+known only once a request ends: two requests in flight at once may together go past a
+token or cost limit by what one request costs. Set those limits with that margin in
+mind.
 
 Example:
     >>> budget = UserBudget(max_requests_per_day=50, max_cost_per_day=1.0)
@@ -28,32 +38,27 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..events import AgentUsage
-
 __all__ = [
+    "DailyAllowance",
     "UserBudget",
     "budget_day",
     "budget_line",
     "budget_refusal",
     "budget_user",
-    "usage_amounts",
-    "usage_since",
 ]
 
 
-class UserBudget(BaseModel):
-    """What one user may spend in a UTC day, across all sessions and processes.
+class DailyAllowance(BaseModel):
+    """What may be spent in a UTC day; None leaves that measure unbounded.
 
     Attributes:
         max_cost_per_day: US dollars (a request of unknown cost counts as 0 here).
         max_requests_per_day: Model requests, every attempt counted (retries, failures).
         max_tokens_per_day: Input plus output tokens.
 
-    None leaves that measure unbounded.
-
     Example:
-        >>> UserBudget(max_requests_per_day=100).max_requests_per_day
-        100
+        >>> DailyAllowance(max_requests_per_day=500).max_requests_per_day
+        500
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -61,6 +66,44 @@ class UserBudget(BaseModel):
     max_cost_per_day: float | None = Field(default=None, ge=0)
     max_requests_per_day: int | None = Field(default=None, ge=0)
     max_tokens_per_day: int | None = Field(default=None, ge=0)
+
+
+class UserBudget(DailyAllowance):
+    """What one user may spend in a UTC day, across all sessions and processes, and
+    what all anonymous visitors may spend together.
+
+    Attributes:
+        max_cost_per_day: US dollars per user (a request of unknown cost counts as 0).
+        max_requests_per_day: Model requests per user, every attempt counted.
+        max_tokens_per_day: Input plus output tokens per user.
+        anonymous: What every visitor without an identity of their own spends
+            together in a day, across processes: sessions known only by a browser
+            token (each also has a user's allowance) and sessions that are not saved.
+            None (the default): together, as much as one user;
+            ``DailyAllowance()`` leaves them unbounded together.
+
+    Example:
+        >>> budget = UserBudget(
+        ...     max_requests_per_day=100,
+        ...     anonymous=DailyAllowance(max_requests_per_day=2000, max_cost_per_day=5.0),
+        ... )
+        >>> budget.anonymous_allowance().max_requests_per_day
+        2000
+        >>> UserBudget(max_requests_per_day=100).anonymous_allowance().max_requests_per_day
+        100
+    """
+
+    anonymous: DailyAllowance | None = None
+
+    def anonymous_allowance(self) -> DailyAllowance:
+        """What all anonymous visitors spend together (see :attr:`anonymous`)."""
+        if self.anonymous is not None:
+            return self.anonymous
+        return DailyAllowance(
+            max_cost_per_day=self.max_cost_per_day,
+            max_requests_per_day=self.max_requests_per_day,
+            max_tokens_per_day=self.max_tokens_per_day,
+        )
 
 
 def budget_day(now: datetime.datetime | None = None) -> str:
@@ -84,33 +127,7 @@ def budget_user(kind: str, key: str) -> str:
     return "user-" + hashlib.sha256(f"budget\0{kind}\0{key}".encode()).hexdigest()[:40]
 
 
-def usage_since(before: AgentUsage, after: AgentUsage) -> AgentUsage:
-    """What was used between two readings of a conversation's usage."""
-    return AgentUsage(
-        requests=max(0, after.requests - before.requests),
-        tool_calls=max(0, after.tool_calls - before.tool_calls),
-        input_tokens=max(0, after.input_tokens - before.input_tokens),
-        output_tokens=max(0, after.output_tokens - before.output_tokens),
-        cost=max(0.0, (after.cost or 0.0) - (before.cost or 0.0)),
-    )
-
-
-def usage_amounts(usage: AgentUsage) -> dict[str, float]:
-    """A run's usage as the counters' amounts (empty when it used nothing).
-
-    Example:
-        >>> usage_amounts(AgentUsage(requests=2, input_tokens=10, output_tokens=5, cost=0.1))
-        {'requests': 2.0, 'tokens': 15.0, 'cost': 0.1}
-    """
-    amounts = {
-        "requests": float(usage.requests),
-        "tokens": float(usage.total_tokens),
-        "cost": float(usage.cost or 0.0),
-    }
-    return amounts if any(amounts.values()) else {}
-
-
-def _limits(budget: UserBudget, totals: dict[str, float]) -> list[tuple[str, float, float]]:
+def _limits(budget: DailyAllowance, totals: dict[str, float]) -> list[tuple[str, float, float]]:
     """(what, spent, limit) for each measure the budget bounds."""
     found = []
     if budget.max_requests_per_day is not None:
@@ -128,18 +145,29 @@ def _words(what: str, spent: float, limit: float) -> str:
     return f"{spent:,.0f} of {limit:,.0f} {what}"
 
 
-def budget_refusal(budget: UserBudget, totals: dict[str, float]) -> str | None:
-    """The note that refuses a run when today's ``totals`` reached a limit, else None."""
+def budget_refusal(
+    budget: DailyAllowance, totals: dict[str, float], *, anonymous: bool = False
+) -> str | None:
+    """The note that refuses a request when today's ``totals`` reached a limit, else
+    None (``anonymous``: the limit all anonymous visitors share).
+
+    Example:
+        >>> budget_refusal(DailyAllowance(max_requests_per_day=9), {"requests": 9.0},
+        ...                anonymous=True)  # doctest: +NORMALIZE_WHITESPACE
+        'The daily budget of visitors who are not signed in is spent (9 of 9 requests
+        today); it renews at midnight UTC.'
+    """
     for what, spent, limit in _limits(budget, totals):
         if spent >= limit:
-            return (
-                f"Your daily budget is spent ({_words(what, spent, limit)} today); "
-                "it renews at midnight UTC."
-            )
+            whose = "Your daily budget"
+            if anonymous:
+                whose = "The daily budget of visitors who are not signed in"
+            words = _words(what, spent, limit)
+            return f"{whose} is spent ({words} today); it renews at midnight UTC."
     return None
 
 
-def budget_line(budget: UserBudget, totals: dict[str, float]) -> str:
+def budget_line(budget: DailyAllowance, totals: dict[str, float]) -> str:
     """Today's spend against the budget, for the usage line."""
     parts = [_words(what, spent, limit) for what, spent, limit in _limits(budget, totals)]
     return "Today: " + " · ".join(parts) if parts else ""

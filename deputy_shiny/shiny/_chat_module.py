@@ -43,6 +43,7 @@ from ..mcp.config import McpConfig
 from ..persistence.checkpoints import FileRewind
 from ..usage import format_cost
 from . import _module as kit_module
+from ._app_tools import app_tool_scope
 from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
     AgentChatContext,
@@ -60,6 +61,7 @@ from ._origin import normalize_allowed_origins, session_foreign_origin
 from ._prompts import PromptClosed, SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
+from ._session_budget import SessionBudget, session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
 from ._warm import warm_up_before_serving, warm_up_in_background
@@ -314,9 +316,10 @@ def agent_chat_server(
             ``X-Forwarded-Host`` rather than the request's ``Host``: only when a reverse
             proxy in front of the app sets them (any client can send them).
         label: The chat's name in its approval and question modals ("Asked by
-            Analyst"), shown as text; default: the module id. A page's chats share one
-            modal queue, and a waiting modal leaves the other chats usable. ``""``
-            names no chat.
+            Analyst"), shown as text; default: the module id, shown only when the page
+            has more than one chat (with one, the modal names no asker). A page's chats
+            share one modal queue, and a waiting modal leaves the other chats usable.
+            ``""`` names no chat.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
     running = reactive.value(False, name="deputy_running")
@@ -332,15 +335,14 @@ def agent_chat_server(
         return _handle_without_agent(running, usage_value, tool_events)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
         return _session_without_agent(running, usage_value, tool_events, FOREIGN_MESSAGE)
-
     chat = _new_chat()
     mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
     for name in autoconnect:
         mcp.check_server(name)  # an unknown name is the app's error, raised at once
     prompts = session_prompts(session)
-    asks = SessionAsks(prompts, approval_timeout, str(session.ns) if label is None else label)
+    asks = SessionAsks(prompts, approval_timeout, label, default_name=str(session.ns))
     conversation, not_saved = open_conversation(persistence, session)
-    budget_value = _budget_value(persistence, conversation)
+    budget, budget_value = _budget(persistence, session, conversation)
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
@@ -354,11 +356,11 @@ def agent_chat_server(
         mcp=mcp,
         conversation=conversation,
         working_dir=working_dir,
+        budget=budget,
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
-        close_session=session.close,
-        send_progress=functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
+        **_session_hooks(session),
     )
     link = _SessionLink(chat_session)
     chat.on_user_submit(link.submit)
@@ -380,6 +382,17 @@ def agent_chat_server(
         _chat_session=chat_session,
     )
     return link.handle
+
+
+def _session_hooks(session: Session) -> dict[str, Any]:
+    """What a ``_ChatSession`` is given of Shiny's session: closing it, sending a tool
+    card's progress, and the scope the app's own tools run in (the session, the app's or
+    its module's, that called ``agent_chat_server``: see ``_app_tools``)."""
+    return {
+        "close_session": session.close,
+        "send_progress": functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
+        "tool_scope": app_tool_scope(kit_module.caller_session() or session),
+    }
 
 
 @dataclass(eq=False)
@@ -423,13 +436,13 @@ class _SessionLink:
             self.handle = self.cancel_end = None
 
 
-def _budget_value(
-    persistence: KitPersistence | None, conversation: SessionConversation | None
-) -> reactive.Value[str] | None:
-    """Today's spend against the user's budget, for the usage line (with a budget)."""
-    if conversation is None or persistence is None or persistence.budget is None:
-        return None
-    return reactive.value("", name="deputy_budget")
+def _budget(
+    persistence: KitPersistence | None, session: Session, conversation: SessionConversation | None
+) -> tuple[SessionBudget | None, reactive.Value[str] | None]:
+    """The session's budget, saved or not (with ``KitPersistence(budget=)``), and the
+    value its usage line is shown in."""
+    budget = session_budget(persistence, session, conversation)
+    return budget, None if budget is None else reactive.value("", name="deputy_budget")
 
 
 def _bind_stop_and_usage(

@@ -42,14 +42,17 @@ from ..errors import (
 )
 from ..events import AgentEvent, AgentUsage, StopEvent
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
+from ..tools._scope import ToolScope
+from ..tools._scope import tool_scope as scoped_tools
+from ..usage import charged_to
 from ._answers import decision_from_answer
-from ._budget import usage_since
 from ._escape import markdown_text
 from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
 from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_events
 from ._session_asks import SessionAsks
+from ._session_budget import SessionBudget
 from ._session_conversation import (
     STORE_DOWN_AT_START,
     STORE_DOWN_MESSAGE,
@@ -127,6 +130,8 @@ class _ChatSession:
         asks: The session's approvals and questions (its modal queue).
         mcp: The session's MCP connections, bound to ``agent`` as it starts.
         conversation: The saved conversation (with persistence), else None.
+        budget: The user's daily budget (``KitPersistence(budget=)``, saved or not),
+            which every request of the session's runs is charged to; else None.
         working_dir: The session's workspace.
         image_origins: Origins images in model text may load from (normalized).
         flush_interval: Seconds between text updates sent to the browser (0: one per
@@ -135,6 +140,8 @@ class _ChatSession:
         close_session: Closes the browser session (a newer one took the conversation).
         send_progress: Sends a running tool card's progress to the browser (None: not
             shown); see :func:`~._render.render_events`.
+        tool_scope: Where the app's own tools run (the session that called
+            ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
 
     Example:
         >>> _ChatSession.__name__
@@ -151,11 +158,13 @@ class _ChatSession:
         mcp: SessionMcp,
         conversation: SessionConversation | None,
         working_dir: Path,
+        budget: SessionBudget | None = None,
         image_origins: frozenset[str] = frozenset(),
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         keep_workspace: bool = False,
         close_session: Callable[[], Awaitable[None]],
         send_progress: ProgressSender | None = None,
+        tool_scope: ToolScope | None = None,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -163,12 +172,14 @@ class _ChatSession:
         self.asks = asks
         self.mcp = mcp
         self.conversation = conversation
+        self.budget = budget
         self.working_dir = working_dir
         self.image_origins = image_origins
         self.flush_interval = flush_interval
         self.keep_workspace = keep_workspace
         self._close_session = close_session
         self.send_progress = send_progress
+        self.tool_scope = tool_scope
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -195,8 +206,10 @@ class _ChatSession:
             self.connecting.append(self._in_background(self._autoconnect(name)))
         if self.conversation is not None:
             self._in_background(self._restore_logged())
-        elif not_saved is not None:
-            self._in_background(tell_logged(self.chat, not_saved))
+        else:
+            if not_saved is not None:
+                self._in_background(tell_logged(self.chat, not_saved))
+            self._in_background(self._charge())  # today's spend, shown as it starts
 
     def _in_background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(work)
@@ -245,9 +258,7 @@ class _ChatSession:
                 return
             if note:
                 await tell(self.chat, note)
-            line = await conversation.charge(AgentUsage())
-            if line:
-                await self.values.set_budget(line)
+            await self._charge()
             pending = await self.current_pending()
             self.restored_waiting = pending is not None
             await self._replay(pending)
@@ -314,7 +325,8 @@ class _ChatSession:
     async def _stream_message(self, chunks: AsyncIterator[Any]) -> None:
         # shinychat makes an ExtendedTask (three unnamed reactive values) for every
         # streamed message: named cheaply, not by shiny's walk of the whole stack.
-        with cheap_value_names():
+        # The stream task copies this context: the app's tools run in the app's session.
+        with cheap_value_names(), scoped_tools(self.tool_scope):
             await self.chat.append_message_stream(chunks)
 
     def stop(self) -> None:
@@ -331,11 +343,12 @@ class _ChatSession:
         self.starting = False
         self.shown = None
         self.user_stopped = False
-        before = self.agent.usage()
         await self.values.set_running(True)
         try:
-            async for chunk in self._run(message):
-                yield chunk
+            # Every request of the run, its delegations' too, is charged to the budget.
+            with charged_to(self.budget):
+                async for chunk in self._run(message):
+                    yield chunk
         except ApprovalResumeError as exc:
             # Decided elsewhere, or one this agent cannot resume (its tools changed).
             logger.warning("a waiting approval could not be resumed: %s", exc)
@@ -350,16 +363,16 @@ class _ChatSession:
             self.streams -= 1
             if message is None:
                 self.restored_waiting = False
-            after = self.agent.usage()
-            await self.values.set_usage(after)
-            await self._charge(usage_since(before, after))
+            await self.values.set_usage(self.agent.usage())
+            await self._charge()
             await self.values.set_running(False)
 
-    async def _charge(self, used: AgentUsage) -> None:
-        """Charge what a run used (failed and stopped ones too) to the user's budget."""
-        if self.conversation is None:
+    async def _charge(self) -> None:
+        """Charge what the requests made so far cost (each request itself was charged
+        before it was sent) and show today's spend against the budget."""
+        if self.budget is None:
             return
-        line = await self.conversation.charge(used)
+        line = await self.budget.flush()
         if line:
             await self.values.set_budget(line)
 
@@ -378,11 +391,12 @@ class _ChatSession:
             # Sent while the conversation came back: its approval is decided first.
             yield note_chunk(WAITING_MESSAGE)
             return
-        if conversation is not None and message is not None:
-            refusal = await conversation.budget_check()
+        if self.budget is not None and message is not None:
+            refusal = await self.budget.check()
             if refusal is not None:
-                yield note_chunk(refusal)  # before the request: nothing is spent
+                yield note_chunk(refusal)  # before the run: nothing is spent
                 return
+        if conversation is not None and message is not None:
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).

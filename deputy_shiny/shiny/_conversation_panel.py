@@ -1,7 +1,9 @@
 """The conversation panel: "New conversation", "Download" and "Rewind files", for one chat.
 
 "Rewind files" lists the agent's file checkpoints (one is made as each run starts,
-with ``Agent(enable_file_checkpointing=True)``), newest first; its Rewind button asks
+with ``Agent(enable_file_checkpointing=True)``) of the runs that changed files (and any
+made by hand), the newest few first and the rest behind "more"; with checkpoints off the
+section is not shown. Its Rewind button asks
 the user to confirm, then restores the files ``write_file``, ``edit_file`` and
 ``multi_edit`` changed since then (:meth:`~deputy_shiny.agent.Agent.rewind_files`). The
 conversation itself does not change. "New conversation" asks too, then starts over
@@ -33,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from htmltools import Tag, TagList, tags
 from shiny import reactive, render, ui
@@ -44,12 +46,17 @@ from ..persistence.checkpoints import FileCheckpoint
 from . import _module as kit_module
 from ._chat_module import AgentChatHandle
 
+if TYPE_CHECKING:
+    from ..agent import Agent
+
 __all__ = ["conversation_panel_server", "conversation_panel_ui"]
 
 logger = logging.getLogger(__name__)
 
 MAX_SHOWN = 20
-"""Checkpoints listed (the newest)."""
+"""Checkpoints listed at most (the newest)."""
+SHOWN_FIRST = 5
+"""Checkpoints shown before the rest fold under "more"."""
 
 DOWNLOADS: dict[str, tuple[str, str]] = {
     "markdown": ("md", "text/markdown"),
@@ -83,7 +90,8 @@ def conversation_panel_ui() -> Tag:
             _download_button("json", "JSON"),
             class_="deputy-download-conversation",
         ),
-        tags.h3("Rewind files", class_="deputy-subsection-title"),
+        # The "Rewind files" heading comes with the list: no section where the agent
+        # keeps no checkpoints.
         ui.output_ui("checkpoints"),
         class_="deputy-conversation-panel",
     )
@@ -103,41 +111,87 @@ def _changes(count: int) -> str:
 
 
 def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool) -> TagList:
-    """The list: newest first, with a Rewind button each (off while the agent works).
+    """The list: the runs that changed files (and checkpoints made by hand), newest
+    first, with a Rewind button each (off while the agent works); past
+    :data:`SHOWN_FIRST`, the older ones fold under "more".
 
     Example:
         >>> cp = FileCheckpoint(id="cp_1", created_at=0.0, run_id="run_1", changes=2)
-        >>> "2 file changes after it" in str(checkpoint_rows([cp], "history-rewind", False))
-        True
+        >>> quiet = FileCheckpoint(id="cp_2", created_at=1.0, run_id="run_2", changes=0)
+        >>> html = str(checkpoint_rows([cp, quiet], "history-rewind", False))
+        >>> "2 file changes after it" in html, "cp_2" in html
+        (True, False)
     """
-    if not checkpoints:
+    numbered = [
+        (number, checkpoint)
+        for number, checkpoint in enumerate(checkpoints, start=1)
+        if checkpoint.changes > 0 or checkpoint.run_id is None
+    ]
+    if not numbered:
         return TagList(
+            _REWIND_HEADING,
             tags.p(
-                "No checkpoints yet: one is made as each run starts.",
+                "No file changes to rewind: each run that changes files is listed here.",
                 class_="deputy-muted deputy-hint deputy-no-checkpoints",
+            ),
+        )
+    rows = [
+        _checkpoint_row(checkpoint, number, checkpoints, input_id, busy)
+        for number, checkpoint in reversed(numbered[-MAX_SHOWN:])
+    ]
+    listed = TagList(_REWIND_HEADING, tags.ul(*rows[:SHOWN_FIRST], class_=_LIST_CLASS))
+    if rows[SHOWN_FIRST:]:
+        more = rows[SHOWN_FIRST:]
+        listed.append(
+            tags.details(
+                tags.summary(f"{len(more)} more", class_="deputy-muted"),
+                tags.ul(*more, class_=_LIST_CLASS),
+                class_="deputy-more-checkpoints",
             )
         )
-    rows = []
-    numbered = list(enumerate(checkpoints, start=1))
-    for number, checkpoint in reversed(numbered[-MAX_SHOWN:]):
-        later = sum(c.changes for c in checkpoints[number - 1 :])
-        rows.append(
-            tags.li(
-                tags.div(_label(checkpoint, number), class_="deputy-checkpoint-label"),
-                tags.div(_changes(later), class_="deputy-muted deputy-checkpoint-changes"),
-                tags.button(
-                    "Rewind",
-                    type="button",
-                    class_="btn btn-sm btn-outline-danger deputy-rewind",
-                    disabled=busy or later == 0,
-                    data_deputy_rewind=checkpoint.id,
-                    data_input=input_id,
-                ),
-                class_="deputy-checkpoint",
-                data_checkpoint=checkpoint.id,
-            )
-        )
-    return TagList(tags.ul(*rows, class_="list-unstyled deputy-checkpoints"))
+    return listed
+
+
+def rewind_section(agent: Agent | None, input_id: str, busy: bool) -> TagList:
+    """The "Rewind files" section for ``agent``: nothing at all when it keeps no file
+    checkpoints (an app that never asked for them sees no section saying they are off).
+
+    Example:
+        >>> from deputy_shiny import Agent
+        >>> str(rewind_section(Agent("deputy/demo"), "history-rewind", False))
+        ''
+    """
+    if agent is None or agent.file_checkpoints is None:
+        return TagList()
+    return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
+
+
+_REWIND_HEADING = tags.h3("Rewind files", class_="deputy-subsection-title")
+_LIST_CLASS = "list-unstyled deputy-checkpoints"
+
+
+def _checkpoint_row(
+    checkpoint: FileCheckpoint,
+    number: int,
+    checkpoints: list[FileCheckpoint],
+    input_id: str,
+    busy: bool,
+) -> Tag:
+    later = sum(c.changes for c in checkpoints[number - 1 :])
+    return tags.li(
+        tags.div(_label(checkpoint, number), class_="deputy-checkpoint-label"),
+        tags.div(_changes(later), class_="deputy-muted deputy-checkpoint-changes"),
+        tags.button(
+            "Rewind",
+            type="button",
+            class_="btn btn-sm btn-outline-danger deputy-rewind",
+            disabled=busy or later == 0,
+            data_deputy_rewind=checkpoint.id,
+            data_input=input_id,
+        ),
+        class_="deputy-checkpoint",
+        data_checkpoint=checkpoint.id,
+    )
 
 
 def _filename(extension: str) -> str:
@@ -203,12 +257,7 @@ def conversation_panel_server(
         handle.tool_events()
         busy = handle.running()
         changed()
-        agent = handle.agent
-        if agent is None or agent.file_checkpoints is None:
-            return TagList(
-                tags.p("File checkpoints are off for this agent.", class_="deputy-muted")
-            )
-        return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
+        return rewind_section(handle.agent, input_id, busy)
 
     # The file is built when the browser asks for it (a request over this session's own
     # websocket: no URL serves it), from the agent's turns, never from the page. Shiny

@@ -54,6 +54,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretBytes, field_validator
 
+from .._util.secret_paths import protect_path
 from ..errors import ConfigurationError, PersistenceError
 from ..persistence.files import read_document, write_document
 from ..persistence.store import Store
@@ -227,6 +228,9 @@ def _ensure_layout(persistence: KitPersistence) -> None:
         records = records_root(persistence)
         records.mkdir(exist_ok=True, mode=0o700)
         os.chmod(records, 0o700)
+        # The token key and every record: no agent's file tools or sandbox reach them,
+        # even one whose working directory holds the root.
+        protect_path(records)
         workspaces = workspaces_root(persistence)
         workspaces.mkdir(exist_ok=True, mode=0o711)
         os.chmod(workspaces, 0o711)

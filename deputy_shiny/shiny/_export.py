@@ -108,7 +108,13 @@ def _content_markdown(content: Content, origins: tuple[str, ...]) -> list[str]:
         return [call, _fenced(_arguments(content), "json")]
     if isinstance(content, ContentToolResult):
         label = "**Tool error**" if content.is_error else "**Tool result**"
-        return [f"{label} {markdown_text(content.name)}", _fenced(content.output, "text")]
+        shown = [f"{label} {markdown_text(content.name)}", _fenced(content.output, "text")]
+        if content.approved_arguments is not None:
+            # The call above shows the model's arguments; a person changed them.
+            edited = json.dumps(content.approved_arguments, indent=2, ensure_ascii=False)
+            note = "**Edited by a person before approval**; the tool ran with:"
+            return [note, _fenced(edited, "json"), *shown]
+        return shown
     if isinstance(content, ContentImage):
         # Never an image to load: a downloaded file must not fetch anything.
         where = "inline data" if content.url is None else content.url

@@ -66,6 +66,13 @@ _MD_IMAGE = re.compile(
 _TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 _BREAK = "<\u200b"
 _STARTS = re.compile(r"!\[|!$|<$")
+# The first characters that complete a seam (see ImageGuard.flush): a tag's start, an
+# image's "[", anything a backslash escapes.
+_SEAMS = {
+    "<": re.compile(r"[A-Za-z/!?]"),
+    "!": re.compile(r"\["),
+    "\\": re.compile(f"[{re.escape(string.punctuation)}]"),
+}
 _HOLD_LIMIT = 4000  # an "image" longer than this is not one: let it through
 # A fenced code block's opening line at the left margin (CommonMark: a backtick fence's
 # info string has no backtick).
@@ -155,6 +162,7 @@ class ImageGuard:
         self._link = ""  # "(" or "[": inside a link's destination or reference label
         self._url = False  # inside a possible autolink literal (to the next whitespace)
         self._fence_tail = ""  # fenced code held back: a possible "<thinking" start
+        self._seam = ""  # what flushed text ended with that the next text could complete
 
     def _allowed(self, url: str) -> bool:
         url = url.strip()
@@ -214,6 +222,13 @@ class ImageGuard:
 
     def feed(self, chunk: str) -> str:
         """Take a chunk; return the text that is safe to send now."""
+        if self._seam and chunk:
+            # The text flushed last ended with a "<", "!" or escaping backslash the
+            # browser would join to this chunk's first character (a tag, an image, an
+            # escape the guard never saw): a zero-width space keeps them apart.
+            if _SEAMS[self._seam].match(chunk):
+                chunk = "\u200b" + chunk
+            self._seam = ""
         split = None if self._mode == "uncertain" else _JS_LINE_BREAK.search(chunk)
         if split is None:
             return self._feed(chunk)
@@ -314,7 +329,15 @@ class ImageGuard:
         More text may still follow in the same markdown (after an event that shows
         nothing), so the guard keeps its place: inside fenced code, inside a line. A span
         whose closing run came last is closed, and a line break after it keeps a later
-        backtick from growing that run.
+        backtick from growing that run. What it releases cannot be completed by the next
+        text: a last ``<``, ``!`` or escaping backslash is kept from the next text's first
+        character by a zero-width space, and a line start that may still become a fence
+        ends the trust in code for the rest of the message.
+
+        Example:
+            >>> guard = ImageGuard()
+            >>> guard.feed("see !") + guard.flush() + guard.feed("[x](https://e.example/)")
+            'see !\u200b[x](https://e.example/)'
         """
         line, self._line = self._line, ""
         mid_line = bool(line) or self._routing is not None
@@ -326,11 +349,16 @@ class ImageGuard:
             out = self._text_feed(line)
         else:
             out = self._inline_feed(line) + self._inline_stop(closing=False, final=True)
-            if out.endswith("\n") or not mid_line:
+            if line:  # a line start that may still become a fence: from here, trust no code
+                self._mode, self._routing = "uncertain", None
+            elif out.endswith("\n") or not mid_line:
                 self._routing = None
             else:
                 self._routing = "text"
-        return out + self._text_flush()
+        out += self._text_flush()
+        if out and self._mode != "fence" and not self._open:
+            self._seam = _seam(out)
+        return out
 
     def end(self) -> str:
         """The markdown ends here (a tool card or the message's end follows): release
@@ -525,10 +553,33 @@ class ImageGuard:
         return "".join(out)
 
 
+def rewrite_images(text: str, allowed_origins: Iterable[str] = ()) -> str:
+    """Markdown images in a whole ``text`` checked as :class:`ImageGuard` checks them.
+
+    Example:
+        >>> rewrite_images("![a](https://evil.example/a.png) ![b][ref]")
+        '*[image blocked: a (`https://evil.example`)]* \\\\![b][ref]'
+    """
+    return _MD_IMAGE.sub(ImageGuard(allowed_origins)._rewrite_markdown, text)
+
+
 def _new(pattern: re.Pattern[str], window: str, seen: int) -> re.Match[str] | None:
     """The first match of ``pattern`` in ``window`` that ends after its first ``seen``
     characters (those were scanned before: a match inside them was acted on then)."""
     return next((m for m in pattern.finditer(window) if m.end() > seen), None)
+
+
+def _seam(text: str) -> str:
+    """What released ``text`` ends with that the next text could complete: ``<``, an
+    unescaped ``!``, an odd run of backslashes, or nothing ("")."""
+    backslashes = len(text) - len(text.rstrip("\\"))
+    if backslashes % 2:
+        return "\\"
+    if text.endswith("<"):
+        return "<"
+    if text.endswith("!") and (len(text) - 1 - len(text[:-1].rstrip("\\"))) % 2 == 0:
+        return "!"
+    return ""
 
 
 def _break_partial(text: str) -> str:

@@ -7,6 +7,10 @@ docstring. :func:`server` and :func:`ui` wrap the same way, then copy the name a
 docstring (``functools.update_wrapper``) and set ``__signature__`` to the function's own,
 with ``input, output, session`` replaced by ``id`` (as py-shiny documents it).
 
+A module runs in a session scope of its own (``chat-``); :func:`caller_session` tells
+the kit server running now which session called it (the app's, or the app's own
+module's), where the app's tools belong.
+
 Shiny Express renders the value of every bare expression line of the app body, and
 ``htmltools`` fails on any value that is not a tag, text, None or ``...``: a bare
 ``permission_mode_server("mode", agent)`` line crashed the app at startup. A value a
@@ -26,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from collections.abc import Callable
@@ -33,12 +38,17 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from htmltools import TagList
 from shiny import module, reactive
+from shiny.session import Session, get_current_session
 
-__all__ = ["ExpressInert", "InertValue", "server", "ui"]
+__all__ = ["ExpressInert", "InertValue", "caller_session", "server", "ui"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+
+_caller: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "deputy_kit_caller_session", default=None
+)
 
 _ID = inspect.Parameter("id", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str")
 
@@ -66,9 +76,29 @@ def server(fn: Callable[Concatenate[Any, Any, Any, P], R]) -> Callable[Concatena
         >>> list(inspect.signature(demo_server).parameters)
         ['id', 'n']
     """
-    wrapper = module.server(fn)
+    inner = module.server(fn)
+
+    def wrapper(id: str, *args: Any, **kwargs: Any) -> Any:
+        # The module runs in its own session scope: keep the caller's for it.
+        token = _caller.set(get_current_session())
+        try:
+            return inner(id, *args, **kwargs)
+        finally:
+            _caller.reset(token)
+
     _with_id(wrapper, fn, drop=3)
     return wrapper
+
+
+def caller_session() -> Session | None:
+    """The session (the app's, or its own module's) that called the kit server now
+    running: where the app's own code runs, with its namespace.
+
+    Example:
+        >>> caller_session() is None  # not inside a kit server
+        True
+    """
+    return _caller.get()
 
 
 def ui(fn: Callable[P, R]) -> Callable[Concatenate[str, P], R]:

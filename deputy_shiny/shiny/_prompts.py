@@ -79,6 +79,9 @@ class SessionPrompts:
         self._closed = False
         self.pending = reactive.value(0, name="deputy_prompts_pending")
         self.effects: list[Any] = []
+        # The module ids of the chats that share this queue: a modal names its chat
+        # only when there is more than one.
+        self.chats: set[str] = set()
 
     @property
     def showing(self) -> str | None:

@@ -20,16 +20,16 @@ The kit streams ``agent.run()`` events into ``chat.append_message_stream`` as:
   placeholder with text nodes, never markup. The engine already sends at most one
   report per call every 0.1 s, the newest;
 * ``retry``: a note "<the failure> — retrying (2 of 3)…", sent at once like a card;
+* ``waiting``: a note ``Still waiting for <host> (45 s)… Stop to give up`` while the
+  provider sends nothing (twice per silent attempt by default);
 * ``warning``: a note "Warning: <its message>" (inert text, like every note); the
   ``turn`` and ``content`` events show nothing (the reply's text already streamed, and
   the model's reasoning stays out of the chat);
 * a readable note when the run ends for any reason other than ``complete``; a card
   still running then resolves as stopped.
 
-``agent.stream_async(..., stream="content")`` chunks (the runtime's content objects) are
-registered with shinychat's ``message_content_chunk`` here, so a ``Chat`` shows them
-once ``deputy_shiny.shiny`` is imported: text as markdown (as a ``str`` chunk), tool
-requests and results as these cards.
+``agent.stream_async`` chunks in an app's own ``Chat`` show as these cards too, their
+text guarded the same way (:mod:`._inert_stream`).
 
 Every string in a block is inert where shinychat puts it (:mod:`._escape`): the title
 is HTML there, so it is escaped; the output is fenced code, so it cannot close its fence;
@@ -46,7 +46,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from shinychat import message_content, message_content_chunk
 from shinychat.types import ChatMessage
 
 from ..errors import ConfigurationError
@@ -59,9 +58,9 @@ from ..events import (
     ToolEndEvent,
     ToolProgressEvent,
     ToolStartEvent,
+    WaitingEvent,
     WarningEvent,
 )
-from ..messages import ContentText, ContentToolRequest, ContentToolResult
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 
@@ -182,6 +181,8 @@ def stop_note(reason: str, message: str) -> str | None:
         return f"The model request failed: {line}" if line else "The model request failed."
     if reason == "error":
         return f"The run failed: {line}" if line else "The run failed."
+    if reason == "budget_limit":  # the budget's own note says whose, and until when
+        return line or "Stopped: the budget is spent."
     return _STOP_NOTES.get(reason, f"Stopped: {line or reason}.")
 
 
@@ -331,6 +332,8 @@ def _event_chunks(
         line = f"{_first_line(event.error)} — retrying ({event.attempt} of {event.attempts})…"
         # A blank line after it: the retried reply's text must not join the quote.
         return [note_chunk(line) + "\n"]
+    elif isinstance(event, WaitingEvent):
+        return [note_chunk(waiting_note(event)) + "\n"]
     elif isinstance(event, WarningEvent):
         # A muted note, as a retry's: the message quoted as inert text.
         return [note_chunk(f"Warning: {_first_line(event.message)}") + "\n"]
@@ -342,6 +345,19 @@ def _event_chunks(
             ended.append(note_chunk(note))
         return ended
     return []
+
+
+def waiting_note(event: WaitingEvent) -> str:
+    """The note the chat shows while the provider sends nothing.
+
+    Example:
+        >>> event = WaitingEvent(agent_id="a", session_id="s", run_id="r", model="openai/x",
+        ...                      host="127.0.0.1:8000", seconds=45.2, limit=60)
+        >>> waiting_note(event)
+        'Still waiting for 127.0.0.1:8000 (45 s)… Stop to give up'
+    """
+    what = f"the rest of the reply from {event.host}" if event.started else event.host
+    return f"Still waiting for {what} ({event.seconds:.0f} s)… Stop to give up"
 
 
 def _stopped_block(start: ToolStartEvent) -> ChatMessage:
@@ -541,31 +557,3 @@ def check_flush_interval(value: float) -> float:
 def _card(event: Any) -> str:
     # Model call ids can repeat across runs ("call_1"): cards are keyed per run.
     return f"{event.run_id[-12:]}-{event.call_id}"
-
-
-# ------------------------------------------------------------------ stream="content"
-
-
-def content_message(content: ContentText | ContentToolRequest | ContentToolResult) -> ChatMessage:
-    """What a shinychat ``Chat`` shows for a ``stream="content"`` chunk (registered with
-    shinychat's ``message_content`` and ``message_content_chunk`` as this module loads).
-
-    Example:
-        >>> content_message(ContentText(text="Hi")).content
-        'Hi'
-        >>> result = ContentToolResult(call_id="c1", name="f", output="<b>")
-        >>> content_message(result).blocks[0]["value"]
-        '<b>'
-    """
-    if isinstance(content, ContentText):
-        return ChatMessage(content=content.text)  # markdown, as a str chunk is
-    if isinstance(content, ContentToolRequest):
-        return tool_request_block(content.id, content.name, content.arguments)
-    return tool_result_block(
-        content.call_id, content.name, content.output, is_error=content.is_error
-    )
-
-
-for _type in (ContentText, ContentToolRequest, ContentToolResult):
-    message_content.register(_type, content_message)
-    message_content_chunk.register(_type, content_message)

@@ -26,7 +26,10 @@ class SessionAsks:
     Args:
         prompts: The session's modal queue.
         wait_seconds: How long a prompt may wait (None: as long as the session lasts).
-        chat: The asking chat's name, shown in its modals (a page may hold several).
+        chat: The asking chat's name (the app's ``label``), shown in its modals.
+        default_name: The name shown when ``chat`` is None (the module id), but only
+            while several chats share the session's queue: with one chat on the page,
+            "Asked by chat" says nothing.
 
     Example:
         >>> SessionAsks.__name__
@@ -34,11 +37,27 @@ class SessionAsks:
     """
 
     def __init__(
-        self, prompts: SessionPrompts, wait_seconds: float | None, chat: str | None = None
+        self,
+        prompts: SessionPrompts,
+        wait_seconds: float | None,
+        chat: str | None = None,
+        *,
+        default_name: str | None = None,
     ) -> None:
         self.prompts = prompts
         self.wait_seconds = wait_seconds
-        self.chat = chat
+        self._label = chat
+        self._default_name = default_name
+        if default_name is not None:
+            prompts.chats.add(default_name)
+
+    @property
+    def chat(self) -> str | None:
+        """The asker line's name: the label, else the module id when the page has several
+        chats (read as each modal is drawn, so a chat added later is counted)."""
+        if self._label is not None:
+            return self._label
+        return self._default_name if len(self.prompts.chats) > 1 else None
 
     async def approval(self, request: ApprovalRequest) -> dict[str, Any]:
         """The modal's answer to ``request``.

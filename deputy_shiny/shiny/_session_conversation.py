@@ -39,10 +39,9 @@ from starlette.responses import PlainTextResponse, Response
 
 from .._util.timeouts import timeout
 from ..errors import DeputyError, PersistenceError, StoreUnavailableError
-from ..events import AgentUsage
 from ..persistence.sessions import check_session_payload
 from ..persistence.store import Lease, Store
-from ._budget import budget_day, budget_line, budget_refusal, budget_user, usage_amounts
+from ._budget import budget_user
 from ._conversations import (
     ConversationFolder,
     KitPersistence,
@@ -89,10 +88,6 @@ STORE_DOWN_MESSAGE = (
 STORE_DOWN_AT_START = (
     "The conversation store cannot be reached just now, so this conversation is not "
     "saved; reload the page once it is back to continue the saved one."
-)
-BUDGET_UNKNOWN_MESSAGE = (
-    "Your daily budget cannot be checked just now (the store cannot be reached); "
-    "try again in a moment."
 )
 
 TAKEOVER_SECONDS = 20.0
@@ -263,7 +258,7 @@ class SessionConversation:
         self._session = session
         user = resolve_user(persistence, session)
         self.kind, self._issued_token = user.kind, user.issued
-        self.budget_user = budget_user(user.kind, user.key)
+        self.budget_user = budget_user(user.kind, user.key)  # its daily budget's counters
         self._link = kit_store(persistence)
         self.folder: ConversationFolder | StoredFolder
         try:
@@ -289,7 +284,6 @@ class SessionConversation:
         self._renewing: asyncio.Task[None] | None = None
         self._lost = False  # a newer session (maybe in another process) took it over
         self._renew_failing = False
-        self._uncharged: dict[str, float] = {}  # usage the store did not take yet
 
     @property
     def stored(self) -> bool:
@@ -604,47 +598,6 @@ class SessionConversation:
         else:
             await asyncio.to_thread(folder.start_new)
         await self._session.send_custom_message(RELOAD_MESSAGE, {})
-
-    # ------------------------------------------------------------------ budgets
-
-    async def budget_check(self) -> str | None:
-        """The note that refuses a run (the user's budget for today is spent, or cannot
-        be checked), else None."""
-        budget = self.persistence.budget
-        link = kit_store(self.persistence, for_budget=True)
-        if budget is None or link is None:
-            return None
-        user, day = self.budget_user, budget_day()
-        try:
-            totals = await link.run(lambda store: store.usage_totals(user, day))
-        except StoreUnavailableError as exc:
-            logger.warning("the budget could not be checked: %s", exc)
-            return BUDGET_UNKNOWN_MESSAGE
-        return budget_refusal(budget, totals)
-
-    async def charge(self, used: AgentUsage) -> str | None:
-        """Charge a run's usage to the user's day; today's spend against the budget, for
-        the usage line (None without a budget). Usage the store cannot take now is
-        charged with the next run."""
-        budget = self.persistence.budget
-        link = kit_store(self.persistence, for_budget=True)
-        if budget is None or link is None:
-            return None
-        amounts = dict(self._uncharged)
-        for metric, amount in usage_amounts(used).items():
-            amounts[metric] = amounts.get(metric, 0.0) + amount
-        user, day = self.budget_user, budget_day()
-        try:
-            if amounts:
-                totals = await link.run(lambda store: store.add_usage(user, day, amounts))
-            else:
-                totals = await link.run(lambda store: store.usage_totals(user, day))
-        except StoreUnavailableError as exc:
-            logger.warning("a run's usage could not be charged yet: %s", exc)
-            self._uncharged = amounts
-            return None
-        self._uncharged = {}
-        return budget_line(budget, totals)
 
 
 async def _sweep_stored(

@@ -20,6 +20,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from typing import Any, Literal, TypedDict, overload
 
 import pydantic_core
@@ -34,6 +35,7 @@ from ._function_schema import (
     describe_schema,
     docstring_summary,
 )
+from ._scope import call_within, scope_for
 from ._tool_threads import run_in_tool_thread
 
 __all__ = [
@@ -430,11 +432,19 @@ class Tool:
             8
         """
         args, kwargs = self._schema.bind(arguments or {})
+        # A host's scope (the Shiny kit: the app's session) is made here, on the loop,
+        # and entered where the function runs (see tools/_scope.py).
+        scope = scope_for(self)
         if self._is_async:
-            return await self._fn(*args, **kwargs)
-        result = await run_in_tool_thread(self._fn, *args, **kwargs)
+            with scope or nullcontext():
+                return await self._fn(*args, **kwargs)
+        if scope is None:
+            result = await run_in_tool_thread(self._fn, *args, **kwargs)
+        else:
+            result = await run_in_tool_thread(call_within, scope, self._fn, *args, **kwargs)
         if inspect.isawaitable(result):  # a sync wrapper that returned a coroutine
-            result = await result
+            with scope_for(self) or nullcontext():  # it runs here, on the loop
+                result = await result
         return result
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .._paths import PathDenied, confine
 from .._util import safe_fs
+from .._util.secret_paths import protected_paths, protected_root
 from .._util.text import plural
 from ..errors import ToolInvocationError
 from ._context import ToolContext, current_tool_context
@@ -70,7 +71,9 @@ class _Walker:
     directory swapped for a symlink mid-walk is skipped, never followed, and files are
     opened by their directory's descriptor. A symbolic link is yielded (by name) only
     when it resolves inside the roots, and is never descended into nor read through.
-    ``descend(parts)`` decides which real directories to enter. The walker owns
+    ``descend(parts)`` decides which real directories to enter. The server's own secrets
+    (the record key's folder, :mod:`deputy_shiny._util.secret_paths`) are neither listed
+    nor entered, even when the walked directory holds them. The walker owns
     ``dir_fd`` (the walked directory) and closes it when the walk ends.
     """
 
@@ -84,7 +87,13 @@ class _Walker:
         self.root = root
         self.dir_fd = dir_fd
         self.ctx = ctx
-        self.descend = descend
+        secrets = protected_paths()
+        self.secret: Callable[[tuple[str, ...]], bool] = lambda parts: (
+            protected_root(os.path.join(root, *parts), secrets) is not None
+        )
+        self.descend: Callable[[tuple[str, ...]], bool] = lambda parts: (
+            descend(parts) and not self.secret(parts)
+        )
         self.scanned = 0
         self.stopped = False
         self.deep = False
@@ -98,6 +107,8 @@ class _Walker:
                         self.stopped = True
                         return
                     path = os.path.join(self.root, *found.parts)
+                    if self.secret(found.parts):
+                        continue  # the server's own keys: never listed, never read
                     if not found.is_link:
                         yield _Entry(path, found.parts, found.is_dir, False, found)
                         continue

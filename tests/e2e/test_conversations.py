@@ -127,9 +127,16 @@ def test_a_reload_brings_back_the_transcript_and_the_turns(
     chat.expect_latest_reply("welcome.md")
     # The turns: the agent's usage came back with them, and the conversation goes on.
     expect_requests(page, 2)
+    # A narrowed mode is part of the conversation: it comes back after a reload.
+    page.locator("#mode-mode").select_option(label="Read-only")
     chat.send("list files")
     chat.expect_latest_reply("welcome.md", timeout=20_000)
     expect_requests(page, 4)
+    chat.expect_idle()
+    page.reload()
+    chat.expect_ready()
+    expect(page.locator("#mode-mode")).to_have_value("readonly")
+    expect(page.locator("#mode-mode option")).to_have_count(1)
 
 
 def test_the_conversation_downloads_as_markdown_and_json_to_its_session_only(
@@ -270,6 +277,11 @@ def test_rewind_from_the_sidebar_restores_the_files(
     assert note.is_file()
     panel = ConversationPanel(page, "conversation")
     panel.expect_changes(0, "1 file change after it")
+    chat.send("list files")  # a run that changes no file adds no row
+    chat.expect_latest_reply("list_files found", timeout=20_000)
+    chat.expect_idle()
+    expect(panel.loc_rows).to_have_count(1)
+    panel.expect_changes(0, "1 file change after it")
 
     panel.rewind(0, confirm=False)  # cancelled: nothing changes
     assert note.is_file()
@@ -281,10 +293,10 @@ def test_rewind_from_the_sidebar_restores_the_files(
     # The conversation itself is unchanged, and the rewind was saved with it.
     page.reload()
     chat.expect_ready()
-    chat.expect_latest_reply("The write happened")
-    expect(panel.loc_rows.first.locator(".deputy-checkpoint-changes")).to_have_text(
-        "no file changes after it"
-    )
+    chat.expect_latest_reply("list_files found")
+    # Nothing is left to rewind, so no run is listed (only runs that changed files are).
+    expect(panel.loc_rows).to_have_count(0)
+    expect(panel.loc.locator(".deputy-no-checkpoints")).to_contain_text("No file changes")
 
 
 def test_a_new_conversation_starts_empty_and_keeps_the_files(

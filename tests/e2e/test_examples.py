@@ -44,7 +44,9 @@ def test_the_dashboard_analyst_reads_and_the_writer_changes_the_filters(
 ) -> None:
     analyst, writer = open_chats(page, servers("dashboard.py"), "analyst", "writer")
     analyst.send("what does it show?")
-    analyst.expect_latest_reply("region All, minimum sales 0: 12 rows, total 1520.")
+    analyst.expect_latest_reply(
+        "region All, months Jan+Feb+Mar, minimum sales 0: 12 rows, total 1520."
+    )
     analyst.expect_idle()
     writer.send("show West")
     modal = ApprovalModal(page)
@@ -52,11 +54,29 @@ def test_the_dashboard_analyst_reads_and_the_writer_changes_the_filters(
     expect(modal.argument("region")).to_have_value("West")
     modal.approve()
     modal.expect_closed()
-    writer.expect_latest_reply("Done: filters set (region West")
+    writer.expect_latest_reply("Done: filters set (region West).")
     expect(page.locator("#region")).to_have_value("West")
     expect(page.locator("#table")).to_contain_text("Total: 380")
     analyst.send("and now?")
-    analyst.expect_latest_reply("region West, minimum sales 0: 3 rows, total 380.")
+    analyst.expect_latest_reply(
+        "region West, months Jan+Feb+Mar, minimum sales 0: 3 rows, total 380."
+    )
+    analyst.expect_idle()
+    # A checkbox group and radio buttons, set by a sync tool with no session= (it runs in
+    # the app's session, not the writer module's).
+    writer.send("months Jan Feb, sort by sales")
+    modal.expect_open("set_filters")
+    modal.approve()
+    modal.expect_closed()
+    writer.expect_latest_reply("Done: filters set (months Jan+Feb, order sales).")
+    expect(page.locator("#months input[value=Mar]")).not_to_be_checked()
+    expect(page.locator("#months input[value=Jan]")).to_be_checked()
+    expect(page.locator("#order input[value=sales]")).to_be_checked()
+    cells = page.locator("#table td:nth-child(3)")
+    expect(cells).to_have_text(["210", "60"])  # the app's table reacted: Feb first
+    expect(page.locator("#table")).to_contain_text("Total: 270")
+    analyst.send("and now?")
+    analyst.expect_latest_reply("region West, months Jan+Feb, minimum sales 0: 2 rows, total 270.")
 
 
 def test_the_custom_write_tool_asks_then_saves_the_note(

@@ -31,6 +31,7 @@ E2E_APPS = (
     str(ROOT / "app.py"),
     (str(ROOT / "app.py"), {"OPENAI_API_KEY": SERVER_KEY}),
     (str(ROOT / "app.py"), {"DEPUTY_MCP_CONFIG": str(MCP_CONFIG)}),
+    (str(ROOT / "app.py"), {"RSTUDIO_PRODUCT": "CONNECT"}),
 )
 # The first request on a fresh server waits for litellm's import (the app warms it up in
 # a thread as it starts): 4.5-13.5 s measured at a load of 7 on 2 cores, so 15 s was not
@@ -52,6 +53,24 @@ def test_the_demo_model_answers_in_the_browser(
     chat.send_user_input()
     replies = chat.loc_messages.locator("> .shiny-chat-message")
     expect(replies.last).to_contain_text("not an LLM", timeout=FRESH_SERVER_MS)
+
+
+def test_the_sidebar_tells_an_anonymous_visitor_on_connect_the_truth(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    """On Connect an anonymous visitor's conversation is not saved: the chat says so, and
+    the sidebar no longer promises "Saved as you go"; the mode hint names only the modes
+    its select offers."""
+    app = serve_app(str(ROOT / "app.py"), RSTUDIO_PRODUCT="CONNECT")
+    page.goto(app.url)
+    messages = page.locator("shiny-chat-container").first
+    expect(messages).to_contain_text("signed-in users only", timeout=FRESH_SERVER_MS)
+    section = page.locator(".deputy-conversation-section")
+    expect(section).to_contain_text("Not saved: this conversation ends with the page")
+    expect(section).not_to_contain_text("Saved as you go")
+    mode = page.locator(".deputy-mode")
+    expect(mode).to_contain_text("Read-only refuses them")
+    expect(mode).not_to_contain_text("Plan")
 
 
 def test_research_shows_the_team_at_work_in_the_sidebar(

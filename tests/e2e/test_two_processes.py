@@ -68,6 +68,8 @@ def cluster(
         "DEPUTY_CONVERSATIONS_DIR": str(tmp_path_factory.mktemp("two-processes")),
         "DEPUTY_RECORD_KEY": secrets.token_hex(32),
         "DEPUTY_BUDGET_REQUESTS_PER_DAY": str(BUDGET),
+        # Every test is an anonymous visitor of its own: together they stay well inside.
+        "DEPUTY_BUDGET_ANONYMOUS_REQUESTS_PER_DAY": "1000",
     }
     app = str(ROOT / "app.py")
     for name in ("a", "b"):  # launched side by side: each imports litellm as it starts
@@ -182,6 +184,23 @@ def test_a_budget_spent_on_a_refuses_the_next_run_on_b(
     )
     chat.expect_idle()
     expect_requests(page, BUDGET)  # refused before its request: nothing was spent
+
+
+def test_a_delegation_past_the_budget_stops_with_the_budgets_note(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    """The research team's requests (the lead's and its subagents') are the user's: the
+    third is the last one sent, and the chat says why the team stopped."""
+    page, chat = open_on(user, cluster, "a")
+    chat.send("research tides")
+    chat.expect_latest_reply(
+        f"Your daily budget is spent ({BUDGET} of {BUDGET} requests today)",
+        timeout=FRESH_SERVER_MS,
+    )
+    chat.expect_idle()
+    expect(page.locator(".deputy-usage-budget")).to_have_text(
+        f"Today: {BUDGET} of {BUDGET} requests", timeout=20_000
+    )
 
 
 def test_two_tabs_on_a_and_b_never_both_hold_the_conversation(

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from deputy_shiny.shiny.playwright import AgentChat
+from tests.e2e.apps._payloads import END
 from tests.e2e.apps.untrusted import CODE, INLINE
 from tests.e2e.conftest import AppServer, ImageListener, open_chat
 
@@ -81,6 +82,16 @@ def test_model_text_renders_inert_and_loads_no_remote_image(
     chat.send(f"xss text {listeners[0].port} {listeners[1].port}")
     chat.expect_latest_reply("END-OF-PAYLOAD")
     chat.expect_latest_reply("Untrusted START")
+    assert observe(page, chat, *listeners) == INERT
+
+
+def test_the_hostile_payloads_every_shinychat_path_gets_hold_in_the_kit(
+    page: Page, app: AppServer, listeners: tuple[ImageListener, ImageListener]
+) -> None:
+    # The same payloads as tests/e2e/test_shinychat_paths.py, through the kit.
+    chat = open_chat(page, app)
+    chat.send(f"xss hostile {listeners[0].port}")
+    chat.expect_latest_reply(END)
     assert observe(page, chat, *listeners) == INERT
 
 

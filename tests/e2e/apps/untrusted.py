@@ -9,6 +9,8 @@ code holding ``<`` (:data:`INLINE`) and inline tricks that must form no element.
 ``fence tool`` -> :data:`FENCE_BEFORE_CARD` (a code fence left open) and a call of
 ``echo_untrusted``; after its card, :data:`AFTER_CARD` (an ``<img onerror>``, then the
 :data:`INLINE` spans after a link, the last closing with the message).
+``xss hostile <port>`` -> :func:`~tests.e2e.apps._payloads.hostile_text` (the payloads
+every shinychat path is checked with) in 5-character chunks.
 ``allowed_image_origins`` comes from ``DEPUTY_E2E_IMAGE_ORIGINS`` (comma-separated;
 empty by default).
 """
@@ -25,6 +27,7 @@ from shiny import App, Inputs, Outputs, Session, ui
 from deputy_shiny import Agent, tool, tool_annotations, warm_up
 from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
+from tests.e2e.apps._payloads import CODE, hostile_text
 from tests.e2e.apps._shared import last_tool_text, last_user_text, workspace_root
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
@@ -32,7 +35,6 @@ threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 ALLOWED = tuple(o for o in os.environ.get("DEPUTY_E2E_IMAGE_ORIGINS", "").split(",") if o)
 # A fenced code block that must stay byte-exact (``code`` sends it in 3-character chunks),
 # then markup outside the block and fence tricks that must not form elements.
-CODE = 'x = "<"\nhtml = "<div>"\nif a<b: print(a)'
 # Inline code that must stay byte-exact, then inline tricks: in each, something before
 # the span makes the browser pair backticks otherwise than the code-span rule alone.
 INLINE = ["a<b", "<div>", "x<y"]
@@ -67,6 +69,7 @@ AFTER_CARD = (
     f"After the card END-FENCE [x](u) and `{INLINE[0]}`, `{INLINE[1]}` and ``{INLINE[2]}``"
 )
 XSS = re.compile(r"^xss (text|tool|resources) (\d+) (\d+)$")
+HOSTILE = re.compile(r"^xss hostile (\d+)$")
 
 
 def payload(port: str, other_port: str) -> str:
@@ -143,6 +146,9 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if text == "fence tool":
         call = ScriptedToolCall("echo_untrusted", {"text": "card"})
         return ScriptedReply(FENCE_BEFORE_CARD, tool_calls=[call], chunk_size=3)
+    hostile = HOSTILE.match(text)
+    if hostile:
+        return ScriptedReply(hostile_text(f"http://127.0.0.1:{hostile[1]}"), chunk_size=5)
     match = XSS.match(text)
     if not match:
         return f"You said: {text}"
