@@ -3,6 +3,10 @@ use, and stopped at the end of the session)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -24,3 +28,29 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A fresh, empty PostgreSQL database for this test: its SQLAlchemy URL."""
     return postgres_server.database()
+
+
+_UID_CLAIMS = "DEPUTY_SANDBOX_UID_CLAIMS"
+_claims_before: list[str | None] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Sandboxed calls as root leave no uid record on the machine: the record of which
+    workspace holds which uid (deputy_shiny/sandbox/_uids.py) goes to a temporary
+    directory, set before any app server is started (e2e servers start at collection)."""
+    _claims_before.append(os.environ.get(_UID_CLAIMS))
+    os.environ[_UID_CLAIMS] = tempfile.mkdtemp(prefix="deputy-uid-claims-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the uid record and the ``deputy_shiny`` cgroup directories this process made
+    (where no other process still uses them)."""
+    shutil.rmtree(os.environ.get(_UID_CLAIMS, ""), ignore_errors=True)
+    before = _claims_before.pop() if _claims_before else None
+    if before is None:
+        os.environ.pop(_UID_CLAIMS, None)
+    else:
+        os.environ[_UID_CLAIMS] = before
+    sandbox = sys.modules.get("deputy_shiny.sandbox._sandbox")
+    if sandbox is not None:
+        sandbox._remove_made_parents()

@@ -10,6 +10,7 @@ import logging
 import re
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -209,3 +210,24 @@ def capture_root_logs() -> Iterator[JsonLogCapture]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+
+
+def run_confined(confined: Any, uid: int | None = None) -> str:
+    """Start a sandbox's ``ConfinedCommand`` as run_bash would (as ``uid`` if given: the
+    server of that user), wait for it, release it; its output, stdout then stderr."""
+    try:
+        done = subprocess.run(
+            confined.argv,
+            cwd=confined.cwd,
+            env=confined.env,
+            pass_fds=confined.pass_fds,
+            capture_output=True,
+            timeout=60,
+            check=False,
+            user=uid,
+            group=uid,
+            extra_groups=None if uid is None else [],
+        )
+    finally:
+        confined.release()
+    return (done.stdout + done.stderr).decode(errors="replace")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,8 +26,10 @@ from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.errors import SandboxUnavailableError
 from deputy_shiny.sandbox import SANDBOX_USER, prepare_workspace
 from deputy_shiny.sandbox._seccomp import DENIED_SYSCALLS, seccomp_program
+from deputy_shiny.sandbox._uids import workspace_uids
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_run_bash
+from tests.helpers import run_confined
 
 NORMAL_UID = 4242  # a normal user with no passwd entry: nothing about it is special
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, inside /usr: visible to every sandbox
@@ -38,9 +39,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play bo
 # x86_64 and aarch64 numbers of the calls the probe makes directly.
 _SYSCALLS = {
     "x86_64": {"add_key": 248, "keyctl": 250, "request_key": 249, "ptrace": 101, "mount": 165,
-               "reboot": 169, "init_module": 175, "unshare": 272, "setns": 308, "bpf": 321},
+               "reboot": 169, "init_module": 175, "unshare": 272, "setns": 308, "bpf": 321,
+               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
     "aarch64": {"add_key": 217, "keyctl": 219, "request_key": 218, "ptrace": 117, "mount": 40,
-                "reboot": 142, "init_module": 105, "unshare": 97, "setns": 268, "bpf": 280},
+                "reboot": 142, "init_module": 105, "unshare": 97, "setns": 268, "bpf": 280,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
 }  # fmt: skip
 
 
@@ -72,37 +75,16 @@ def workspace(server: str) -> Iterator[Path]:
 def run(server: str, workspace: Path, script: str, sandbox: Sandbox | None = None) -> str:
     """Run ``script`` (bash) the way run_bash would on that server; return its output."""
     sandbox = sandbox or Sandbox()
-    uid: int | None = None
     if server == "root":
+        return run_confined(sandbox.confine(["bash", "-c", script], workspace))
+    # Build the command as a normal user's server would: no root, so no cgroup it could
+    # make and no Python runtime of ours under /root it could read.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
+        mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
+        mp.setattr(sandbox_module, "_python_roots", lambda: ())
         confined = sandbox.confine(["bash", "-c", script], workspace)
-    else:
-        # Build the command as a normal user's server would: no root, so no cgroup it
-        # could make and no Python runtime of ours under /root it could read.
-        mp = pytest.MonkeyPatch()
-        try:
-            mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
-            mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
-            mp.setattr(sandbox_module, "_python_roots", lambda: ())
-            confined = sandbox.confine(["bash", "-c", script], workspace)
-        finally:
-            mp.undo()
-        uid = NORMAL_UID
-    try:
-        done = subprocess.run(
-            confined.argv,
-            cwd=confined.cwd,
-            env=confined.env,
-            pass_fds=confined.pass_fds,
-            capture_output=True,
-            timeout=60,
-            check=False,
-            user=uid,
-            group=uid,
-            extra_groups=None if uid is None else [],
-        )
-    finally:
-        confined.release()
-    return (done.stdout + done.stderr).decode(errors="replace")
+    return run_confined(confined, uid=NORMAL_UID)
 
 
 def syscall_probe(*names: str) -> str:
@@ -126,7 +108,9 @@ def test_the_code_is_never_host_root(server: str, workspace: Path) -> None:
               "/proc/self/status")  # fmt: skip
     lines = out.split()
     assert lines[0] != "0" and lines[1] != "0", out
-    expected = SANDBOX_USER[0] if server == "root" else NORMAL_UID
+    # A root server: the workspace's own uid (from the per-workspace range), no one else's.
+    expected = workspace.stat().st_uid if server == "root" else NORMAL_UID
+    assert server == "normal" or expected in workspace_uids()
     assert lines[0] == str(expected)
     assert "CapEff:\t0000000000000000" in out and "NoNewPrivs:\t1" in out
 
@@ -135,8 +119,8 @@ def test_the_code_can_still_use_its_workspace(server: str, workspace: Path) -> N
     out = run(server, workspace, "echo note > note.txt && cat note.txt && echo hi > /tmp/x "
               "&& cat /tmp/x")  # fmt: skip
     assert out.split() == ["note", "hi"]
-    owner = SANDBOX_USER[0] if server == "root" else NORMAL_UID
-    assert (workspace / "note.txt").stat().st_uid == owner
+    owner = workspace.stat().st_uid if server == "root" else NORMAL_UID
+    assert owner not in (0, SANDBOX_USER[0]) and (workspace / "note.txt").stat().st_uid == owner
 
 
 def test_a_root_owned_workspace_is_refused_on_a_root_server(tmp_path: Path) -> None:
@@ -203,6 +187,16 @@ def test_keyrings_namespaces_and_kernel_calls_are_refused(server: str, workspace
     out = run(server, workspace, syscall_probe(*names))
     results = {line.split()[0]: line.split()[2] for line in out.strip().splitlines()}
     assert results == dict.fromkeys(names, "EPERM"), out
+
+
+def test_io_uring_is_refused(server: str, workspace: Path) -> None:
+    """io_uring: the interface with the longest recent record of kernel escalation bugs."""
+    names = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+    out = run(server, workspace, syscall_probe(*names))
+    results = {line.split()[0]: line.split()[2] for line in out.strip().splitlines()}
+    # Unfiltered, these fail on their arguments (EFAULT, EBADF), never with EPERM.
+    assert results == dict.fromkeys(names, "EPERM"), out
+    assert {"io_uring_setup", "io_uring_enter", "io_uring_register"} <= set(DENIED_SYSCALLS)
 
 
 def test_no_new_namespace_can_be_made(server: str, workspace: Path) -> None:
@@ -298,6 +292,6 @@ async def test_files_the_tools_write_stay_the_codes_to_change() -> None:
         assert [e.is_error for e in ends] == [False, False], [e.output for e in ends]
         assert ends[1].output.startswith("one\ntwo\n")
         for made in (path / "notes", path / "notes" / "a.txt"):
-            assert made.stat().st_uid == SANDBOX_USER[0]
+            assert made.stat().st_uid == path.stat().st_uid != 0
     finally:
         shutil.rmtree(path, ignore_errors=True)

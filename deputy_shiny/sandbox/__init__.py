@@ -12,7 +12,8 @@ With ``kind="bwrap"`` (the default) the code runs under bubblewrap:
 * never as host root: when the server runs as root, bubblewrap sets the sandbox up
   with root's rights (no user namespace, so host uid 0 is never mapped inside) and
   the command then drops, with ``setpriv``, to the unprivileged owner of the working
-  directory (``run_as`` to choose another), with no capabilities, an empty bounding
+  directory (:func:`prepare_workspace` gives each workspace a uid of its own;
+  ``run_as`` to choose another), with no capabilities, an empty bounding
   set and ``no_new_privs``; a server that is not root runs it as itself, in a user
   namespace;
 * a fresh, read-only root holding only ``/usr`` (and the ``/bin``, ``/lib*`` links),
@@ -30,7 +31,7 @@ With ``kind="bwrap"`` (the default) the code runs under bubblewrap:
   everything it started ends with it;
 * a seccomp filter (:mod:`deputy_shiny.sandbox._seccomp`) that refuses the system calls such
   code has no business making: keyrings, mounts, new namespaces, ``ptrace``, kernel
-  modules, ``reboot`` and the like.
+  modules, ``reboot``, io_uring and the like.
 
 The environment is scrubbed with either kind: the code gets a fixed allowlist
 (:data:`SAFE_ENV_NAMES`, from the server's environment), ``PATH``, ``HOME`` (the
@@ -41,9 +42,14 @@ still scrubs the environment and applies the limits.
 
 Every call has hard caps by default: ``memory_mb`` (an address-space limit per process,
 ``RLIMIT_AS``, and a memory cgroup for the whole call where the server can create one,
-which also counts ``/tmp``), ``max_processes`` (a ``pids`` cgroup where one can be made,
-else ``RLIMIT_NPROC``, which holds because the code never runs as root) and ``tmp_mb``;
-the tools add a time limit per call. ``None`` lifts a cap on purpose.
+which also counts ``/tmp``), ``max_processes`` and ``tmp_mb``; the tools add a time
+limit per call. ``None`` lifts a cap on purpose. ``max_processes`` is a ``pids`` cgroup
+where one can be made (a hierarchy counts only if this process can make a cgroup in
+it); else ``RLIMIT_NPROC``, which counts every process of a uid, so it is only used
+where that count is one session's: set inside the call's own user namespace (a server
+that is not root) or under the workspace's own uid (a root server, see
+``sandbox/_uids.py``). Anywhere else such a call is refused, naming the
+fix; one session's processes never use up another's allowance.
 
 When bubblewrap, ``setpriv`` or the seccomp filter is missing, or the working
 directory belongs to root on a root server (see :func:`prepare_workspace`), a call
@@ -51,8 +57,8 @@ raises :class:`~deputy_shiny.errors.SandboxUnavailableError` that names the fix;
 never falls back to running unconfined.
 
 The package: ``_sandbox.py`` (the :class:`Sandbox` configuration, the bubblewrap command
-line, the drop to an unprivileged user, cgroup limits, :func:`prepare_workspace`) and
-``_seccomp.py`` (the filter).
+line, the drop to an unprivileged user, cgroup limits, :func:`prepare_workspace`),
+``_uids.py`` (one uid per workspace on a root server) and ``_seccomp.py`` (the filter).
 
 Example:
     >>> from deputy_shiny import Sandbox

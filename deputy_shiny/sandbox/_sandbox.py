@@ -13,10 +13,12 @@ import contextlib
 import functools
 import logging
 import os
+import platform
 import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .._util.secret_paths import protected_paths, protected_root
 from ..errors import SandboxUnavailableError
 from ._seccomp import seccomp_fd, seccomp_unavailable_reason
+from ._uids import claim_problem, give_own_uid
 
 _log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ __all__ = [
 
 SANDBOX_USER: tuple[int, int] = (65534, 65534)
 """The unprivileged uid and gid (``nobody:nogroup``) that :func:`prepare_workspace`
-gives a workspace to when the server runs as root."""
+gives a workspace to on a root server when no uid of its own is free."""
 
 SAFE_ENV_NAMES: tuple[str, ...] = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 """Variables copied from the server's environment into model-run code (locale and
@@ -105,7 +108,10 @@ class Sandbox(BaseModel):
         memory_mb: Memory limit, in MiB: the address space of each process
             (``RLIMIT_AS``) and, where a memory cgroup can be made, all the call's
             processes and its ``/tmp`` together (None: no limit).
-        max_processes: The most processes one call may run at once (None: no limit).
+        max_processes: The most processes one call may run at once (None: no limit):
+            a pids cgroup where one can be made, else ``RLIMIT_NPROC`` where it counts
+            only this call's (or, on a root server, this workspace's) processes;
+            anywhere else a call is refused rather than share a count with others.
         tmp_mb: The size of the private ``/tmp``, in MiB.
         run_as: ``(uid, gid)`` the code runs as when the server is root (None: the
             working directory's owner, which must not be root). Never 0.
@@ -183,33 +189,24 @@ class Sandbox(BaseModel):
 
         Raises :class:`~deputy_shiny.errors.SandboxUnavailableError` when the sandbox
         cannot be had (bubblewrap missing or broken, a process cap that cannot be
-        enforced, a root-owned workspace on a root server). The caller starts ``argv``
-        with ``env``, ``cwd`` and ``pass_fds`` (the seccomp filter) in a new session,
-        calls :meth:`ConfinedCommand.started` once it is running and
-        :meth:`ConfinedCommand.release` once it is gone.
+        enforced for this call alone, a root-owned workspace on a root server). The
+        caller starts ``argv`` with ``env``, ``cwd`` and ``pass_fds`` (the seccomp
+        filter) in a new session, calls :meth:`ConfinedCommand.started` once it is
+        running and :meth:`ConfinedCommand.release` once it is gone.
         """
         cwd = Path(working_dir).resolve()
-        pass_fds: tuple[int, ...] = ()
         _refuse_secret_cwd(cwd)
-        if self.kind == "bwrap":
-            reason = sandbox_unavailable_reason()
-            if reason is not None:
-                raise SandboxUnavailableError(reason)
-            user = self._host_user(cwd)
-            filter_fd = seccomp_fd()
-            pass_fds = (filter_fd,)
-            command = [*_bwrap_args(self, cwd, user, filter_fd), "--", *_drop(user), *argv]
-        else:
-            command = list(argv)
+        # The cgroups first: whether a pids cgroup could be made decides how the
+        # process cap is enforced, or whether it can be at all.
+        cgroups = _call_cgroups(self)
         try:
-            cgroups = _call_cgroups(self)
+            argv_, pass_fds = self._command(argv, cwd, cgroups)
         except BaseException:
-            for fd in pass_fds:
-                os.close(fd)
+            for path in set(cgroups.values()):
+                _remove_cgroup(path)
             raise
-        command = [*_limits_prefix(self, cgroups), *command]
         return ConfinedCommand(
-            argv=command,
+            argv=argv_,
             env=self.environment(cwd),
             cwd=cwd,
             bwrap=self.kind == "bwrap",
@@ -217,6 +214,31 @@ class Sandbox(BaseModel):
             memory_cgroup=cgroups.get("memory"),
             pass_fds=pass_fds,
         )
+
+    def _command(
+        self, argv: Sequence[str], cwd: Path, cgroups: Mapping[str, Path]
+    ) -> tuple[list[str], tuple[int, ...]]:
+        """The full command line, and the descriptors it needs."""
+        if self.kind != "bwrap":
+            _check_process_cap(self, cwd, None, cgroups)
+            return [*_limits_prefix(self, cgroups, nproc=True), *argv], ()
+        reason = sandbox_unavailable_reason()
+        if reason is not None:
+            raise SandboxUnavailableError(reason)
+        user = self._host_user(cwd)
+        _check_process_cap(self, cwd, user, cgroups)
+        # Not root: the code runs in a user namespace of its own, and RLIMIT_NPROC set
+        # inside it counts only that namespace's processes (this call's). As root (no
+        # user namespace) it counts the uid's, which is the workspace's own.
+        inside = user is None and self.max_processes is not None and "pids" not in cgroups
+        inner = [_PRLIMIT, f"--nproc={self.max_processes}", "--"] if inside else []
+        filter_fd = seccomp_fd()
+        try:
+            command = [*_bwrap_args(self, cwd, user, filter_fd), "--", *inner, *_drop(user)]
+        except BaseException:
+            os.close(filter_fd)
+            raise
+        return [*_limits_prefix(self, cgroups, nproc=not inside), *command, *argv], (filter_fd,)
 
     def _host_user(self, cwd: Path) -> tuple[int, int] | None:
         """The unprivileged (uid, gid) a root server drops to; None when not root."""
@@ -435,20 +457,36 @@ def prepare_workspace(path: str | os.PathLike[str]) -> Path:
 
     On a server running as root, model-run code runs as the working directory's owner,
     never as root; this gives ``path`` (created if missing, with everything in it) to
-    :data:`SANDBOX_USER`. Elsewhere the server's own user owns it already and nothing
-    changes. Symlinks inside are changed themselves, never what they point at.
+    a uid of its own (gid the same number) from the per-workspace range
+    (``DEPUTY_SANDBOX_UIDS``, see ``sandbox/_uids.py``), so one session's
+    processes never count against another's. A workspace keeps the uid it has when
+    that is its own already. When the range has no free uid left (or its record cannot
+    be written), the workspace goes to :data:`SANDBOX_USER`, with a warning: calls
+    there still run under a pids cgroup, and are refused where the process cap would
+    be shared. Elsewhere the server's own user owns it already and nothing changes.
+    Symlinks inside are changed themselves, never what they point at.
 
     Example:
         >>> import tempfile
         >>> ws = prepare_workspace(tempfile.mkdtemp())
-        >>> os.geteuid() != 0 or ws.stat().st_uid == SANDBOX_USER[0]
+        >>> os.geteuid() != 0 or ws.stat().st_uid not in (0, SANDBOX_USER[0])
         True
     """
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         return root
-    uid, gid = SANDBOX_USER
+    try:
+        uid = give_own_uid(root.resolve())
+    except (OSError, ValueError) as exc:
+        _log.warning("no uid of its own for the workspace %s: %s", root, exc)
+        uid = None
+    if uid is None:
+        _log.warning(
+            "no free per-workspace uid for %s: it goes to nobody (widen DEPUTY_SANDBOX_UIDS)",
+            root,
+        )
+    uid, gid = (uid, uid) if uid is not None else SANDBOX_USER
     os.chown(root, uid, gid, follow_symlinks=False)
     for _top, dirs, files, top_fd in os.fwalk(root):
         for name in [*dirs, *files]:
@@ -527,12 +565,13 @@ def sandbox_unavailable_reason() -> str | None:
 # --------------------------------------------------------------------------- limits
 
 
-def _limits_prefix(sandbox: Sandbox, cgroups: Mapping[str, Path]) -> list[str]:
+def _limits_prefix(sandbox: Sandbox, cgroups: Mapping[str, Path], *, nproc: bool) -> list[str]:
     """The prefix that puts the limits in place, then execs the confined command.
 
     It runs as the server's user, before any privilege drop, so a root server can put
     the call into cgroups it made: a tiny ``sh`` joins them, and util-linux's
     ``prlimit`` sets the rlimits (a shell's ``ulimit`` differs between shells).
+    ``nproc``: set ``RLIMIT_NPROC`` here (else it is set inside the sandbox, or not).
     """
     prefix: list[str] = []
     if cgroups:
@@ -542,14 +581,87 @@ def _limits_prefix(sandbox: Sandbox, cgroups: Mapping[str, Path]) -> list[str]:
         )
         prefix = ["/bin/sh", "-c", f'{joins} && exec "$@"', "sh"]
     limits = []
-    if sandbox.max_processes and "pids" not in cgroups:
-        # Holds because the code never runs as root (a root server drops to a user).
+    if nproc and sandbox.max_processes and "pids" not in cgroups:
+        # _check_process_cap made sure the uid is this call's (or workspace's) alone.
         limits.append(f"--nproc={sandbox.max_processes}")
     if sandbox.memory_mb:
         limits.append(f"--as={sandbox.memory_mb * 2**20}")
     if limits:
         prefix += [_PRLIMIT, *limits, "--"]
     return prefix
+
+
+_NO_SHARED_CAP_FIX = (
+    "make a pids cgroup available (a writable cgroup hierarchy: systemd's Delegate=yes, "
+    "or a container whose cgroupfs is writable), or pass Sandbox(max_processes=None) to "
+    "run without a process cap on purpose."
+)
+
+
+def _check_process_cap(
+    sandbox: Sandbox, cwd: Path, user: tuple[int, int] | None, cgroups: Mapping[str, Path]
+) -> None:
+    """Refuse a process cap that would not be this call's (or its workspace's) alone.
+
+    Without a pids cgroup the cap is ``RLIMIT_NPROC``, which counts every process of a
+    uid: shared by every session that runs as that uid, so one session's sleepers
+    would make every other session's calls fail. It is only used where the count is
+    one session's: inside the call's own user namespace (a server that is not root,
+    Linux 5.14 or later), or, on a root server, under the workspace's own uid.
+    """
+    if not sandbox.max_processes or "pids" in cgroups:
+        return
+    why, fix = "", "To fix it, "
+    if sandbox.kind == "none":
+        why = (
+            'Sandbox(kind="none") runs the code as the server\'s own user, whose process '
+            "count every session shares"
+        )
+    elif user is None:
+        why = _no_count_per_call()
+        if not why:
+            return
+    elif sandbox.run_as is not None:
+        why = (
+            f"Sandbox(run_as={sandbox.run_as}) runs every session as uid {user[0]}, and "
+            "RLIMIT_NPROC counts every process of a uid, so sessions would share one count"
+        )
+    else:
+        problem = claim_problem(user[0], cwd)
+        if problem is None:
+            return
+        why = (
+            f"the working directory {cwd} {problem}; RLIMIT_NPROC counts every process "
+            "of a uid, so sessions would share one count"
+        )
+        fix += (
+            "give the workspace a uid of its own (deputy_shiny.sandbox.prepare_workspace(path)), "
+        )
+    raise SandboxUnavailableError(
+        f"max_processes={sandbox.max_processes} cannot be enforced for this session alone: "
+        f"no pids cgroup can be made here, and {why}. {fix}{_NO_SHARED_CAP_FIX}"
+    )
+
+
+@functools.cache
+def _no_count_per_call() -> str:
+    """Why RLIMIT_NPROC set in a call's user namespace would not count that call's
+    processes alone ("" when it would: Linux 5.14's per-namespace counts, and a
+    bubblewrap that is not setuid, which always makes the namespace)."""
+    match = re.match(r"(\d+)\.(\d+)", platform.release())
+    if match is None or (int(match[1]), int(match[2])) < (5, 14):
+        return (
+            f"this kernel ({platform.release()}) counts RLIMIT_NPROC for the server's "
+            "whole user, not per user namespace (Linux 5.14 and later do), so every "
+            "session would share one count"
+        )
+    bwrap = shutil.which("bwrap")
+    if bwrap is not None and os.stat(bwrap).st_mode & stat.S_ISUID:
+        return (
+            f"{bwrap} is setuid, so it may run the code without a user namespace of its "
+            "own, where RLIMIT_NPROC counts the server's whole user"
+        )
+    return ""
 
 
 def _shell_quote(text: str) -> str:
@@ -564,8 +676,9 @@ def _call_cgroups(sandbox: Sandbox) -> dict[str, Path]:
     """Fresh cgroups that cap this call's processes and memory, where they can be made.
 
     One directory per hierarchy: under cgroup v2 both controllers share it, under v1
-    each has its own. A controller with no writable hierarchy is left out (the rlimits
-    still apply); the memory one also counts the call's ``/tmp``.
+    each has its own. A controller with no writable hierarchy, or whose cgroup cannot
+    be made now, is left out (the rlimits still apply, see :func:`_check_process_cap`);
+    the memory one also counts the call's ``/tmp``.
     """
     wanted: dict[str, int] = {}
     if sandbox.max_processes:
@@ -575,11 +688,11 @@ def _call_cgroups(sandbox: Sandbox) -> dict[str, Path]:
     made: dict[Path, Path] = {}  # parent -> this call's directory under it
     found: dict[str, Path] = {}
     name = f"call-{os.getpid()}-{secrets.token_hex(6)}"
-    try:
-        for controller, limit in wanted.items():
-            parent = _cgroup_parent(controller)
-            if parent is None:
-                continue
+    for controller, limit in wanted.items():
+        parent = _cgroup_parent(controller)
+        if parent is None:
+            continue
+        try:
             path = made.get(parent)
             if path is None:
                 path = parent / name
@@ -593,28 +706,58 @@ def _call_cgroups(sandbox: Sandbox) -> dict[str, Path]:
                 with contextlib.suppress(OSError):
                     (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
             found[controller] = path
-    except OSError as exc:
-        for path in made.values():
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        raise SandboxUnavailableError(f"could not set up the call's cgroup: {exc}") from None
+        except OSError as exc:
+            _log.warning("no %s cgroup for this call (%s): the rlimits apply", controller, exc)
+    for path in set(made.values()) - set(found.values()):
+        with contextlib.suppress(OSError):
+            path.rmdir()
     return found
+
+
+_MADE_PARENTS: list[Path] = []
+"""The ``deputy_shiny`` cgroup directories this process created (see
+:func:`_remove_made_parents`)."""
 
 
 @functools.cache
 def _cgroup_parent(controller: str) -> Path | None:
-    """The directory under which this process may create ``controller`` cgroups, if any."""
+    """The directory under which this process may create ``controller`` cgroups, if any.
+
+    A hierarchy counts only if this process can make a cgroup in it, checked by
+    creating and removing a child: a ``deputy_shiny`` directory a root server left
+    behind is there but not writable for a server that is not root.
+    """
     for base in _hierarchies(controller):
         parent = base / "deputy_shiny"
         try:
-            parent.mkdir(exist_ok=True)
+            try:
+                parent.mkdir()
+                _MADE_PARENTS.append(parent)
+            except FileExistsError:
+                pass
             v2 = (parent / "cgroup.controllers").exists()
             limit_file = _LIMIT_FILES[controller][0 if v2 else 1]
-            if _enable_v2(parent, controller) if v2 else (parent / limit_file).exists():
-                return parent
+            if not (_enable_v2(parent, controller) if v2 else (parent / limit_file).exists()):
+                continue
+            probe = parent / f"probe-{os.getpid()}-{secrets.token_hex(4)}"
+            probe.mkdir()
+            probe.rmdir()
+            return parent
         except OSError:
             continue
     return None
+
+
+def _remove_made_parents() -> None:
+    """Remove the ``deputy_shiny`` cgroup directories this process made, where empty.
+
+    For a process that is done with the sandbox (a test session): a server keeps them.
+    Directories other processes still use stay (a cgroup with children cannot go).
+    """
+    while _MADE_PARENTS:
+        with contextlib.suppress(OSError):
+            _MADE_PARENTS.pop().rmdir()
+    _cgroup_parent.cache_clear()
 
 
 def _pids_parent() -> Path | None:

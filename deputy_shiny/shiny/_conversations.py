@@ -59,6 +59,7 @@ from ..errors import ConfigurationError, PersistenceError
 from ..persistence.files import read_document, write_document
 from ..persistence.store import Store
 from ..sandbox import prepare_workspace
+from ..sandbox._uids import claim_problem
 from ._budget import UserBudget
 from ._kit_store import KitStore, open_store
 
@@ -390,8 +391,10 @@ def _prepare(directory: Path, workspace: Path) -> ConversationFolder:
             path.mkdir(exist_ok=True, mode=0o700)
             if path.is_symlink() or not path.is_dir():
                 raise PersistenceError(f"{path}: is not a directory.")
-        if os.geteuid() == 0 and workspace.stat().st_uid == 0:
-            # New: model-run code runs as the workspace's owner, never as root.
+        owner = workspace.stat().st_uid
+        if os.geteuid() == 0 and (owner == 0 or claim_problem(owner, workspace) is not None):
+            # New, or sharing its uid: model-run code runs as the workspace's owner,
+            # never as root, and one uid per workspace keeps process counts apart.
             prepare_workspace(workspace)
     except OSError as exc:
         raise PersistenceError(f"{directory}: cannot create it ({exc}).") from None
