@@ -121,7 +121,7 @@ def _six_replies_in_view(page: Page, layout: Layout, url: str) -> None:
         # The last message is this turn's reply once it arrived (the user's until then).
         # A fresh server's first reply may wait for litellm's import (seconds on 2 cores).
         expect(chat.chat.loc_latest_message).to_contain_text(
-            layout.reply_end.format(n=n), timeout=60_000 if n == 1 else 15_000
+            layout.reply_end.format(n=n), timeout=90_000 if n == 1 else 15_000
         )
         chat.expect_idle()
     # shinychat follows the newest message with a short scroll animation: let it settle.

@@ -9,6 +9,7 @@ The model answers each message at once with a reply taller than a screen that en
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from shiny import App, Inputs, Outputs, Session, ui
@@ -19,8 +20,8 @@ from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
 from tests.e2e.apps._shared import long_reply_agent, workspace_root
 
 # The page is built per request, so no agent_chat_ui() call warms litellm up as the app
-# is imported: do it here, so the server answers HTTP only once the first reply is quick.
-warm_up()
+# is imported: start it here, so the first reply does not wait for all of it.
+threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
 
 def _sidebar() -> Any:
