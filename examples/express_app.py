@@ -1,9 +1,11 @@
-"""The kit in a Shiny Express app: one chat, and a switch that narrows its permissions.
-
-Run it with ``shiny run examples/express_app.py``. The model is ``DEPUTY_MODEL`` (any
-litellm model string, with the provider's key variable set), else the offline demo
-model ``deputy/demo``: say *write a note* and approve the dialog, or *ask me something*.
-"""
+# The kit in a Shiny Express app: one chat, and a switch that narrows its permissions.
+#
+# Run it with `shiny run examples/express_app.py`. The model is DEPUTY_MODEL (any
+# litellm model string, with the provider's key variable set), else the offline demo
+# model `deputy/demo`: say *write a note* and approve the dialog, or *ask me something*.
+#
+# (Comments, not a module docstring: Shiny Express shows every top-level expression on
+# the page, a docstring too.)
 
 from __future__ import annotations
 

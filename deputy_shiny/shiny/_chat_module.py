@@ -31,6 +31,7 @@ from typing import Any
 from htmltools import HTMLDependency, TagList
 from shiny import reactive, render, ui
 from shiny.session import Session
+from shiny.ui.fill import as_fill_item, as_fillable_container
 from shinychat import Chat, chat_ui
 
 from .._util.version import package_version
@@ -75,12 +76,12 @@ FOREIGN_MESSAGE = (
 
 
 def kit_dependency() -> HTMLDependency:
-    """The kit's script and stylesheet (modals, MCP panel buttons)."""
+    """The kit's scripts and stylesheet (modals, MCP panel buttons, the chat's height)."""
     return HTMLDependency(
         name="deputy_shiny",
         version=package_version(),
         source={"package": "deputy_shiny", "subdir": "shiny/www"},
-        script={"src": "deputy_shiny.js"},
+        script=[{"src": "deputy_shiny.js"}, {"src": "deputy_chat_fit.js"}],
         stylesheet={"href": "deputy_shiny.css"},
     )
 
@@ -239,18 +240,25 @@ class AgentChatHandle(kit_module.ExpressInert):
 def agent_chat_ui(**chat_ui_options: Any) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
 
-    Extra keyword arguments go to shinychat's ``chat_ui``. The first call (or the first
+    The chat fills its container and scrolls its own messages, so the newest reply and
+    the input stay on screen: in a fillable container (``page_fillable``, a fillable
+    ``page_sidebar``, a card) it is a fill item; where the page flows instead (a page
+    that is not fillable, or any page on a phone) it takes the screen's height below
+    its top. Extra keyword arguments go to shinychat's ``chat_ui``. The first call (or the first
     ``agent_chat_server``) starts importing litellm in a worker thread, so the first
     reply does not wait for it. Called as an app module is imported (no event loop
     running), it returns once that warm-up is done, so the app serves warm.
     """
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
     options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
-    return TagList(
-        kit_dependency(),
+    # One fill item that is itself a fillable container: the chat grows into what its
+    # container leaves and the usage line keeps its own height under it.
+    chat = ui.div(
         chat_ui("chat", **options),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
+        class_="deputy-chat",
     )
+    return TagList(kit_dependency(), as_fillable_container(as_fill_item(chat)))
 
 
 def _usage_text(usage: AgentUsage) -> str:

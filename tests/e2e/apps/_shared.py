@@ -71,6 +71,22 @@ def numbered_words(count: int, last: str) -> str:
     return " ".join(f"word {i:03d}," for i in range(1, count + 1)) + " " + last
 
 
+def long_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """A reply taller than a screen: five paragraphs, then ``End of reply <n>.``"""
+    turn = sum(1 for message in messages if message.get("role") == "user")
+    paragraphs = [numbered_words(24, f"(paragraph {p})") for p in range(1, 6)]
+    return "\n\n".join([*paragraphs, f"End of reply {turn}."])
+
+
+def long_reply_agent(ctx: AgentChatContext) -> Agent:
+    """An agent that answers every message with :func:`long_reply`, at once."""
+    return Agent(
+        FunctionModel(long_reply),
+        working_dir=ctx.working_dir,
+        approval_handler=ctx.approval_handler,
+    )
+
+
 WRITE = re.compile(r"^write (\S+) (\S+)$")
 
 
