@@ -7,7 +7,7 @@ at app start (warming litellm up for every session at the same time). Until it
 finishes, :meth:`ModelCheck.current` answers with the requested model, marked
 unchecked, and never blocks.
 
-Example:
+Examples:
     >>> check = ModelCheck(chosen_model({}))  # .start() would begin the warm-up thread
     >>> choice = check.current()
     >>> choice.model, choice.is_demo, choice.checked
@@ -44,7 +44,7 @@ __all__ = [
 def chosen_model(environ: Mapping[str, str] | None = None) -> str:
     """The litellm model string from ``DEPUTY_MODEL``, or ``deputy/demo`` when unset.
 
-    Example:
+    Examples:
         >>> chosen_model({})
         'deputy/demo'
         >>> chosen_model({"DEPUTY_MODEL": "openai/gpt-4.1-mini"})
@@ -64,7 +64,7 @@ class ModelChoice:
         checked: False while the API key check is still running.
         reason: Why the demo runs instead of ``requested`` (None when it doesn't).
 
-    Example:
+    Examples:
         >>> ModelChoice("openai/gpt-4.1-mini", DEMO_MODEL, True, "no key").is_demo
         True
     """
@@ -88,7 +88,7 @@ def decide(
     ``missing`` finds the provider's missing key variables (it imports litellm:
     call this in a worker thread).
 
-    Example:
+    Examples:
         >>> decide("openai/gpt-4.1-mini", lambda m: ["OPENAI_API_KEY"]).reason.split(":")[0]
         'DEPUTY_MODEL is openai/gpt-4.1-mini, but OPENAI_API_KEY is not set'
         >>> decide("openai/gpt-4.1-mini", lambda m: []).model
@@ -154,7 +154,7 @@ class ModelCheck:
     def wait(self, timeout: float | None = None) -> ModelChoice:
         """Wait for the check (scripts and tests only: never on the event loop).
 
-        Example:
+        Examples:
             >>> ModelCheck("deputy/demo").wait(0).checked
             True
         """
@@ -166,7 +166,7 @@ class ModelCheck:
 def demo_banner(choice: ModelChoice) -> Tag | None:
     """The visible notice that replies are scripted, when the demo runs; else None.
 
-    Example:
+    Examples:
         >>> "not from an LLM" in str(demo_banner(ModelChoice(DEMO_MODEL, DEMO_MODEL, True)))
         True
     """
@@ -187,7 +187,7 @@ def demo_banner(choice: ModelChoice) -> Tag | None:
 def model_summary(choice: ModelChoice) -> TagList:
     """The sidebar's model section: the model string and what it is.
 
-    Example:
+    Examples:
         >>> "Checking" in str(model_summary(ModelChoice("openai/gpt-4o", "openai/gpt-4o", False)))
         True
     """

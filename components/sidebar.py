@@ -6,7 +6,7 @@ It only lays out the pieces; each has its own module (:mod:`components.model_cho
 mode switcher and subagent panel). On a phone the sidebar folds away behind a toggle
 above the chat.
 
-Example:
+Examples:
     >>> from components.model_choice import ModelChoice
     >>> demo = ModelChoice("deputy/demo", "deputy/demo", True)
     >>> html = str(ui.page_sidebar(app_sidebar(demo), "main"))

@@ -1,6 +1,6 @@
 """The usage meter: requests, tokens, tool calls and cost of this session's conversation.
 
-Example:
+Examples:
     >>> from deputy_shiny import AgentUsage
     >>> [row[1] for row in usage_rows(AgentUsage())]
     ['0', '0', '0', '$0.00']

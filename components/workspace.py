@@ -6,7 +6,7 @@ listing and reading have something to show.
 :func:`workspace_server` lists the directory again whenever its ``refresh`` counter
 changes (the kit's ``handle.tool_events``: after each tool call).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> ws = Path(tempfile.mkdtemp())
@@ -107,7 +107,7 @@ def workspace_entries(root: Path, limit: int = MAX_ENTRIES) -> list[WorkspaceEnt
     Symlinks are listed but never followed; hidden entries (``.name``) are left out;
     at most ``limit`` entries. A missing root lists nothing.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> root = Path(tempfile.mkdtemp())
         >>> (root / "b").mkdir(); _ = (root / "b" / "c.txt").write_text("hi")
@@ -147,7 +147,7 @@ def workspace_entries(root: Path, limit: int = MAX_ENTRIES) -> list[WorkspaceEnt
 def format_size(size: int) -> str:
     """A short human size.
 
-    Example:
+    Examples:
         >>> format_size(0), format_size(1023), format_size(2048), format_size(5_000_000)
         ('0 B', '1023 B', '2.0 KB', '4.8 MB')
     """

@@ -3,7 +3,7 @@
 Importing this package is cheap and offline: litellm is imported on the first model
 request (or by :func:`warm_up` in a worker thread).
 
-Example:
+Examples:
     >>> from deputy_shiny import Agent
     >>> from deputy_shiny.testing import ScriptedModel
     >>> Agent(ScriptedModel(["Hello from a scripted model."])).chat("Hi")

@@ -6,7 +6,7 @@ root or home directory, format or overwrite a disk, fork-bomb, pipe a download i
 shell, open up permissions on ``/``, or power the machine off. It does not parse code
 in other languages (``python -c "os.system(...)"``).
 
-Example:
+Examples:
     >>> dangerous_bash_reason("ls -la /")
     >>> dangerous_bash_reason("sudo rm -rf /")
     'recursively deletes the root directory /'
@@ -826,7 +826,7 @@ def dangerous_bash_reason(command: str) -> str | None:
     guard rail against accidents, not a sandbox: a determined script can hide a
     command from any static check.
 
-    Example:
+    Examples:
         >>> dangerous_bash_reason("sudo rm -rf /")
         'recursively deletes the root directory /'
         >>> dangerous_bash_reason("rm -rf ./build") is None

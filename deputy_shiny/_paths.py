@@ -26,7 +26,7 @@ no symlink followed at any component, so what is opened is what was checked.
 
 Backslashes count as separators, so ``..\\..\\etc`` is traversal too.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> root = Path(tempfile.mkdtemp()).resolve()

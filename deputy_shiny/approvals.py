@@ -8,7 +8,7 @@ arguments and input schema, so a UI can show the call and let a person edit type
 values. When no one can answer live, the engine hands a durable store a
 :class:`Suspension` (the paused call and the run around it).
 
-Example:
+Examples:
     >>> from deputy_shiny.approvals import ApprovalDecision
     >>> ApprovalDecision.approve(updated_input={"path": "notes.txt"}).updated_input
     {'path': 'notes.txt'}
@@ -50,7 +50,7 @@ class ApprovalRequest(BaseModel):
         calls_after: Tool calls of the same model response still to be decided after
             this one (a UI can show "1 of N waiting" and offer to stop them all).
 
-    Example:
+    Examples:
         >>> r = ApprovalRequest(call_id="c1", tool_name="write_file", description="Write",
         ...                     arguments={"path": "a.txt"}, input_schema={}, reason="writes")
         >>> len(r.request_id) > 30, r.identity.call_id
@@ -93,7 +93,7 @@ class ApprovalDecision(BaseModel):
     :meth:`stop_run`. Edited input (``updated_input``) is checked again by the whole
     permission policy.
 
-    Example:
+    Examples:
         >>> ApprovalDecision.approve_always().always
         True
         >>> ApprovalDecision.stop_run().stop
@@ -151,7 +151,7 @@ def prompt_tool_decision(value: object) -> ApprovalDecision | str:
     JSON inside prose, another behavior, a wrong type, over 64 KiB) is a string saying
     what is wrong, and the call is denied.
 
-    Example:
+    Examples:
         >>> prompt_tool_decision('{"behavior": "allow"}').approved
         True
         >>> prompt_tool_decision('{"behavior": "deny", "message": "No."}').message

@@ -13,7 +13,7 @@ only the newest turns in the model's view (``agent.get_turns()`` keeps everythin
 Token counts are estimates, made with litellm's token counter (its bundled tiktoken
 encoding, offline, whatever the provider).
 
-Example:
+Examples:
     >>> from deputy_shiny.context import ContextPolicy
     >>> policy = ContextPolicy(max_tokens=8000, fallback="text")
     >>> policy.compact_to, policy.max_tool_result_bytes
@@ -86,7 +86,7 @@ class ContextPolicy(FrozenConfig):
         summary_fallback_models: Models that write the summary, in order, when the
             agent's model cannot (the agent's ``fallback_models`` are not used).
 
-    Example:
+    Examples:
         >>> ContextPolicy(max_tokens=None).max_tokens is None
         True
     """
@@ -141,7 +141,7 @@ class CompactionRecord(BaseModel):
         model: The model that wrote the summary, for ``"model"``.
         at: When it happened (seconds since the epoch).
 
-    Example:
+    Examples:
         >>> CompactionRecord(method="text", tokens_before=9000, tokens_after=3000,
         ...                  turns_removed=12).turns_removed
         12
@@ -165,7 +165,7 @@ def parse_tool_result_reference(text: str) -> str:
         ToolResultReferenceError: no well-formed reference in ``text`` (a path, a
             traversal or a forged shape never parses).
 
-    Example:
+    Examples:
         >>> parse_tool_result_reference("see deputy://tool-result/" + "a" * 32 + " for more")
         'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'
         >>> parse_tool_result_reference("deputy://tool-result/../../etc/passwd")

@@ -8,7 +8,7 @@ the model sees: compaction (:mod:`deputy_shiny.context`) moves its start past ol
 turns (whose summary joins the system prompt under "Previous Conversation Summary"),
 and microcompaction replaces old tool results with a marker, in this view only.
 
-Example:
+Examples:
     >>> from deputy_shiny.conversation import Conversation
     >>> from deputy_shiny.messages import user_turn
     >>> conversation = Conversation(system_prompt="Be brief.")

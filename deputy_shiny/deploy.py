@@ -20,7 +20,7 @@ Then deploy as the README's Deploy section says, for Core and Express apps alike
 shiny APP_DIR`` for a Git-backed deploy): the manifest's entrypoint is what Connect
 runs.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> app = Path(tempfile.mkdtemp())
@@ -198,7 +198,7 @@ def _pin(key: str, requirement: str, marker: str) -> str:
 def main(argv: Sequence[str]) -> int:
     """``deputy connect-bundle APP_DIR``: the command's exit status (2 on a bad folder).
 
-    Example:
+    Examples:
         >>> main(["/nonexistent/app"])  # stderr: deputy connect-bundle: ... no such folder
         2
     """

@@ -45,7 +45,7 @@ other class lives only here. The families:
 - Raised by an app's own code: ``ToolRejectedError`` (from an ``on_tool_request``
   callback) and ``AskUserDeclined`` (from an ask_user callback).
 
-Example:
+Examples:
     >>> from deputy_shiny import ConfigurationError, DeputyError
     >>> from deputy_shiny.errors import InvalidModelError
     >>> issubclass(InvalidModelError, ConfigurationError)
@@ -324,7 +324,7 @@ class AskUserDeclined(DeputyError):
 
     The model then gets a normal result saying the user declined to answer.
 
-    Example:
+    Examples:
         >>> def never(questions, context):
         ...     raise AskUserDeclined("closed the dialog")
     """
@@ -347,7 +347,7 @@ class ToolRejectedError(DeputyError):
     The call does not run; the model sees ``Tool call rejected: <reason>`` as the
     call's error result and the run goes on.
 
-    Example:
+    Examples:
         >>> def no_deletes(request):
         ...     if request.name == "delete_file":
         ...         raise ToolRejectedError("deleting files is not allowed here")
@@ -661,7 +661,7 @@ class ScriptedModelExhausted(DeputyError):
     ``litellm.APIConnectionError`` (litellm wraps every non-litellm exception);
     ``deputy_shiny.models._provider.deputy_error_cause`` finds it again.
 
-    Example:
+    Examples:
         >>> issubclass(ScriptedModelExhausted, DeputyError)
         True
     """

@@ -3,7 +3,7 @@
 ``agent.run(task)`` yields events as the agent works; the ``stop`` event ends every run
 and ``agent.last_run()`` then holds the :class:`AgentResult`.
 
-Example:
+Examples:
     >>> from deputy_shiny.events import AgentUsage
     >>> AgentUsage(requests=2, input_tokens=10, output_tokens=5).total_tokens
     15
@@ -388,7 +388,7 @@ class AgentResult(BaseModel):
     The helpers read it as deputy's do: :meth:`n_turns`, :meth:`tool_calls`,
     :meth:`tool_results`, :meth:`text_chunks` and :meth:`is_success`.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.testing import ScriptedModel
         >>> from deputy_shiny import Agent
         >>> result = Agent(ScriptedModel(["Hello!"])).run_sync("Hi")

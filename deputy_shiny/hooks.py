@@ -30,7 +30,7 @@ otherwise (None waits forever); a late callback counts as failed.
 :func:`~deputy_shiny.hooks_builtin.hook_limit_file_writes`) live in
 :mod:`deputy_shiny.hooks_builtin`.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from deputy_shiny.hooks import HookContext, HookRegistry
     >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
@@ -185,7 +185,7 @@ class HookResultPreToolUse(FrozenConfig):
             ``hook_requested_stop``).
         stop_reason: The message recorded when ``continue_`` is False.
 
-    Example:
+    Examples:
         >>> HookResultPreToolUse(permission="deny", reason="not on Fridays").permission
         'deny'
     """
@@ -210,7 +210,7 @@ class HookResultPostToolUse(FrozenConfig):
             ``hook_requested_stop``).
         stop_reason: The message recorded when ``continue_`` is False.
 
-    Example:
+    Examples:
         >>> HookResultPostToolUse(updated_tool_output="[redacted]").updated_tool_output
         '[redacted]'
     """
@@ -233,7 +233,7 @@ class HookResultPreCompact(FrozenConfig):
         continue_: False cancels this compaction.
         summary: Use this summary instead of asking the model for one.
 
-    Example:
+    Examples:
         >>> HookResultPreCompact(summary="We fixed the parser.").continue_
         True
     """
@@ -280,7 +280,7 @@ class HookContext(CallIdentity):
         tool_annotations: At tool events, the tool's annotations as supplied (missing
             ones absent); None at other events.
 
-    Example:
+    Examples:
         >>> HookContext(event="Stop", run_id="run_1", reason="complete").reason
         'complete'
     """
@@ -379,7 +379,7 @@ class HookMatcher:
             that is not a valid regex (or is given for a non-tool event), or a timeout
             that is not a positive number.
 
-    Example:
+    Examples:
         >>> def audit(tool_name, tool_input, context):
         ...     return None
         >>> HookMatcher("PreToolUse", audit, pattern="^write_file$").matches("write_file")
@@ -454,7 +454,7 @@ class HookMatcher:
     def matches(self, tool_name: str | None = None) -> bool:
         """True if this matcher applies to ``tool_name`` (None: only pattern-less matchers).
 
-        Example:
+        Examples:
             >>> m = HookMatcher("PreToolUse", lambda n, i, c: None, pattern="file")
             >>> m.matches("read_file"), m.matches("run_bash"), m.matches(None)
             (True, False, False)
@@ -510,7 +510,7 @@ class HookCallRecord:
         result: What it returned, for ``"result"``.
         exception: The exception it raised, if any (for debugging; not in summaries).
 
-    Example:
+    Examples:
         >>> m = HookMatcher("Stop", lambda context: None)
         >>> HookCallRecord(0, m, "none", None, 0.001).summary()["outcome"]
         'none'
@@ -527,7 +527,7 @@ class HookCallRecord:
     def summary(self) -> dict[str, Any]:
         """A JSON-safe summary, the ``result`` of the engine's ``hook`` event.
 
-        Example:
+        Examples:
             >>> m = HookMatcher("Stop", lambda context: 1 / 0)
             >>> HookCallRecord(2, m, "error", "ZeroDivisionError", 0.0).summary()["error"]
             'ZeroDivisionError'
@@ -559,7 +559,7 @@ class HookRun:
         matcher: That matcher.
         records: One :class:`HookCallRecord` per callback that ran, in order.
 
-    Example:
+    Examples:
         >>> HookRun("Stop").failure is None
         True
     """
@@ -585,7 +585,7 @@ class HookRun:
     def failure(self) -> str | None:
         """A one-line account of the first failure, or None if nothing failed.
 
-        Example:
+        Examples:
             >>> m = HookMatcher("Stop", lambda context: None)
             >>> rec = HookCallRecord(0, m, "timeout", "timed out after 1 s", 1.0)
             >>> HookRun("Stop", records=(rec,)).failure
@@ -614,7 +614,7 @@ class HookRun:
     def summary(self) -> dict[str, Any] | None:
         """A JSON-safe summary of the whole run (None when no callback ran).
 
-        Example:
+        Examples:
             >>> HookRun("Stop").summary() is None
             True
         """
@@ -656,7 +656,7 @@ class HookRegistry:
     Adding and removing are thread-safe; a run works on the matchers present when it
     started.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> registry = HookRegistry()
         >>> registry.add(HookMatcher("Stop", lambda context: "saw it"))
@@ -673,7 +673,7 @@ class HookRegistry:
         """Add a matcher, or several (as :func:`~deputy_shiny.hooks_builtin.hook_log_tools`
         returns), at the end.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.hooks_builtin import hook_log_tools
             >>> registry = HookRegistry()
             >>> registry.add(hook_log_tools())
@@ -696,7 +696,7 @@ class HookRegistry:
     def snapshot(self) -> tuple[HookMatcher, ...]:
         """Every matcher now, in order (a retained agent's fingerprint compares them).
 
-        Example:
+        Examples:
             >>> HookRegistry().snapshot()
             ()
         """
@@ -707,7 +707,7 @@ class HookRegistry:
         """A new registry with this one's matchers for ``events`` only (a subagent gets its
         lead's tool hooks this way, not its Stop or SessionStart hooks).
 
-        Example:
+        Examples:
             >>> registry = HookRegistry([HookMatcher("Stop", lambda context: None)])
             >>> len(registry.select(["PreToolUse"])), len(registry.select(["Stop"]))
             (0, 1)
@@ -719,7 +719,7 @@ class HookRegistry:
     def remove(self, matcher: HookMatcher) -> bool:
         """Remove the first matcher equal to ``matcher``; False if there was none.
 
-        Example:
+        Examples:
             >>> m = HookMatcher("Stop", lambda context: None)
             >>> registry = HookRegistry([m])
             >>> registry.remove(m), registry.remove(m)
@@ -739,7 +739,7 @@ class HookRegistry:
 
         With ``tool_name`` None, matchers with a pattern are left out.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
             >>> registry = HookRegistry([hook_block_dangerous_bash()])
             >>> len(registry.matchers("PreToolUse", "run_bash"))
@@ -781,7 +781,7 @@ class HookRegistry:
         Raises:
             InvalidHookError: ``event`` is not a hook event name.
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> async def deny_all(tool_name, tool_input, context):
             ...     return HookResultPreToolUse(permission="deny", reason="no")

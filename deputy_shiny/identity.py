@@ -5,7 +5,7 @@ contexts, permission contexts, tool contexts and ask_user contexts all derive fr
 :class:`CallIdentity`, so each id is defined (and documented) once and
 ``context.identity`` gives them as one value.
 
-Example:
+Examples:
     >>> from deputy_shiny.hooks import HookContext
     >>> context = HookContext(event="Stop", agent_id="a1", run_id="run_1")
     >>> context.identity

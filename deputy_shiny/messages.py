@@ -8,7 +8,7 @@ speaks OpenAI-format chat messages; :func:`to_openai_messages` and
 Tool results belong to a *user* turn (the turn that answers the assistant's tool
 requests), as in ellmer; they become ``role="tool"`` messages on the wire.
 
-Example:
+Examples:
     >>> from deputy_shiny.messages import Turn, ContentText, to_openai_messages
     >>> turns = [Turn(role="user", contents=[ContentText(text="Hi")])]
     >>> to_openai_messages("Be brief.", turns)
@@ -35,7 +35,7 @@ class _Content(BaseModel):
 class ContentText(_Content):
     """Plain text (markdown) from the user or the model.
 
-    Example:
+    Examples:
         >>> ContentText(text="hello").text
         'hello'
     """
@@ -47,7 +47,7 @@ class ContentText(_Content):
 class ContentThinking(_Content):
     """Reasoning the model shared; provider-specific, dropped when switching provider.
 
-    Example:
+    Examples:
         >>> ContentThinking(thinking="Let me check the file first.").type
         'thinking'
     """
@@ -67,7 +67,7 @@ class ContentToolRequest(_Content):
         raw_arguments: The argument text exactly as the model sent it, kept when it
             was not a JSON object so the conversation replays faithfully.
 
-    Example:
+    Examples:
         >>> ContentToolRequest(id="call_1", name="read_file", arguments={"path": "a.txt"}).name
         'read_file'
     """
@@ -88,7 +88,7 @@ class ContentToolRequest(_Content):
 class ContentToolResult(_Content):
     """The result of one tool call, as the model sees it.
 
-    Example:
+    Examples:
         >>> ContentToolResult(call_id="call_1", name="read_file", output="hi").is_error
         False
     """
@@ -107,7 +107,7 @@ class ContentToolResult(_Content):
 class ContentImage(_Content):
     """An image, by URL or inline base64 data.
 
-    Example:
+    Examples:
         >>> ContentImage(url="https://example.com/a.png").to_url()
         'https://example.com/a.png'
     """
@@ -137,7 +137,7 @@ _content_adapter: TypeAdapter[Content] = TypeAdapter(Content, config=ConfigDict(
 class Turn(BaseModel):
     """One message of the conversation: a role and its contents.
 
-    Example:
+    Examples:
         >>> turn = Turn(role="assistant", contents=[ContentText(text="Done.")])
         >>> turn.text
         'Done.'
@@ -173,7 +173,7 @@ UserContent = str | ContentText | ContentImage
 def user_turn(*contents: UserContent) -> Turn:
     """Build a user turn from strings and content objects.
 
-    Example:
+    Examples:
         >>> user_turn("Describe this", ContentImage(url="https://x/y.png")).role
         'user'
     """

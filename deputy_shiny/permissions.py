@@ -27,7 +27,7 @@ Steps 1-6 live here (:func:`evaluate`); the engine adds the hooks and approvals.
 Only tools that deputy_shiny itself built count as built-in: a custom or MCP tool
 named ``read_file`` is a custom tool, judged by its annotations, which are claims.
 
-Example:
+Examples:
     >>> from deputy_shiny.permissions import Permissions, permissions_readonly
     >>> permissions_readonly().mode
     'readonly'
@@ -84,7 +84,7 @@ MODES_WIDEST_FIRST: tuple[PermissionMode, ...] = tuple(
 def allowed_modes(mode: str) -> list[PermissionMode]:
     """``mode`` and the modes it may narrow to, widest first (empty for an unknown mode).
 
-    Example:
+    Examples:
         >>> allowed_modes("full")
         ['full', 'standard', 'plan', 'readonly']
         >>> allowed_modes("plan")
@@ -156,7 +156,7 @@ class Permissions(FrozenConfig):
             refused here: none of them answers approvals.
         working_dir: The directory the policy is for; None means the agent's.
 
-    Example:
+    Examples:
         >>> Permissions(mode="plan", web=True).web
         True
     """
@@ -296,7 +296,7 @@ def _mode_default(mode: PermissionMode, working_dir: str | os.PathLike[str] | No
 def permissions_standard(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
     """Standard mode: read and write in the working dir; no code, no web.
 
-    Example:
+    Examples:
         >>> permissions_standard().run_bash
         False
     """
@@ -311,7 +311,7 @@ def permissions_plan(working_dir: str | os.PathLike[str] | None = None) -> Permi
     (an MCP search, say) are allowed. Turn it off with
     ``permissions_plan().model_copy(update={"web": False})``.
 
-    Example:
+    Examples:
         >>> plan = permissions_plan()
         >>> plan.mode, plan.web
         ('plan', True)
@@ -327,7 +327,7 @@ def permissions_readonly(working_dir: str | os.PathLike[str] | None = None) -> P
     The built-in ``web_fetch``/``web_search`` only read, so ``web=True`` allows them in
     readonly mode too (open-world custom tools stay denied).
 
-    Example:
+    Examples:
         >>> permissions_readonly().file_write
         False
     """
@@ -341,7 +341,7 @@ def permissions_readonly(working_dir: str | os.PathLike[str] | None = None) -> P
 def permissions_full(working_dir: str | os.PathLike[str] | None = None) -> Permissions:
     """Full mode with every capability on: writes, Python, bash, web, package installs.
 
-    Example:
+    Examples:
         >>> permissions_full().run_python
         True
     """
@@ -361,7 +361,7 @@ def narrow_mode(current: Permissions, mode: str) -> Permissions:
 
     full -> any mode; standard -> readonly; plan -> readonly; the same mode is a no-op.
 
-    Example:
+    Examples:
         >>> narrow_mode(permissions_full(), "plan").mode
         'plan'
     """
@@ -397,7 +397,7 @@ class PermissionResultDeny:
             are not run, the model gets no further request, and the run stops with
             stop reason ``interrupted`` and ``message`` as its stop message.
 
-    Example:
+    Examples:
         >>> PermissionResultDeny("Not in production", interrupt=True).interrupt
         True
     """
@@ -485,7 +485,7 @@ def tool_kind(t: Tool) -> ToolKind:
     deputy_shiny's own package count. Custom and MCP tools have no kind: the mode table
     judges them by their annotations.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.tools import tool, tool_read_file
         >>> tool_kind(tool_read_file()), tool_kind(tool(lambda: 1, name="one", description="One."))
         ('read', 'custom')
@@ -505,7 +505,7 @@ def tool_gating(name: str, permissions: Permissions) -> PermissionDecision | Non
     Both lists compare names case-insensitively. An empty allowlist restricts nothing;
     a non-empty one admits only the tools it names, ``ask_user`` included.
 
-    Example:
+    Examples:
         >>> tool_gating("ask_user", Permissions(tool_allowlist=["read_file"])).step
         'allowlist'
         >>> tool_gating("READ_FILE", Permissions(tool_allowlist=["read_file"])) is None
@@ -801,7 +801,7 @@ async def permissions_check_async(
 ) -> PermissionDecision:
     """Evaluate a call against the policy without running anything (steps 1-6).
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from deputy_shiny.tools import tool_write_file
         >>> decision = asyncio.run(permissions_check_async(
@@ -827,7 +827,7 @@ def permissions_check(
 ) -> PermissionDecision:
     """Blocking :func:`permissions_check_async` (for scripts and tests).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.tools import tool_read_file
         >>> permissions_check(permissions_readonly(), tool_read_file(), {"path": "../x"}, ".").step
         'path_policy'
@@ -845,7 +845,7 @@ def native_web_refusal(permissions: Permissions, name: str) -> str | None:
     not be readonly), list the tool in ``tool_allowlist``, not deny it, and have no
     ``can_use_tool`` callback (it could never see the calls).
 
-    Example:
+    Examples:
         >>> native_web_refusal(Permissions(web=True, tool_allowlist=["web_search"]), "web_search")
         >>> native_web_refusal(Permissions(web=True), "web_search")
         'Provider-native web_search needs an explicit tool_allowlist entry.'

@@ -13,7 +13,7 @@ Building a Skill, revising it, checking its requirements, or passing it to an ag
 never runs anything. Tools are shared, never copied: a Skill holds the very Tool
 objects it was given, with their closures, clients and state.
 
-Example:
+Examples:
     >>> concise = skill_create("concise", prompt="Answer in one short paragraph.",
     ...                        requires={"packages": ["pydantic>=2"]})
     >>> skill_check_requirements(concise).ok
@@ -105,7 +105,7 @@ class _SkillValue(FrozenConfig):
         Every field is immutable and tools are shared by design, so ``deep`` changes
         nothing: Tool objects are never copied.
 
-        Example:
+        Examples:
             >>> SkillRequirements(providers=["openai"]).model_copy(
             ...     update={"packages": ["pydantic"]}).packages
             ('pydantic',)
@@ -165,7 +165,7 @@ class SkillRequirements(_SkillValue):
     prefixes (``"openai"``, ``"anthropic"``), stored lower-case. A single string is
     taken as a one-item list. Declaring requirements never installs anything.
 
-    Example:
+    Examples:
         >>> SkillRequirements(packages="pandas>=2", providers=["OpenAI"]).providers
         ('openai',)
     """
@@ -192,7 +192,7 @@ class Skill(_SkillValue):
     :class:`SkillError` naming the field. The tools are kept as the very same objects,
     also by ``model_copy(update=...)``, which validates the update.
 
-    Example:
+    Examples:
         >>> s = Skill(name="concise", prompt="Be brief.")
         >>> s.version, s.tools, s.requires.packages
         ('0.0.0', (), ())
@@ -256,7 +256,7 @@ def skill_create(
 ) -> Skill:
     """Create a skill in code; like ``Skill(...)`` but the version defaults to ``"1.0.0"``.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.tools import tool
         >>> def word_count(text: str) -> int:
         ...     '''Count the words in a text.'''
@@ -290,7 +290,7 @@ class SkillCheck(_SkillValue):
             not among them.
         messages: One readable sentence per problem (empty when ``ok``).
 
-    Example:
+    Examples:
         >>> SkillCheck(ok=True).missing_packages
         ()
     """
@@ -314,7 +314,7 @@ def skill_check_requirements(skill: Skill, provider: str | None = None) -> Skill
     ``"openai"``, or a model string such as ``"openai/gpt-4o"`` (its prefix is used);
     with None, or when the skill names no providers, there is no provider check.
 
-    Example:
+    Examples:
         >>> s = skill_create("demo", requires={"packages": ["pydantic", "surely-absent-pkg"],
         ...                                    "providers": ["anthropic"]})
         >>> check = skill_check_requirements(s, provider="openai")
@@ -414,7 +414,7 @@ def skill_load(path: str | os.PathLike[str]) -> Skill:
     malformed front matter, a missing name, and a tool file that is missing, escapes
     the directory, fails to import (with the exception) or lacks the function.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from pathlib import Path
         >>> folder = Path(tempfile.mkdtemp())
@@ -495,7 +495,7 @@ def skills_list(path: str | os.PathLike[str] = "skills") -> list[SkillInfo]:
     Raises :class:`SkillLoadError` when ``path`` does not exist, is not a folder, or
     is a skill folder itself (pass its parent, or use :func:`skill_load`).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from pathlib import Path
         >>> root = Path(tempfile.mkdtemp())
@@ -869,7 +869,7 @@ def _tool_from(module: ModuleType, spec: _ToolSpec) -> Tool:
 def prepare_skill(skill_or_path: Skill | str | os.PathLike[str]) -> Skill:
     """The Skill for ``agent.load_skill()``: a Skill as is, a path loaded with :func:`skill_load`.
 
-    Example:
+    Examples:
         >>> s = skill_create("concise", prompt="Be brief.")
         >>> prepare_skill(s) is s
         True
@@ -887,7 +887,7 @@ def prepare_skill(skill_or_path: Skill | str | os.PathLike[str]) -> Skill:
 def skill_prompt_section(skill: Skill) -> str:
     """The text appended to the system prompt for a skill; ``""`` when its prompt is blank.
 
-    Example:
+    Examples:
         >>> skill_prompt_section(skill_create("concise", prompt="Be brief."))
         '\\n\\n## Skill: concise\\nBe brief.'
         >>> skill_prompt_section(skill_create("tools-only"))

@@ -9,7 +9,7 @@ Every request is recorded in ``model.requests``.
 
 Importing this module does not import litellm.
 
-Example:
+Examples:
     >>> from deputy_shiny import Agent, tool, tool_annotations
     >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
     >>> def add(a: int, b: int) -> int:

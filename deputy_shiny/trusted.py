@@ -24,7 +24,7 @@ checks all its tools whenever they change (at construction, ``register_tools``,
 The policy allows no call by itself: permissions, hooks and approvals still govern
 every call of every tool.
 
-Example:
+Examples:
     >>> from deputy_shiny import Agent, tool, tool_annotations
     >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
     >>> def forecast(city: str) -> dict:
@@ -74,7 +74,7 @@ class TrustedResults(BaseModel):
         model_receipt: True: the model gets a receipt naming the result id and type
             instead of the value, so it cannot restate it.
 
-    Example:
+    Examples:
         >>> policy = TrustedResults({"forecast": "get_forecast"}, model_receipt=True)
         >>> policy.result_type("get_forecast"), policy.result_type("other")
         ('forecast', None)
@@ -173,7 +173,7 @@ def check_trusted_tools(
     Raises:
         TrustedResultsError: see the module docs for the rules.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import tool_run_bash
         >>> policy = TrustedResults({"total": "run_bash"})
         >>> check_trusted_tools(policy, {"run_bash": tool_run_bash()})
@@ -231,7 +231,7 @@ def result_trusted_results(
     Each carries ``result_id``, ``result_type``, ``tool_name``, ``call_id``,
     ``arguments`` and the tool's unchanged ``value``, plus the run's ids.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.testing import ScriptedModel
         >>> result_trusted_results(Agent(ScriptedModel(["Hi"])).run_sync("Hello"))

@@ -12,7 +12,7 @@ behalf (the kit's per-user daily budget): :func:`charged_to` puts one in charge.
 Every attempt sent to a provider counts as a request (a retry, a fallback, a failed or
 interrupted one), with the tokens and cost known for it: what a provider may bill.
 
-Example:
+Examples:
     >>> from deputy_shiny.usage import AgentUsage, UsageLimits, limit_reached
     >>> usage = AgentUsage(requests=1, input_tokens=900, output_tokens=200)
     >>> limit_reached(UsageLimits(max_total_tokens=1000), usage)
@@ -124,7 +124,7 @@ class CostSummary(BaseModel):
     """The cost of a run: ``total`` is None unless every request's cost was known;
     its tokens split into input, output and cached (the cached part of the input).
 
-    Example:
+    Examples:
         >>> CostSummary(total=None, complete=False, missing=1, input_tokens=10).total is None
         True
     """
@@ -158,7 +158,7 @@ class ConversationCost(BaseModel):
     ``total`` is None unless every request's cost was known (``complete``);
     ``missing`` counts the requests whose cost was unknown.
 
-    Example:
+    Examples:
         >>> cost = ConversationCost(
         ...     input_tokens=10, output_tokens=5, total=None, complete=False, missing=1
         ... )
@@ -181,7 +181,7 @@ class TurnTokens(BaseModel):
 
     ``turn`` is the turn's index in ``agent.get_turns()``; ``cost`` is None when unknown.
 
-    Example:
+    Examples:
         >>> TurnTokens(turn=1, input_tokens=12, output_tokens=3).cost is None
         True
     """
@@ -218,7 +218,7 @@ class UsageLimits(FrozenConfig):
         on_exceed: ``"stop"`` ends the run with the limit's stop reason; ``"error"``
             also raises :class:`~deputy_shiny.errors.UsageLimitExceeded`.
 
-    Example:
+    Examples:
         >>> UsageLimits(max_requests=3, on_exceed="error").on_exceed
         'error'
     """
@@ -299,7 +299,7 @@ def format_cost(usage: AgentUsage) -> str:
     a failed request is charged the price of no tokens, which is unknown for a model
     without a price (see :func:`deputy_shiny._engine.budget.response_usage`).
 
-    Example:
+    Examples:
         >>> [format_cost(AgentUsage(cost=c)) for c in (0.0, 0.01234, 1.5, 0.00001)]
         ['$0.00', '$0.0123', '$1.50', '<$0.0001']
         >>> format_cost(AgentUsage(requests=2, cost=None, cost_missing=2))
@@ -346,7 +346,7 @@ request_gate: contextvars.ContextVar[RequestGate | None] = contextvars.ContextVa
 def charged_to(gate: RequestGate | None) -> Iterator[None]:
     """Runs started inside (and every task they start) pass ``gate`` before each request.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.testing import ScriptedModel
         >>> class OneRequest:

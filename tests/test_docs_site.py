@@ -70,6 +70,14 @@ def test_the_reference_documents_the_api(site: Path, page: str, anchors: list[st
         assert f'id="{anchor}"' in html, anchor
 
 
+def test_docstring_examples_render_as_code_not_as_quotes(site: Path) -> None:
+    """An "Examples:" section is a doctest block (code); "Example:" was read as prose, so
+    its ``>>>`` lines rendered as nested block quotes."""
+    html = (site / "reference" / "usage" / "index.html").read_text()
+    assert "<blockquote>" not in html
+    assert re.search(r'<div class="highlight"><pre>.*?&gt;&gt;&gt;', html, re.S)
+
+
 def test_every_page_is_built(site: Path) -> None:
     pages = sorted(p.relative_to(DOCS).with_suffix("") for p in DOCS.rglob("*.md"))
     assert pages

@@ -26,7 +26,7 @@ The engine makes one budget per run (parented to the budget its deps name) and p
 it in :data:`current_budget` while the run's tools execute, so a delegation tool finds
 the budget it must draw from without being handed it.
 
-Example:
+Examples:
     >>> from deputy_shiny.usage import UsageLimits
     >>> lead = SharedBudget(UsageLimits(max_requests=2))
     >>> sub = SharedBudget(UsageLimits(), parent=lead)

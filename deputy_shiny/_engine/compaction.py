@@ -303,7 +303,7 @@ def text_digest(turns: Sequence[Turn], previous: str | None, max_chars: int) -> 
     """The plain summary used when no model can write one: the first 200 characters of
     each turn (newest kept when it would pass ``max_chars``).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.messages import user_turn
         >>> text_digest([user_turn("Fix the parser in src/p.py")], None, 1000)
         'user: Fix the parser in src/p.py'

@@ -66,7 +66,7 @@ def json_only_problem(value: Any, where: str = "arguments") -> str | None:
     must be dicts with string keys, lists, strings, finite numbers, booleans and None,
     nothing converted to other Python objects.
 
-    Example:
+    Examples:
         >>> json_only_problem({"path": "a.txt", "n": [1, 2.5, None]}) is None
         True
         >>> json_only_problem({"when": (1, 2)})

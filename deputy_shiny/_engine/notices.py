@@ -102,7 +102,7 @@ async def limit_notice(st: RunState) -> list[AgentEvent]:
 def limit_of(limits: UsageLimits, reason: str) -> int | float | None:
     """The run's own limit behind a limit stop reason (None: not set on this run).
 
-    Example:
+    Examples:
         >>> limit_of(UsageLimits(max_requests=3), "request_limit")
         3
     """

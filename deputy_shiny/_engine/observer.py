@@ -11,7 +11,7 @@ calls, approvals, ``stop``), each response as it is assembled, and wraps each to
 execution (so spans and logs made by the tool, and a subagent's run, nest under the
 call). It must never raise: a failing observer would break the runs it watches.
 
-Example:
+Examples:
     >>> from deputy_shiny._engine.observer import observer_factory
     >>> observer_factory() is None  # tracing is off until instrument() is called
     True

@@ -51,7 +51,7 @@ _KIND = "tool_result"
 class ToolResultStore:
     """An agent's offloaded tool results: written under ``directory``, read back by id.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from pathlib import Path
         >>> from deputy_shiny.messages import ContentToolResult

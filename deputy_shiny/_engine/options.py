@@ -6,7 +6,7 @@ turns them into a :class:`RunOptions`: the task as a user turn, the limits clamp
 agent's, the merged run context and the structured-output settings. Bad arguments raise
 at once, before any request.
 
-Example:
+Examples:
     >>> from deputy_shiny.usage import UsageLimits
     >>> options = build_run_options(
     ...     "Hi", agent_limits=UsageLimits(max_requests=5), agent_run_context={},
@@ -76,7 +76,7 @@ class RunKeywords(_OptionKeywords, total=False):
         tool_mode: ``"concurrent"`` (the default) runs one response's tool calls in
             parallel, ``"sequential"`` one after another.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent, UsageLimits
         >>> from deputy_shiny.agent import RunKeywords
         >>> from deputy_shiny.testing import ScriptedModel

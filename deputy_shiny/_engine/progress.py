@@ -27,7 +27,7 @@ class ProgressBoard:
 
     Made on the engine's event loop; :meth:`sink` may be called from any thread.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> async def main():
         ...     board = ProgressBoard(interval=0.0)

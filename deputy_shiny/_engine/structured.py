@@ -5,7 +5,7 @@ type's schema (:func:`structured_prompt`, with a ``response_format`` from
 :func:`json_format`), parses and validates the reply (:func:`check_structured`), and
 asks again with :func:`correction_prompt` while corrections remain.
 
-Example:
+Examples:
     >>> from pydantic import TypeAdapter
     >>> from deputy_shiny.messages import ContentText, Turn
     >>> reply = Turn(role="assistant", contents=[ContentText(text="```json\n[1, 2]\n```")])

@@ -4,7 +4,7 @@ A reader sees the old file or the new one, never half of one; a crash mid-write 
 the old file and no temp file behind (the temp is removed, or is a dot-file the next
 write replaces). Callers turn :class:`WriteRefused` into their own typed error.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> target = Path(tempfile.mkdtemp()) / "state.json"

@@ -1,6 +1,6 @@
 """What kind of callable a user gave us: the one check shared by tools and hooks.
 
-Example:
+Examples:
     >>> async def fetch() -> None: ...
     >>> class Handler:
     ...     async def __call__(self) -> None: ...

@@ -1,6 +1,6 @@
 """Walking an exception's chain: the errors behind the one that was raised.
 
-Example:
+Examples:
     >>> try:
     ...     try:
     ...         raise OSError("refused")

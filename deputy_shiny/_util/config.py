@@ -47,7 +47,7 @@ def complete_deferred_models(package: str = "deputy_shiny") -> int:
     them; a model still builds itself on first use if this never runs. pydantic
     serializes concurrent builds of a model (one global rebuild lock).
 
-    Example:
+    Examples:
         >>> from deputy_shiny._util.config import complete_deferred_models
         >>> complete_deferred_models() >= 0 and complete_deferred_models() == 0
         True

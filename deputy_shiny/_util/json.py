@@ -6,7 +6,7 @@ sends ``[[[[...]]]]`` 5,000 levels deep raises ``RecursionError``, which is not 
 first, in one linear pass without recursion, and refuses text nested deeper than
 :data:`MAX_JSON_DEPTH` with a ``json.JSONDecodeError`` like any other malformed JSON.
 
-Example:
+Examples:
     >>> loads_bounded('{"a": [1, 2]}')
     {'a': [1, 2]}
     >>> loads_bounded("[" * 1000 + "]" * 1000)

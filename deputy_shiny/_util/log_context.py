@@ -9,7 +9,7 @@ passes the handler it is attached to (None outside a run, or outside a tool call
 value the caller passed in ``extra=`` is kept. :class:`JsonLogFormatter` writes one
 JSON object a line.
 
-Example:
+Examples:
     >>> import logging
     >>> record = logging.LogRecord("x", logging.INFO, __file__, 1, "hi %s", ("there",), None)
     >>> token = run_ids.set(RunIds("run_1", "sess_1", "agent_1"))
@@ -56,7 +56,7 @@ class RunLogFilter(logging.Filter):
     """Adds the current run's ``run_id``, ``session_id``, ``agent_id`` and ``call_id``
     to each record (attach it to a handler); never drops a record.
 
-    Example:
+    Examples:
         >>> handler = logging.StreamHandler()
         >>> handler.addFilter(RunLogFilter())
     """
@@ -79,7 +79,7 @@ class JsonLogFormatter(logging.Formatter):
     """One JSON object a line: time, level, logger, message, the run's ids and any other
     ``extra`` fields (values JSON cannot hold are written with ``str``), the traceback.
 
-    Example:
+    Examples:
         >>> handler = logging.StreamHandler()
         >>> handler.setFormatter(JsonLogFormatter())
     """

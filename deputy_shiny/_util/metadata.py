@@ -56,7 +56,7 @@ def key_words(key: str) -> list[str]:
 def is_credential_key(key: str) -> bool:
     """True if ``key`` looks like it names a credential, in any spelling.
 
-    Example:
+    Examples:
         >>> [is_credential_key(k) for k in ("API-KEY", "client secret", "secretion_id")]
         [True, True, False]
     """
@@ -81,7 +81,7 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> frozenset[s
     ``GITHUB_TOKEN``...) and of ``DEPUTY_RECORD_KEY``, of at least 8 characters: the
     server's own keys.
 
-    Example:
+    Examples:
         >>> sorted(environment_secrets({"OPENAI_API_KEY": "sk-abcdefgh", "HOME": "/home/a"}))
         ['sk-abcdefgh']
     """

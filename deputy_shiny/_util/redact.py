@@ -7,7 +7,7 @@ process's own keys (the values of its credential environment variables, such as
 ``OPENAI_API_KEY``) wherever they occur in nested values (every saved document). Both
 of the first two mask those keys too.
 
-Example:
+Examples:
     >>> redact("Bearer abc.def")
     'Bearer …'
     >>> redact_values({"path": "a.txt", "api_key": "sk-123"})
@@ -37,7 +37,7 @@ _SECRET = re.compile(
 def redact(text: str) -> str:
     """Mask things that look like API keys in provider error messages.
 
-    Example:
+    Examples:
         >>> redact("invalid key sk-test-SECRET123, see https://x.example/?key=abc")
         'invalid key sk-test…, see https://x.example/?key=…'
     """
@@ -58,7 +58,7 @@ def redact_values(value: Any, depth: int = 0, *, also: frozenset[str] = frozense
     ``also`` is for values known to be secret from elsewhere, such as
     :func:`credential_values` of a tool call's arguments when its result is logged.
 
-    Example:
+    Examples:
         >>> redact_values("denied for key k-42", also=frozenset({"k-42"}))
         'denied for key <redacted>'
     """
@@ -70,7 +70,7 @@ def credential_values(value: Any, depth: int = 0) -> frozenset[str]:
     in ``value`` (nested mappings and sequences), so it can be masked where it is quoted
     back (a tool's error or result). Numbers count by their text; empty strings do not.
 
-    Example:
+    Examples:
         >>> sorted(credential_values({"api_key": "k-1", "opts": [{"password": 1234}], "n": 5}))
         ['1234', 'k-1']
     """
@@ -117,7 +117,7 @@ def scrub_secrets(value: Any) -> Any:
     (:func:`~deputy_shiny._util.metadata.environment_secrets`) replaced by ``<redacted>``;
     the same object when there is none to find.
 
-    Example:
+    Examples:
         >>> import os
         >>> os.environ["EXAMPLE_API_KEY"] = "sk-example-123456"
         >>> scrub_secrets({"args": ["use sk-example-123456 now"], "n": 1})

@@ -21,7 +21,7 @@ Other failures are the ``OSError`` the system gave (missing, not a directory, no
 permission), for the caller to word. Relative paths are POSIX strings of plain
 components (no ``..``, no ``.``, not absolute); ``""`` is the root itself.
 
-Example:
+Examples:
     >>> import os, tempfile
     >>> root = tempfile.mkdtemp()
     >>> make_dirs(root, "notes")
@@ -118,7 +118,7 @@ _openat2_usable: bool = _syscall is not None  # turned off at the first ENOSYS
 def openat2_available() -> bool:
     """True while this module opens with ``openat2`` (False: the component walk).
 
-    Example:
+    Examples:
         >>> isinstance(openat2_available(), bool)
         True
     """
@@ -296,7 +296,7 @@ def open_beneath(
 ) -> int:
     """Open ``rel`` beneath ``root`` (a directory path, or a descriptor of one).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> root = tempfile.mkdtemp()
         >>> replace_file(root, "a.txt", b"x")
@@ -650,7 +650,7 @@ def walk(dir_fd: int, descend: Callable[[tuple[str, ...]], bool]) -> Walk:
     for a symlink after it was listed is skipped, never followed; links are yielded
     (``is_link``) but never entered.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> root = tempfile.mkdtemp()
         >>> _ = make_dirs(root, "a/b"); replace_file(root, "a/b/c.txt", b"")
@@ -665,7 +665,7 @@ def walk(dir_fd: int, descend: Callable[[tuple[str, ...]], bool]) -> Walk:
 def beneath(target: Path, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
     """The innermost of ``roots`` holding ``target``, and ``target`` relative to it.
 
-    Example:
+    Examples:
         >>> beneath(Path("/w/a/b.txt"), (Path("/w"), Path("/w/a")))
         (PosixPath('/w/a'), 'b.txt')
     """

@@ -13,7 +13,7 @@ may well hold the key's folder. :func:`protected_paths` lists what is out of rea
 Path confinement (``deputy_shiny._paths``) refuses them to every file tool, walks skip
 them, and the sandbox mounts an empty folder over them.
 
-Example:
+Examples:
     >>> import os
     >>> os.environ["XDG_STATE_HOME"] = "/srv/state"
     >>> str(default_key_dir())
@@ -51,7 +51,7 @@ def default_key_dir() -> Path:
 def protect_path(path: str | os.PathLike[str]) -> None:
     """Put ``path`` (a folder or a file) out of every agent's reach for this process's life.
 
-    Example:
+    Examples:
         >>> protect_path("/srv/kit/records")
         >>> protected_root("/srv/kit/records/.token-key")
         PosixPath('/srv/kit/records')

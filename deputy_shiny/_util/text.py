@@ -1,6 +1,6 @@
 """Small text helpers shared across the library: counts with nouns, cut-down strings.
 
-Example:
+Examples:
     >>> plural(1, "file"), plural(3, "match", "matches"), plural(1234, "row", thousands=True)
     ('1 file', '3 matches', '1,234 rows')
     >>> truncate("abcdefgh", 3)

@@ -45,7 +45,7 @@ class DetachedTimeout:
 def timeout(seconds: float | None) -> DetachedTimeout:
     """``asyncio.timeout(seconds)`` without tying the caller's context to the loop.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> async def main() -> str:
         ...     try:
@@ -66,7 +66,7 @@ def call_at(
     """``loop.call_at(when, callback)`` in an empty context: cancelling it leaves no
     reference to the caller's context (its session) in the loop's heap.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> async def main() -> list[str]:
         ...     loop, rang = asyncio.get_running_loop(), []

@@ -3,7 +3,7 @@
 A leaf, so that a part deep in the package (a saved session's metadata, an MCP client's
 ``client_info``) can name the version without importing the package root above it.
 
-Example:
+Examples:
     >>> from deputy_shiny._util.version import package_version
     >>> isinstance(package_version(), str)
     True

@@ -10,7 +10,7 @@ billion-laughs expansion), duplicate keys, non-string keys (and so merge keys
 
 ``yaml`` is imported where it is used, keeping ``import deputy_shiny`` lean.
 
-Example:
+Examples:
     >>> strict_yaml_load("version: 1\\ntools: [read_file]\\n")
     {'version': 1, 'tools': ['read_file']}
     >>> strict_yaml_load("a: &x 1\\nb: *x\\n")
@@ -40,7 +40,7 @@ _STR_TAG = _CORE_PREFIX + "str"
 def yaml_kind(value: Any) -> str:
     """What a parsed YAML value is, for error messages ("a list", "an empty document").
 
-    Example:
+    Examples:
         >>> yaml_kind(None), yaml_kind([1]), yaml_kind("x"), yaml_kind(3)
         ('an empty document', 'a list', 'a string', 'a int')
     """
@@ -58,7 +58,7 @@ def yaml_error_text(exc: yaml.YAMLError, line_offset: int = 0) -> str:
 
     ``line_offset`` is added to the line (for YAML embedded in a larger file).
 
-    Example:
+    Examples:
         >>> import yaml
         >>> try:
         ...     yaml.safe_load("a: [1")
@@ -81,7 +81,7 @@ def strict_yaml_load(text: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
 
     See the module docstring for what is refused. Raises :class:`StrictYamlError`.
 
-    Example:
+    Examples:
         >>> strict_yaml_load("a: 1\\na: 2\\n")
         Traceback (most recent call last):
         ...

@@ -32,7 +32,7 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_delegation/``: ``Delegator`` (methods.py), what every Agent delegates with (the
   host that records delegations, retained agents, graphs and their policies).
 
-Example:
+Examples:
     >>> from deputy_shiny.agent import Agent
     >>> from deputy_shiny.testing import ScriptedModel
     >>> Agent(ScriptedModel(["Hi."])).chat("Hello")

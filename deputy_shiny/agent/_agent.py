@@ -4,7 +4,7 @@ The Agent is a thin façade: every run method (``run``, ``run_async``, ``run_syn
 ``chat*``, ``stream*``) adapts the one engine in :mod:`deputy_shiny._engine.loop`, so limits,
 tool handling and events behave the same whichever you call.
 
-Example:
+Examples:
     >>> from deputy_shiny import Agent
     >>> from deputy_shiny.testing import ScriptedModel
     >>> agent = Agent(ScriptedModel(["Paris."]), system_prompt="Answer briefly.")
@@ -154,7 +154,7 @@ class Agent(
             large tool results (offloaded, with ``read_tool_result``, instead of
             ``offload_dir``). Not together with those directories.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent, tool, tool_annotations
         >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
         >>> def add(a: int, b: int) -> int:
@@ -359,7 +359,7 @@ class Agent(
         the ``ConfigChange`` hooks (key ``"permission_mode"``), then ``Notification``
         (code ``permission_mode_changed``).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).set_permission_mode("readonly").get_permission_mode()
             'readonly'
@@ -390,7 +390,7 @@ class Agent(
     def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.hooks_builtin import hook_block_dangerous_bash
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).add_hook(hook_block_dangerous_bash())
@@ -439,7 +439,7 @@ class Agent(
                 ``validate``, ``max_corrections``, ``tool_mode``), documented in
                 :class:`~deputy_shiny.agent.RunKeywords`.
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel(["Hi there"]))
@@ -498,7 +498,7 @@ class Agent(
             StructuredOutputError: structured output was still rejected.
             AgentRunError: the run failed otherwise. Each carries ``result``.
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from deputy_shiny.testing import ScriptedModel
             >>> asyncio.run(Agent(ScriptedModel(["Done."])).run_async("Go")).stop_reason
@@ -514,7 +514,7 @@ class Agent(
 
         ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["Done."])).run_sync("Go").response
             'Done.'
@@ -533,7 +533,7 @@ class Agent(
         conversation stays consistent: partial text is kept, open tool requests get
         a "not run" result. Returns True if a run was active.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).interrupt()
             False
@@ -552,7 +552,7 @@ class Agent(
         a later call starts fresh sessions. Safe to repeat. The Shiny kit calls this
         when the browser session ends.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([]))
             >>> agent.close(); agent.close()
@@ -611,7 +611,7 @@ class Agent(
     def get_turns(self, include_system_prompt: bool = False) -> list[Turn]:
         """The whole conversation (optionally with the system prompt as the first turn).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel(["Hi!"]))
             >>> _ = agent.chat("Hello")
@@ -634,7 +634,7 @@ class Agent(
     def set_turns(self, turns: Iterable[Turn]) -> Agent:
         """Replace the conversation (not during a run).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).set_turns([]).get_turns()
             []
@@ -650,7 +650,7 @@ class Agent(
     def add_turn(self, user: Turn | UserContent, assistant: Turn | str) -> Agent:
         """Append a user turn and an assistant turn, as ellmer's ``add_turn`` does.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).add_turn("2+2?", "4")
             >>> agent.last_turn().text
@@ -689,7 +689,7 @@ class Agent(
     def usage(self) -> AgentUsage:
         """Usage of the whole conversation, over all runs.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).usage().requests
             0
@@ -717,7 +717,7 @@ class Agent(
         schemas). It loads litellm's tokenizer on first use (a script's call; an app
         calls it from a worker thread).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([]), system_prompt="Be brief.")
             >>> new = agent.token_count("How many words is this?")
@@ -745,7 +745,7 @@ class Agent(
         (build another one from its definitions), nor an agent with a ``store`` (its
         approvals and journal are its session's records).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel(["Hi!", "Bye!"]))
             >>> _ = agent.chat("Hello")
@@ -766,7 +766,7 @@ class Agent(
         thinking content from the history, since each provider accepts only its own.
         A change fires the ``ConfigChange`` hooks (key ``"model"``, the model strings).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).set_model("anthropic/claude-sonnet-4-5").get_model()
             'anthropic/claude-sonnet-4-5'

@@ -352,7 +352,7 @@ class ApprovalMethods:
         newest pending record of this agent and session in ``approval_dir``. Its
         ``source.path`` is the path to pass to :meth:`resume_approval`.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).pending_approval() is None
@@ -364,7 +364,7 @@ class ApprovalMethods:
         """:meth:`pending_approval` as a coroutine: with a ``store`` in a database, the
         event loop stays free while it is read (use this one on an event loop).
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel

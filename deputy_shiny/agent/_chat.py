@@ -56,7 +56,7 @@ class ChatMethods:
 
         ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
@@ -69,7 +69,7 @@ class ChatMethods:
     def chat(self, *content: UserContent, **kwargs: Unpack[RunKeywords]) -> str:
         """Blocking :meth:`chat_async`.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["Hello!"])).chat("Hi")
@@ -89,7 +89,7 @@ class ChatMethods:
         Raises:
             StructuredOutputError: the value was still rejected after ``max_corrections``.
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from pydantic import BaseModel
             >>> from deputy_shiny import Agent
@@ -108,7 +108,7 @@ class ChatMethods:
     def chat_structured(self, *content: UserContent, **kwargs: Unpack[StructuredKeywords]) -> Any:
         """Blocking :meth:`chat_structured_async`.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["", "[1, 2]"])).chat_structured("Two numbers", type=list[int])
@@ -147,7 +147,7 @@ class ChatMethods:
         Errors raise after the stream, as in :meth:`run_async`. ``kwargs`` are the run keywords
         (:class:`~deputy_shiny.agent.RunKeywords`).
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
@@ -174,7 +174,7 @@ class ChatMethods:
     ) -> Iterator[str | StreamContent]:
         """Blocking :meth:`stream_async`, for scripts.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> "".join(Agent(ScriptedModel(["Hi!"])).stream("Hello"))

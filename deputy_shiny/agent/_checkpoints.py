@@ -144,7 +144,7 @@ class CheckpointMethods:
     def checkpoint(self, name: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
         """Make a file checkpoint :meth:`rewind_files` can go back to; returns its id.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
@@ -173,7 +173,7 @@ class CheckpointMethods:
             CheckpointError: checkpointing is off or the id is unknown; its subclasses
                 when a path or the journal was tampered with (nothing is restored then).
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 class HookFirer:
     """Fires an agent's hooks outside a run (one per agent; see the module docs).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.hooks import HookMatcher
         >>> seen = []
         >>> hooks = HookRegistry([HookMatcher("ConfigChange", lambda c: seen.append(c.details))])

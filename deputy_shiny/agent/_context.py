@@ -341,7 +341,7 @@ class ContextMethods:
     def set_context_policy(self, policy: ContextPolicy) -> Self:
         """Replace the context policy (from the next run); ``offload_dir`` must stay the same.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent, ContextPolicy
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([]))
@@ -376,7 +376,7 @@ class ContextMethods:
         Returns the :class:`~deputy_shiny.context.CompactionRecord`, or None when there
         was nothing to remove. The removed turns stay in :meth:`get_turns`.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([]), system_prompt="Be brief.")
@@ -411,7 +411,7 @@ class ContextMethods:
         ``marker`` to the model instead, unless its tool is in ``keep_tools``. No model
         call; the summary stays; :meth:`get_turns` and saved sessions keep the originals.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent, ContentToolRequest, ContentToolResult, Turn
             >>> from deputy_shiny.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel([])).set_turns([
@@ -440,7 +440,7 @@ class ContextMethods:
         :class:`~deputy_shiny.errors.ToolResultReferenceError` for anything else: a
         malformed or forged reference, a path, another session's result.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).resolve_tool_result("deputy://tool-result/../x")
@@ -461,7 +461,7 @@ class ContextMethods:
         deputy_shiny version, provider, model). Never tools, permissions, hooks,
         approvals or credentials.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> from pathlib import Path
             >>> from deputy_shiny import Agent

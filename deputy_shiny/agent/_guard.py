@@ -4,7 +4,7 @@ Every component of an :class:`~deputy_shiny.agent.Agent` checks through the one 
 its agent holds, so "retained" and "busy" mean the same everywhere. The agent that
 retains this one sets :attr:`Guard.retained_by` (through ``Agent._set_retained``).
 
-Example:
+Examples:
     >>> from deputy_shiny._engine.loop import Engine
     >>> guard = Guard(Engine())
     >>> guard.ready("add tools")

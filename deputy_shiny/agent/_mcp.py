@@ -59,7 +59,7 @@ class McpMethods:
     ) -> Self:
         """Load the tools of MCP servers from a config (blocking; see :meth:`load_mcp_async`).
 
-        Example:
+        Examples:
             >>> import warnings
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel

@@ -7,7 +7,7 @@ chose (read-only stays read-only after a reload). It is applied only as a narrow
 the loading agent's own mode: a saved file can never widen an agent's permissions, and a
 mode the agent cannot narrow to is left as the agent has it.
 
-Example:
+Examples:
     >>> from deputy_shiny.agent import Agent
     >>> from deputy_shiny.testing import ScriptedModel
     >>> agent = Agent(ScriptedModel([])).set_permission_mode("readonly")

@@ -86,7 +86,7 @@ class SkillMethods:
         A tool name clash is an error unless ``allow_conflicts=True``, when the skill's
         tools replace the registered ones (with a warning).
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.skills import skill_create
             >>> from deputy_shiny.testing import ScriptedModel

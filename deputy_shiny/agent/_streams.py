@@ -40,7 +40,7 @@ class TextChunk(str):
     ``deputy_shiny.shiny`` registers one with shinychat that makes it inert in a
     browser (the runtime itself never imports shinychat).
 
-    Example:
+    Examples:
         >>> chunk = TextChunk("Hi")
         >>> chunk == "Hi", "".join([chunk, "!"])
         (True, 'Hi!')
@@ -58,7 +58,7 @@ class RunStream(Generic[T]):
     ``convert`` maps an event to its chunk (None: the event shows nothing). After the
     last event, ``finish()`` raises the error that ended the run, if any.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.testing import ScriptedModel

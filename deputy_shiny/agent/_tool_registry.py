@@ -34,7 +34,7 @@ ToolSetCheck = Callable[[Mapping[str, Tool], Mapping[str, NativeWebSearch]], Non
 class ToolRegistry:
     """The registered tools of one agent, by name.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import ChatModel, Permissions, tool_read_file
         >>> registry = ToolRegistry()
         >>> registry.add([tool_read_file()], Permissions(), model=ChatModel(model="openai/x"))
@@ -253,7 +253,7 @@ class ToolMethods:
     def register_tool(self, tool: Tool, replace: bool = False) -> Self:
         """Add a tool; a name clash is an error unless ``replace=True``.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent, tool
             >>> from deputy_shiny.testing import ScriptedModel
             >>> def now() -> str:

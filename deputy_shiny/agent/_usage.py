@@ -25,7 +25,7 @@ class UsageMethods:
         """Token usage by turn, as ellmer's ``$get_tokens()``: one row per assistant turn
         of the whole conversation (turns compaction removed included).
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply
             >>> usage = {"prompt_tokens": 9, "completion_tokens": 2}
@@ -52,7 +52,7 @@ class UsageMethods:
         (``"all"``, as :meth:`cost` totals it) or of the latest response (``"last"``).
         None when a cost is unknown.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply
             >>> agent = Agent(ScriptedModel([ScriptedReply(text="a", cost=0.5),

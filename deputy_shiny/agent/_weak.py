@@ -6,7 +6,7 @@ model, the next run's deps). Bound strongly they would make a cycle (agent -> co
 not as soon as its last user lets it go, as it is without one: its ``run_python``
 interpreters and MCP connections would outlive it until a collection.
 
-Example:
+Examples:
     >>> class Box:
     ...     def __init__(self) -> None:
     ...         self.value = 1

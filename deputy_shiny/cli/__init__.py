@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     line on standard error and status 2; a run that ends other than ``complete`` is 1
     (130 when Ctrl-C stopped it).
 
-    Example:
+    Examples:
         >>> main(["run", "hello", "--bogus"])  # stderr: deputy: unrecognized arguments: --bogus
         2
     """

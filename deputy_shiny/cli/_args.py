@@ -10,7 +10,7 @@ The model: ``--model``, else ``DEPUTY_MODEL``, else the offline demo model
 API key set), or the command stops; one that only ``DEPUTY_MODEL`` names falls back to
 the demo with a note saying why, as the reference app does.
 
-Example:
+Examples:
     >>> options = parse_args(["run", "list files", "--permissions", "readonly"])
     >>> options.command, options.task, options.permissions, options.model
     ('run', 'list files', 'readonly', None)
@@ -151,7 +151,7 @@ def choose_model(
 
     Checking a real model imports litellm (seconds); the demo needs no check.
 
-    Example:
+    Examples:
         >>> choose_model(None, {}).model
         'deputy/demo'
         >>> choose_model(None, {"DEPUTY_MODEL": "openai/gpt-4.1-mini"},

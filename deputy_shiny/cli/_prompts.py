@@ -15,7 +15,7 @@ question with numbered options plus "Other": a number (several, comma-separated,
 it is multi-select) picks options, anything else is the free-text answer. End of input
 denies, or declines the questions.
 
-Example:
+Examples:
     >>> import asyncio, io
     >>> from rich.console import Console
     >>> from deputy_shiny.approvals import ApprovalRequest
@@ -148,7 +148,7 @@ def _wake(ready: asyncio.Future[None]) -> None:
 class ScriptedLines:
     """Lines given in advance (for tests and scripts); None once they run out.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> lines = ScriptedLines(["y"])
         >>> asyncio.run(lines.readline()), asyncio.run(lines.readline())
@@ -169,7 +169,7 @@ class TextLines:
     """Lines of a text stream with no file descriptor (a replaced ``sys.stdin``), read in
     a worker thread.
 
-    Example:
+    Examples:
         >>> import asyncio, io
         >>> asyncio.run(TextLines(io.StringIO("yes\\n")).readline())
         'yes'

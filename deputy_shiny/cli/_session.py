@@ -8,7 +8,7 @@ line. :class:`Interrupts` is the one SIGINT handler that makes this so, installe
 the whole command so no Ctrl-C ever lands as a ``KeyboardInterrupt`` in the middle of
 something.
 
-Example:
+Examples:
     >>> import asyncio, io
     >>> from rich.console import Console
     >>> from deputy_shiny import Agent
@@ -59,7 +59,7 @@ class Interrupts:
     :meth:`install` makes it the loop's SIGINT handler; :meth:`to` points it at an
     action for a ``with`` block (stop the run, abandon the prompt).
 
-    Example:
+    Examples:
         >>> seen = []
         >>> interrupts = Interrupts()
         >>> with interrupts.to(lambda: seen.append("stop")):
@@ -117,7 +117,7 @@ class Terminal:
 def exit_status(result: AgentResult | None) -> int:
     """The command's exit status for a run: 0 complete, 130 interrupted, else 1.
 
-    Example:
+    Examples:
         >>> exit_status(None)
         1
     """

@@ -11,7 +11,7 @@
 - :class:`DelegationDisclosure` decides who may see the delegations;
   :class:`DelegationObservation` bounds what observers can replay.
 
-Example:
+Examples:
     >>> from deputy_shiny.delegation import AgentDefinition
     >>> AgentDefinition(name="reviewer", description="Reviews code.").model
     'inherit'

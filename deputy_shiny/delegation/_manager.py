@@ -62,7 +62,7 @@ class Delegations:
     """A lead's subagent definitions and its ``delegate`` tool (the records of what it
     delegated live in the lead's :class:`~deputy_shiny.agent._delegation.host.DelegationHost`).
 
-    Example:
+    Examples:
         >>> Delegations.__name__
         'Delegations'
     """

@@ -18,7 +18,7 @@ and files over 1 MiB are refused with an :class:`~deputy_shiny.errors.AgentDefin
 that names the file, the problem and the field. :func:`agent_definition_write` writes
 atomically and never through a symlink.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> from deputy_shiny.tools import tool_read_file
@@ -186,7 +186,7 @@ class AgentDefinition(FrozenConfig):
     Lists may be given as lists or tuples (a single string is a one-item list). Bad
     values raise :class:`~deputy_shiny.errors.AgentDefinitionError` naming the field.
 
-    Example:
+    Examples:
         >>> d = AgentDefinition(name="researcher", description="Finds sources.",
         ...                     tools=["web_search", "web_fetch"], max_requests=10)
         >>> d.model, d.tools, d.permission_mode
@@ -291,7 +291,7 @@ class AgentDefinition(FrozenConfig):
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A revised copy; ``update`` is validated like the constructor's arguments.
 
-        Example:
+        Examples:
             >>> d = AgentDefinition(name="a", description="b")
             >>> d.model_copy(update={"max_requests": 0})
             Traceback (most recent call last):
@@ -314,7 +314,7 @@ class ResolvedAgentDefinition:
             the registry holds, never copies).
         skills: The Skill objects, in the order of ``definition.skills``.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.tools import tool_read_file
         >>> d = AgentDefinition(name="reader", description="Reads.", tools=["read_file"])
         >>> [t.name for t in agent_definition_resolve(d, [tool_read_file()]).tools]
@@ -346,7 +346,7 @@ def agent_definition_resolve(
     Raises:
         AgentDefinitionError: naming the first unknown tool or skill, or the problem.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.tools import tool_read_file
         >>> d = AgentDefinition(name="writer", description="Writes.", tools=["write_file"])
         >>> agent_definition_resolve(d, {"read_file": tool_read_file()})
@@ -476,7 +476,7 @@ def agent_definition_read(
             invalid or refused; a missing or unsupported ``version``; an unknown or
             invalid field; and a tool or skill the registries lack.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from pathlib import Path
         >>> path = Path(tempfile.mkdtemp()) / "helper.yaml"
@@ -643,7 +643,7 @@ def agent_definition_write(
             ``overwrite``), a symlink or directory at ``path``, a text over 1 MiB, or an
             OS error while writing.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from pathlib import Path
         >>> path = Path(tempfile.mkdtemp()) / "a.yaml"

@@ -9,7 +9,7 @@ lead stops it. The host reads what happened with ``list_subagents()`` and the ot
 delegation reads every :class:`~deputy_shiny.Agent` has; showing it to a person goes
 through the agent's :class:`DelegationDisclosure`.
 
-Example:
+Examples:
     >>> from deputy_shiny.delegation import AgentDefinition, LeadAgent
     >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
     >>> call = ScriptedToolCall("delegate", {"agent": "helper", "task": "Say hi"})
@@ -108,7 +108,7 @@ class LeadAgent(Agent):
         ``replace=True``. ``model`` overrides the definition's model, as
         ``subagent_models`` does.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> lead = LeadAgent(ScriptedModel([]))
             >>> lead.available_sub_agents(), "delegate" in lead.get_tools()
@@ -123,7 +123,7 @@ class LeadAgent(Agent):
     def available_sub_agents(self) -> list[str]:
         """The names of the subagents the lead can delegate to, in registration order.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> LeadAgent(ScriptedModel([]), subagents=[
             ...     AgentDefinition(name="b", description="B."),

@@ -1,7 +1,7 @@
 """Who may see an agent's delegations, and how much of their activity is kept
 (defined in ``deputy_shiny.agent._delegation``; this is their public path).
 
-Example:
+Examples:
     >>> from deputy_shiny.delegation.policies import DelegationDisclosure
     >>> DelegationDisclosure().allows("anyone", {}, None)
     False

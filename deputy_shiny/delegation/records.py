@@ -1,7 +1,7 @@
 """What an agent records of its delegations (defined in ``deputy_shiny.agent._delegation``,
 where every Agent's delegation state lives; this is their public path).
 
-Example:
+Examples:
     >>> from deputy_shiny.delegation.records import SubagentRecord
     >>> SubagentRecord.__name__
     'SubagentRecord'

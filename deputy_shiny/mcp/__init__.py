@@ -11,7 +11,7 @@
 
 Importing this package does not import the MCP SDK; connecting does.
 
-Example:
+Examples:
     >>> load_mcp_config({"mcpServers": {"time": {"command": "mcp-server-time"}}}).names()
     ('time',)
 """

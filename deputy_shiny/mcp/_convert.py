@@ -90,7 +90,7 @@ def convert_tool(remote: Any, binding: ToolBinding) -> Tool | RejectedTool:
 def schema_problem(schema: Any) -> str | None:
     """What is wrong with a server's input schema for an argument object (None: nothing).
 
-    Example:
+    Examples:
         >>> schema_problem({"type": "object", "properties": {"x": {"type": "string"}}})
         >>> schema_problem({"type": "string"})
         "the input schema must have type 'object', not 'string'"

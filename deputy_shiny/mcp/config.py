@@ -15,7 +15,7 @@ Unknown keys in an entry (``disabled``, ``autoApprove``...) are ignored; a known
 with a wrong value is an :class:`~deputy_shiny.errors.McpConfigError` naming the server
 and the field.
 
-Example:
+Examples:
     >>> config = load_mcp_config({"mcpServers": {"time": {"command": "mcp-server-time"}}})
     >>> config.names(), config.server("time").command
     (('time',), 'mcp-server-time')
@@ -80,7 +80,7 @@ class McpStdioServer(_ServerBase):
     never the whole environment of this process (so API keys stay here unless the
     config passes them on, e.g. ``"env": {"TOKEN": "${TOKEN}"}``).
 
-    Example:
+    Examples:
         >>> McpStdioServer(name="time", command="mcp-server-time").args
         ()
     """
@@ -95,7 +95,7 @@ class McpStdioServer(_ServerBase):
 class McpHttpServer(_ServerBase):
     """A server reached over streamable HTTP at ``url``, with extra request ``headers``.
 
-    Example:
+    Examples:
         >>> McpHttpServer(name="docs", url="https://example.com/mcp").headers
         {}
     """
@@ -109,7 +109,7 @@ class McpInProcessServer(_ServerBase):
     """A server object of the MCP SDK (``MCPServer`` or a low-level ``Server``) run in this
     process over an in-memory transport: for tests and for tools an app serves itself.
 
-    Example:
+    Examples:
         >>> from mcp.server.mcpserver import MCPServer
         >>> McpInProcessServer(name="demo", server=MCPServer("demo")).type
         'in_process'
@@ -129,7 +129,7 @@ McpServerConfig = Annotated[
 class McpConfig(BaseModel):
     """A parsed MCP configuration: servers by name, and where it came from.
 
-    Example:
+    Examples:
         >>> config = McpConfig(servers={"time": McpStdioServer(name="time", command="t")})
         >>> config.select(["time"])[0].name
         'time'
@@ -179,7 +179,7 @@ ConfigInput = str | os.PathLike[str] | Mapping[str, Any] | McpConfig | None
 def default_config_path() -> Path:
     """``$DEPUTY_MCP_CONFIG`` if set, else ``~/.config/mcptools/config.json``.
 
-    Example:
+    Examples:
         >>> default_config_path().name
         'config.json'
     """
@@ -195,7 +195,7 @@ def load_mcp_config(config: ConfigInput = None) -> McpConfig:
     does not exist is an error. Raises :class:`~deputy_shiny.errors.McpConfigError`
     naming the server and field of anything malformed.
 
-    Example:
+    Examples:
         >>> load_mcp_config({"mcpServers": {"docs": {"url": "https://example.com/mcp"}}}
         ...                 ).server("docs").type
         'http'

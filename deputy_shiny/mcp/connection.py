@@ -12,7 +12,7 @@ a request that outlives its timeout, or finds the server gone, closes it for goo
 It closes with :meth:`McpConnection.close`, with its agent (``agent.close()``), when
 it is garbage collected, and at exit; it never reconnects by itself.
 
-Example:
+Examples:
     >>> from mcp.server.mcpserver import MCPServer
     >>> from deputy_shiny import Agent
     >>> from deputy_shiny.mcp import McpConfig, McpInProcessServer

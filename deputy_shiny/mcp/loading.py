@@ -174,7 +174,7 @@ def taken_names(tools: Iterable[Tool], registered: Iterable[str]) -> list[str]:
     Case is ignored: tool gating ignores it too, and a ``Write_File`` beside the app's
     ``write_file`` would read as the same tool on a card or in an approval.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import tool
         >>> def write_file(path: str) -> str:
         ...     "Pretend to write."

@@ -3,7 +3,7 @@
 Frozen pydantic models, so a list of them turns into a table with
 ``pandas.DataFrame([r.model_dump() for r in records])``.
 
-Example:
+Examples:
     >>> McpPage(kind="resources", items=({"uri": "notes://1"},), next_cursor="2").next_cursor
     '2'
 """
@@ -24,7 +24,7 @@ McpLoadStatus = Literal["connected", "empty", "failed", "unavailable"]
 class McpLoadRecord(BaseModel):
     """One ``agent.load_mcp()`` call, as ``agent.mcp_status()`` lists it.
 
-    Example:
+    Examples:
         >>> from datetime import datetime, timezone
         >>> McpLoadRecord(status="empty", config=None, servers=("time",), tools=(),
         ...               loaded_at=datetime.now(timezone.utc)).status
@@ -47,7 +47,7 @@ class McpLoadRecord(BaseModel):
 class McpPage(BaseModel):
     """One page of a server's catalogue (``McpConnection.discover``) and the next cursor.
 
-    Example:
+    Examples:
         >>> McpPage(kind="tools", items=()).next_cursor is None
         True
     """
@@ -64,7 +64,7 @@ class McpPage(BaseModel):
 class McpPromptMessage(BaseModel):
     """One message of a prompt a server returned (``McpConnection.get_prompt``).
 
-    Example:
+    Examples:
         >>> McpPromptMessage(role="user", text="Summarize the report.").role
         'user'
     """

@@ -34,7 +34,7 @@ connection free for an interrupt. Tools carry ``source.sandbox`` and
 ``source.connection_id`` in :func:`~deputy_shiny.tool_metadata`, so permission
 callbacks and hooks see both.
 
-Example:
+Examples:
     >>> config = {"mcpServers": {"py": {"command": "mcp-repl", "args": [
     ...     "--interpreter", "python", "--sandbox", "workspace-write"]}}}
     >>> mcp_repl_server(config, "py", "workspace-write").name
@@ -120,7 +120,7 @@ def mcp_repl_server(config: ConfigInput, server: str, sandbox: str) -> McpStdioS
         McpUnknownServerError: no server of that name.
         McpReplConfigError: the entry or ``sandbox`` does not pin a checkable sandbox.
 
-    Example:
+    Examples:
         >>> entry = mcp_repl_server({"mcpServers": {"py": {"command": "mcp-repl", "args": [
         ...     "--interpreter=python", "--sandbox=read-only"]}}}, "py", "read-only")
         >>> entry.args

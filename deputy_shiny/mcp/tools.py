@@ -5,7 +5,7 @@ its own connection on the MCP loop; it lives as long as its tools do (it closes 
 they are garbage collected, and at exit). For connections that close with an agent,
 use ``agent.load_mcp(...)`` or :class:`~deputy_shiny.mcp.McpConnection`.
 
-Example:
+Examples:
     >>> from mcp.server.mcpserver import MCPServer
     >>> from deputy_shiny.mcp import McpConfig, McpInProcessServer
     >>> server = MCPServer("math")

@@ -16,7 +16,7 @@ The package owns the wire, in dependency order (each module imports only those a
   ``demo.py`` (the offline ``deputy/demo`` model);
 - ``_resolve.py``: :func:`resolve_model`, which knows the demo model.
 
-Example:
+Examples:
     >>> from deputy_shiny.models import ChatModel, resolve_model
     >>> resolve_model("openai/gpt-4.1-mini").provider
     'openai'

@@ -6,7 +6,7 @@ demo) need only this, never the package's ``__init__`` (whose
 :func:`~deputy_shiny.models.resolve_model` knows the demo model, so importing it from
 the wire would be a cycle).
 
-Example:
+Examples:
     >>> from deputy_shiny.models import ChatModel
     >>> ChatModel(model="anthropic/claude-sonnet-4-5", params={"temperature": 0}).name
     'claude-sonnet-4-5'
@@ -68,7 +68,7 @@ class ChatModel(BaseModel):
             8 s, or this if longer); a provider's ``Retry-After`` of up to 60 s is
             honoured instead.
 
-    Example:
+    Examples:
         >>> ChatModel(model="openai/gpt-4.1-mini", params={"temperature": 0.2}).provider
         'openai'
         >>> ChatModel(model="openai/gpt-4.1-mini", retries=0).retries
@@ -167,7 +167,7 @@ def missing_credentials(model: ChatModel) -> list[str]:
     authenticate otherwise (Vertex's application credentials) are not blocked. An
     explicit ``api_key`` or ``api_base`` skips the check. Imports litellm.
 
-    Example:
+    Examples:
         >>> missing_credentials(ChatModel(model="openai/gpt-4.1-mini", api_key="sk-test"))
         []
     """
@@ -196,7 +196,7 @@ def supports_native_web_search(model: ChatModel) -> bool:
     The test and demo models (providers registered here) never do; a model litellm
     cannot answer for does not. Imports litellm unless the provider is registered.
 
-    Example:
+    Examples:
         >>> supports_native_web_search(ChatModel(model="openai/gpt-4o-search-preview"))
         True
         >>> supports_native_web_search(ChatModel(model="openai/gpt-4o-mini"))

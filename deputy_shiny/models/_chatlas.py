@@ -14,7 +14,7 @@ OpenAI-compatible ones' ``_client`` with ``api_key`` and ``base_url``). A provid
 module does not know raises :class:`~deputy_shiny.errors.InvalidModelError` naming it,
 with the model string to use instead; it is never guessed.
 
-Example:
+Examples:
     >>> from deputy_shiny.models._chatlas import litellm_prefix
     >>> litellm_prefix("Anthropic"), litellm_prefix("OpenRouter")
     ('anthropic', 'openrouter')

@@ -137,7 +137,7 @@ def provider_exception(
     ``BadGatewayError``, 503 ``ServiceUnavailableError``, 504 ``Timeout`` (status 504),
     other 5xx ``APIError`` with that status.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.testing import ProviderFailure
         >>> from deputy_shiny.models._custom_provider import provider_exception
         >>> provider_exception(ProviderFailure(429), provider="p", model="p/m").status_code
@@ -178,7 +178,7 @@ def provider_exception(
 class ReplySource(Protocol):
     """What a scripted provider asks for each request (ScriptedModel, FunctionModel, demo).
 
-    Example:
+    Examples:
         >>> class Echo:
         ...     def _scripted_response(self, request):
         ...         return "You said: " + request["messages"][-1]["content"]
@@ -202,7 +202,7 @@ def register_source(provider: str, source: ReplySource, *, weak: bool) -> None:
     unregister themselves when collected); the demo model passes ``weak=False``.
     Deferred until litellm is imported, like every :func:`_litellm.register_provider`.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._custom_provider import register_source
         >>> from deputy_shiny.models import _litellm
         >>> class Echo:
@@ -400,7 +400,7 @@ def _request_record(messages: object, optional_params: object) -> dict[str, Any]
 def plain_copy(value: Any) -> Any:
     """A deep copy of ``value`` as plain JSON data (pydantic objects become dicts).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._custom_provider import plain_copy
         >>> plain_copy([{"role": "user", "content": "hi"}])
         [{'role': 'user', 'content': 'hi'}]
@@ -476,7 +476,7 @@ def _make_plan(outcome: object, request: dict[str, Any], *, provider: str, model
 def estimate_tokens(chars: int) -> int:
     """Estimated tokens for ``chars`` characters: about 4 characters a token, at least 1.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._custom_provider import estimate_tokens
         >>> estimate_tokens(0), estimate_tokens(4), estimate_tokens(9)
         (1, 1, 3)

@@ -27,7 +27,7 @@ litellm's post-call rules and its maximum streaming duration are enforced only b
 wrapper: when either is set, the wrapper runs. Anything unexpected about the stream's
 shape leaves it to the wrapper too.
 
-Example:
+Examples:
     >>> from deputy_shiny.models._direct_stream import direct_chunks
     >>> direct_chunks(object()) is None  # not a litellm stream over the OpenAI SDK
     True

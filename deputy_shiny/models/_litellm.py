@@ -83,7 +83,7 @@ _LISTENER_LISTS = (
 def app_listens() -> bool:
     """True if an app registered a litellm success callback or cache (litellm is loaded).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models import _litellm
         >>> _litellm.app_listens() in (True, False)
         True
@@ -109,7 +109,7 @@ def warm_up() -> None:
     reply costs what the hundredth's does, and runs the process's first full garbage
     collection (see :func:`_collect_startup_heap`), so no user's burst pays for it.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import warm_up
         >>> warm_up()  # seconds the first time in a process, then nothing
     """

@@ -11,7 +11,7 @@ whole error, redacted too, goes to the log. A missing API key is found before an
 network traffic (:func:`check_credentials`). The scripted-model bridge
 (:mod:`deputy_shiny.models._custom_provider`) builds on this module, never the reverse.
 
-Example:
+Examples:
     >>> from deputy_shiny.models._provider import classify_provider_error, redact
     >>> classify_provider_error(ConnectionResetError())
     (True, None)
@@ -101,7 +101,7 @@ def reported_cost(chunk: object) -> float | None:
     the first non-None value. Real providers never set it: use litellm's own cost
     calculation for them.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._provider import reported_cost
         >>> reported_cost(object()) is None
         True
@@ -139,7 +139,7 @@ def classify_provider_error(exc: BaseException) -> tuple[bool, int | None]:
     placeholder, so the status is None) is transient unless it merely wraps a plain
     programming error such as ``ValueError`` or ``ScriptedModelExhausted``.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._provider import classify_provider_error
         >>> classify_provider_error(ConnectionResetError())
         (True, None)
@@ -191,7 +191,7 @@ def provider_error_summary(exc: BaseException) -> str:
     a JSON error body is reduced to its message. Not redacted: pass the result
     through the engine's ``redact`` before showing it. Empty when nothing is left.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._provider import provider_error_summary
         >>> provider_error_summary(RuntimeError(
         ...     "litellm.AuthenticationError: AuthenticationError: invalid API key\\n"
@@ -279,7 +279,7 @@ def deputy_error_cause(exc: BaseException) -> DeputyError | None:
     ``ScriptedModelExhausted`` raised by a test model reaches the consumer wrapped;
     this finds it again so it can be re-raised as itself.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._provider import deputy_error_cause
         >>> from deputy_shiny.errors import DeputyError
         >>> try:
@@ -334,7 +334,7 @@ def _is_connection_like(exc: BaseException) -> bool:
 def status_phrase(status_code: int) -> str:
     """The standard reason phrase of an HTTP status (``"Too Many Requests"``), or ``"Error"``.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models._provider import status_phrase
         >>> status_phrase(429)
         'Too Many Requests'
@@ -359,7 +359,7 @@ def retry_delay(model: ChatModel, retry: int, exc: BaseException | None = None) 
     8 s (or ``retry_delay`` itself if longer), less a random quarter so that many
     sessions do not retry in step.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models import ChatModel
         >>> retry_delay(ChatModel(model="openai/gpt-4.1-mini", retry_delay=0.0), 3)
         0.0

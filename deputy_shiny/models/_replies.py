@@ -4,7 +4,7 @@ They are plain values shared by the test models (:mod:`deputy_shiny.models.scrip
 the demo model and the litellm bridge that streams them; nothing here talks to
 litellm. Import them from :mod:`deputy_shiny.testing`.
 
-Example:
+Examples:
     >>> from deputy_shiny.testing import ScriptedReply, ScriptedToolCall
     >>> ScriptedReply(tool_calls=[ScriptedToolCall("add", {"a": 1})]).tool_calls[0].name
     'add'
@@ -34,7 +34,7 @@ class ProviderFailure(Exception):
     ``BadRequestError``, other 5xx ``APIError``: what litellm raises for a real
     provider answering with that status.
 
-    Example:
+    Examples:
         >>> failure = ProviderFailure(429)
         >>> failure.status_code, failure.message
         (429, 'Too Many Requests (simulated by deputy_shiny.testing)')
@@ -67,7 +67,7 @@ class ScriptedToolCall(BaseModel):
     can send malformed JSON. Without an ``id``, each request that sends the call
     gets a fresh ``"call_<hex>"`` id.
 
-    Example:
+    Examples:
         >>> ScriptedToolCall(name="get_weather", arguments={"city": "Paris"}).name
         'get_weather'
         >>> ScriptedToolCall(name="get_weather", arguments='{"city": ', id="call_1").id
@@ -130,7 +130,7 @@ class ScriptedReply(BaseModel):
     real provider's stream would. Vary the text or change ``chunk_size`` when that is
     not what the test is about.
 
-    Example:
+    Examples:
         >>> reply = ScriptedReply(text="Hello, world", chunk_size=5, cost=0.001)
         >>> reply.text, reply.tool_calls
         ('Hello, world', [])

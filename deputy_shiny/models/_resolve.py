@@ -3,7 +3,7 @@
 It sits above the wire because it knows the demo model (``deputy/demo``), which is built
 on the wire: the wire (``_provider.py``) needs only :class:`ChatModel`, never this.
 
-Example:
+Examples:
     >>> from deputy_shiny.models import resolve_model
     >>> resolve_model("deputy/demo").provider
     'deputy'

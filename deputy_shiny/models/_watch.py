@@ -17,7 +17,7 @@ armed, fires at most once per note or limit, and runs in an empty context
 (:func:`~deputy_shiny._util.timeouts.call_at`): a chunk costs a clock read and an append,
 never a timer or a task.
 
-Example:
+Examples:
     >>> import asyncio
     >>> async def silent():
     ...     await asyncio.sleep(10)
@@ -247,7 +247,7 @@ def model_host(model: ChatModel) -> str:
 
     Never a path, a query or credentials.
 
-    Example:
+    Examples:
         >>> model_host(ChatModel(model="openai/x", api_base="http://user:pw@127.0.0.1:8000/v1"))
         '127.0.0.1:8000'
     """
@@ -271,7 +271,7 @@ def timeout_error(model: ChatModel, timeout: StreamTimeout, provider: str) -> Pr
     """The typed error for a stream that stayed silent: it names the host and the limit,
     and the setting that changes it.
 
-    Example:
+    Examples:
         >>> model = ChatModel(model="openai/x", api_base="http://127.0.0.1:9/v1", timeout=30)
         >>> error = timeout_error(model, StreamTimeout(30.0, "first_byte"), "openai")
         >>> print(error)  # doctest: +NORMALIZE_WHITESPACE

@@ -30,7 +30,7 @@ offers; otherwise it says which tool is missing. Other messages get canned repli
 that quote the message back. Replies stream in small chunks with a tiny delay, so
 streaming is visible, and cost nothing (cost 0.0).
 
-Example:
+Examples:
     >>> from deputy_shiny.models.demo import demo_reply
     >>> reply = demo_reply([{"role": "user", "content": "Hello"}], [])
     >>> "scripted replies, not an LLM" in reply.text
@@ -127,7 +127,7 @@ _NO_TOUR: Final = (
 def menu_for(available: list[str]) -> str:
     """The menu, offering only the steps whose tool the agent has.
 
-    Example:
+    Examples:
         >>> print(menu_for(["list_files"]))
         Things to try (type one):
         <BLANKLINE>
@@ -256,7 +256,7 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
     that quotes the message (shortened, so a long or repetitive message never streams
     as 100 identical chunks).
 
-    Example:
+    Examples:
         >>> history = [
         ...     {"role": "user", "content": "Hello"},
         ...     {"role": "assistant", "content": "Hi!"},
@@ -304,7 +304,7 @@ def ensure_demo_registered() -> None:
 
     Registration is deferred until litellm is imported; nothing is imported here.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.models.demo import ensure_demo_registered
         >>> ensure_demo_registered()
         >>> ensure_demo_registered()  # a second call does nothing

@@ -4,7 +4,7 @@ Import them from :mod:`deputy_shiny.testing` (its docstring has the example). Ea
 model registers its own litellm ``CustomLLM`` provider name through
 :mod:`deputy_shiny.models._custom_provider` and records every request.
 
-Example:
+Examples:
     >>> from deputy_shiny.testing import ScriptedModel
     >>> ScriptedModel(["Hi"]).remaining
     1
@@ -64,7 +64,7 @@ class _TestModel:
         The returned ChatModel keeps this model alive, so an agent holding only the
         ChatModel still reaches it.
 
-        Example:
+        Examples:
             >>> ScriptedModel(["Hi"]).as_chat_model().model.endswith("/scripted")
             True
         """
@@ -94,7 +94,7 @@ class ScriptedModel(_TestModel):
     each reply answers one request) is the model's :attr:`ChatModel.retries`: a
     transient failure is then retried at once, taking the next reply.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent
         >>> model = ScriptedModel(["Paris.", ProviderFailure(429)])
         >>> Agent(model).chat("Capital of France?")
@@ -130,7 +130,7 @@ class ScriptedModel(_TestModel):
     def remaining(self) -> int:
         """How many scripted replies are left.
 
-        Example:
+        Examples:
             >>> ScriptedModel(["a", "b"]).remaining
             2
         """
@@ -162,7 +162,7 @@ class FunctionModel(_TestModel):
     :class:`ScriptedModel`). A sync ``fn`` may be called in a worker thread (litellm
     dispatches provider calls there); an async one is awaited on the event loop.
 
-    Example:
+    Examples:
         >>> def echo(messages, tools):
         ...     return "You said: " + messages[-1]["content"]
         >>> model = FunctionModel(echo)

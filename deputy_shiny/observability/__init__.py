@@ -10,7 +10,7 @@ pay nothing for tracing. ``_otel.py`` here describes the span tree (and the READ
 :class:`RunLogFilter` puts ``run_id``, ``session_id``, ``agent_id`` and ``call_id`` on
 each log record a handler sees; :class:`JsonLogFormatter` writes records as JSON lines.
 
-Example:
+Examples:
     >>> import logging
     >>> from deputy_shiny.observability import JsonLogFormatter, RunLogFilter
     >>> handler = logging.StreamHandler()
@@ -45,7 +45,7 @@ def instrument(tracer_provider: TracerProvider | None = None) -> None:
     it starts: py-shiny's session and reactive spans when the app enables them. Calling
     it again replaces the provider.
 
-    Example:
+    Examples:
         >>> from opentelemetry.sdk.trace import TracerProvider
         >>> from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         >>> from opentelemetry.sdk.trace.export.in_memory_span_exporter import (

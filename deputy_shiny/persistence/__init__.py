@@ -9,7 +9,7 @@ seen by other processes goes through a :class:`Store`
 :class:`SqlStore` on SQLite or PostgreSQL (imported on first use: SQLAlchemy is not
 loaded before).
 
-Example:
+Examples:
     >>> from deputy_shiny.persistence import canonical_json
     >>> canonical_json({"b": 2, "a": 1})
     b'{"a":1,"b":2}'

@@ -27,7 +27,7 @@ record written or changed without the key is refused
 (:class:`~deputy_shiny.errors.PersistenceNotAuthenticError`, a
 :class:`~deputy_shiny.errors.PersistenceCorruptError`).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from deputy_shiny import Agent, tool, tool_annotations
     >>> from deputy_shiny.permissions import Permissions
@@ -105,7 +105,7 @@ _IN_FLIGHT = ("resuming", "executing", "continuing")
 def approval_ref_id(ref: object) -> str | None:
     """The approval id in a store reference, or None when ``ref`` is not one.
 
-    Example:
+    Examples:
         >>> approval_ref_id("deputy://approval/" + "a" * 32) == "a" * 32
         True
         >>> approval_ref_id("/tmp/x.approval.json") is None
@@ -163,7 +163,7 @@ def approval_read(
         ApprovalResumeError: a store reference without a store.
         PersistenceError / PersistenceCorruptError: no such record, or not authentic.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from deputy_shiny.persistence import FileStore
         >>> store = FileStore(tempfile.mkdtemp(), key=b"k" * 16)

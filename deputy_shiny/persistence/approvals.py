@@ -26,7 +26,7 @@ committed and how the record's liveness is held: here a file write under an OS l
 in a store (:mod:`deputy_shiny.persistence.approval_records`), a conditional update
 under a lease.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from deputy_shiny import Agent, tool, tool_annotations
     >>> from deputy_shiny.permissions import Permissions
@@ -111,7 +111,7 @@ _IN_FLIGHT = ("resuming", "executing", "continuing")
 def tool_fingerprint(tool: Tool) -> str:
     """A digest of a tool's definition: name, argument schema, annotations and source.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import tool
         >>> def ping() -> str:
         ...     "Ping."
@@ -305,7 +305,7 @@ def approval_read(
         PersistenceCorruptError: the file is damaged, edited, not authentic or not an
             approval record.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> approval_read(pathlib.Path(tempfile.mkdtemp()) / "x.approval.json")
         Traceback (most recent call last):
@@ -598,7 +598,7 @@ def continues_conversation(record: ApprovalContinuation, turns: list[Turn]) -> b
     turns, plus at most the paused call's placeholder result). A conversation that
     moved on past the pause can never resume it.
 
-    Example:
+    Examples:
         >>> from types import SimpleNamespace
         >>> from deputy_shiny.messages import ContentText, Turn
         >>> hi = Turn(role="user", contents=[ContentText(text="hi")])

@@ -29,7 +29,7 @@ directory swapped for a link during a rewind is refused, never followed; a probl
 :class:`~deputy_shiny.errors.CheckpointPathError` and nothing is restored. Caps refuse
 a change before it happens (:class:`~deputy_shiny.errors.CheckpointLimitError`).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> work = Path(tempfile.mkdtemp())
@@ -344,7 +344,7 @@ class FileJournal:
         It holds the checkpoints, the changes and every stored content (base64), so
         :meth:`restore_checkpoint_state` can rebuild the journal in a new process.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> journal = FileJournal(tempfile.mkdtemp())
             >>> state = journal.checkpoint_state()

@@ -19,7 +19,7 @@ each other too, and a process that dies lets go. The work runs in a worker threa
 on the event loop. A folder that cannot be used (a network mount that is gone) raises
 :class:`~deputy_shiny.errors.StoreUnavailableError`.
 
-Example:
+Examples:
     >>> import asyncio, tempfile
     >>> store = FileStore(tempfile.mkdtemp(), key=b"a key only this server holds")
     >>> async def main() -> list[str]:
@@ -80,7 +80,7 @@ class FileStore(Store):
         key: The record key (None: the server's, see :mod:`deputy_shiny.persistence.keys`).
         clock: The time in Unix seconds (tests pass a fake one).
 
-    Example:
+    Examples:
         >>> import asyncio, tempfile
         >>> store = FileStore(tempfile.mkdtemp(), key=b"a key only this server holds")
         >>> lease = asyncio.run(store.acquire_lease("conv1", "tab-a", ttl=30))

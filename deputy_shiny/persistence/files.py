@@ -17,7 +17,7 @@ no symlinks, the kind, version and HMAC checked; anything wrong is a
 verify, or the file predates authentication: such files, with a ``checksum`` field, are
 refused, never trusted). Never pickle.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> path = Path(tempfile.mkdtemp()) / "note.json"
@@ -67,7 +67,7 @@ def canonical_json(value: Any) -> bytes:
     """The JSON the HMAC covers: sorted keys, no spaces, UTF-8; NaN and infinities
     refused (they are not JSON).
 
-    Example:
+    Examples:
         >>> canonical_json({"b": 1, "a": [True, None]})
         b'{"a":[true,null],"b":1}'
     """
@@ -85,7 +85,7 @@ def record_mac(kind: str, version: int, payload: Any, *, key: bytes | str | None
 
     It covers the kind and version too, so a record cannot pass for another kind.
 
-    Example:
+    Examples:
         >>> record_mac("note", 1, {"a": 1}, key=bytes(16)).startswith("sha256:")
         True
     """

@@ -25,7 +25,7 @@ folder over the key's folder when the working directory holds it, and passes no
 :class:`~deputy_shiny.errors.ConfigurationError` (never a corrupt-record error: a
 misconfigured server must not set valid records aside as damaged).
 
-Example:
+Examples:
     >>> import os
     >>> os.environ["DEPUTY_RECORD_KEY"] = "00" * 32
     >>> record_key() == bytes(32)
@@ -92,7 +92,7 @@ def default_key_path() -> Path:
     """Where the per-user key file lives: ``$XDG_STATE_HOME/deputy_shiny/record.key``
     (``~/.local/state/deputy_shiny/record.key`` when XDG_STATE_HOME is unset).
 
-    Example:
+    Examples:
         >>> default_key_path().name
         'record.key'
     """

@@ -19,7 +19,7 @@ knows is refused.
 Never saved: tools, permissions (only the mode's name, restored as a narrowing and never
 a widening), hooks, approvals, the model's credentials.
 
-Example:
+Examples:
     >>> from deputy_shiny.persistence.sessions import session_sections
     >>> sorted(s.name for s in session_sections())
     ['conversation', 'file_checkpoints', 'permission_mode', 'run_context', 'tool_results']

@@ -15,7 +15,7 @@ To migrate by hand (e.g. before a deploy whose app runs with ``auto_migrate=Fals
 
 (no argument: the URL in ``DEPUTY_STORE_URL``).
 
-Example:
+Examples:
     >>> head_revision()
     '0001'
 """
@@ -65,7 +65,7 @@ _SCRIPTS: list[ScriptDirectory] = []
 def store_url(url: str | sa.URL) -> sa.URL:
     """``url`` with its async driver (a ConfigurationError for other databases).
 
-    Example:
+    Examples:
         >>> store_url("postgresql://app@db.internal/deputy").drivername
         'postgresql+psycopg'
     """

@@ -6,7 +6,7 @@ compares the two). Every name starts with ``deputy_`` so the tables can share a
 database with an app's own. Times are Unix seconds (floats), payloads the canonical
 JSON text the HMAC covers (stored as text, so the bytes checked are the bytes written).
 
-Example:
+Examples:
     >>> sorted(METADATA.tables)
     ['deputy_counters', 'deputy_leases', 'deputy_meta', 'deputy_records']
 """

@@ -17,7 +17,7 @@ A database that is down, refuses the connection or does not answer raises
 ``timeout`` seconds; connections are checked before use, so the store works again once
 the database is back.
 
-Example:
+Examples:
     >>> import asyncio
     >>> key = b"a key only this server holds"
     >>> async def main() -> tuple[object, ...]:
@@ -88,7 +88,7 @@ class SqlStore(Store):
         timeout: Seconds one statement (and one call) may take beyond connecting.
         clock: The time in Unix seconds (tests pass a fake one).
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> store = SqlStore("sqlite+aiosqlite://", key=b"a key only this server holds")
         >>> asyncio.run(store.add_usage("alice", "2026-11-19", {"requests": 2}))

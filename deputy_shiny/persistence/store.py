@@ -44,7 +44,7 @@ characters of ``[A-Za-z0-9._:-]`` not starting with a dot; a day is 1-32 charact
 ``[A-Za-z0-9_-]`` (e.g. ``2026-11-19``); a counter's metric is like a kind; a user is
 any non-empty string of at most 500 characters.
 
-Example:
+Examples:
     >>> import asyncio, tempfile
     >>> from deputy_shiny.persistence import FileStore
     >>> async def main() -> tuple[object, ...]:
@@ -89,7 +89,7 @@ _MAC_KIND = "store-record"
 def check_kind(kind: object, what: str = "kind") -> str:
     """``kind`` if it is a valid record kind (or counter metric), else a ConfigurationError.
 
-    Example:
+    Examples:
         >>> check_kind("approval")
         'approval'
     """
@@ -101,7 +101,7 @@ def check_kind(kind: object, what: str = "kind") -> str:
 def check_name(name: object, what: str = "key") -> str:
     """``name`` if it is a valid key, scope, lease name or holder, else a ConfigurationError.
 
-    Example:
+    Examples:
         >>> check_name("session_1")
         'session_1'
     """
@@ -116,7 +116,7 @@ def check_name(name: object, what: str = "key") -> str:
 def check_day(day: object) -> str:
     """``day`` if it is a valid counter period (e.g. ``2026-11-19``).
 
-    Example:
+    Examples:
         >>> check_day("2026-11-19")
         '2026-11-19'
     """
@@ -128,7 +128,7 @@ def check_day(day: object) -> str:
 def check_user(user: object) -> str:
     """``user`` if it is a non-empty string of at most 500 characters.
 
-    Example:
+    Examples:
         >>> check_user("alice@example.com")
         'alice@example.com'
     """
@@ -148,7 +148,7 @@ def store_record_mac(
 ) -> str:
     """The HMAC a store record carries: over its kind, key, scope, status and payload.
 
-    Example:
+    Examples:
         >>> store_record_mac("note", "n1", None, None, {}, secret=bytes(16)).startswith("sha256:")
         True
     """
@@ -216,7 +216,7 @@ class Store(abc.ABC):
     coroutine; a store that cannot be reached raises
     :class:`~deputy_shiny.errors.StoreUnavailableError` (never hangs).
 
-    Example:
+    Examples:
         >>> import asyncio, tempfile
         >>> from deputy_shiny.persistence import FileStore
         >>> store = FileStore(tempfile.mkdtemp(), key=b"a key only this server holds")

@@ -15,7 +15,7 @@ or thread the caller runs on: ``asyncio.run`` per ``run_sync`` call, the Shiny l
 worker threads. :func:`bridge_for` gives the one bridge of a store. After ``fork`` the
 child starts its own thread (a fork copies only the calling thread).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from deputy_shiny.persistence import FileStore
     >>> store = FileStore(tempfile.mkdtemp(), key=b"a key only this server holds")
@@ -52,7 +52,7 @@ _WAIT = 120.0  # seconds a caller waits at most; a store bounds its own calls fa
 class StoreBridge:
     """Runs one store's coroutines on a loop thread of its own (see the module docs).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from deputy_shiny.persistence import FileStore
         >>> bridge = StoreBridge(FileStore(tempfile.mkdtemp(), key=b"k" * 16))
@@ -154,7 +154,7 @@ def scope_for(session_id: str) -> str:
     """The store scope of a session's records: its id when that is a valid store name,
     else a digest of it (any non-empty string is a session id).
 
-    Example:
+    Examples:
         >>> scope_for("conv1"), scope_for("a b").startswith("session-")
         ('conv1', True)
     """

@@ -60,7 +60,7 @@ The package: ``_sandbox.py`` (the :class:`Sandbox` configuration, the bubblewrap
 line, the drop to an unprivileged user, cgroup limits, :func:`prepare_workspace`),
 ``_uids.py`` (one uid per workspace on a root server) and ``_seccomp.py`` (the filter).
 
-Example:
+Examples:
     >>> from deputy_shiny import Sandbox
     >>> sandbox = Sandbox(network=False, env={"MPLBACKEND": "Agg"}, memory_mb=2048)
     >>> sandbox.kind, sandbox.network, sandbox.max_processes, sandbox.tmp_mb

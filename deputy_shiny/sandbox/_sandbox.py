@@ -1,7 +1,7 @@
 """The sandbox itself: the bubblewrap command line, the drop to an unprivileged user,
 the scrubbed environment, the limits (see :mod:`deputy_shiny.sandbox` for what and why).
 
-Example:
+Examples:
     >>> from deputy_shiny.sandbox import Sandbox
     >>> Sandbox(kind="none").environment("/srv/ws")["HOME"]
     '/srv/ws'
@@ -116,7 +116,7 @@ class Sandbox(BaseModel):
         run_as: ``(uid, gid)`` the code runs as when the server is root (None: the
             working directory's owner, which must not be root). Never 0.
 
-    Example:
+    Examples:
         >>> Sandbox(read_paths=("/usr/share/dict",)).read_paths
         ('/usr/share/dict',)
     """
@@ -170,7 +170,7 @@ class Sandbox(BaseModel):
     def environment(self, working_dir: str | os.PathLike[str]) -> dict[str, str]:
         """The scrubbed environment model-run code gets (never the server's own).
 
-        Example:
+        Examples:
             >>> env = Sandbox(env={"A": "1"}).environment("/w")
             >>> env["A"], env["HOME"], env["TMPDIR"]
             ('1', '/w', '/tmp')
@@ -466,7 +466,7 @@ def prepare_workspace(path: str | os.PathLike[str]) -> Path:
     be shared. Elsewhere the server's own user owns it already and nothing changes.
     Symlinks inside are changed themselves, never what they point at.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> ws = prepare_workspace(tempfile.mkdtemp())
         >>> os.geteuid() != 0 or ws.stat().st_uid not in (0, SANDBOX_USER[0])
@@ -554,7 +554,7 @@ def sandbox_unavailable_reason() -> str | None:
 
     The answer is probed once per process (bubblewrap runs ``true``).
 
-    Example:
+    Examples:
         >>> reason = sandbox_unavailable_reason()
         >>> reason is None or "bubblewrap" in reason
         True

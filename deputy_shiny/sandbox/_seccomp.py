@@ -27,7 +27,7 @@ What is refused, and why:
 pointer that seccomp cannot read, and ``ENOSYS`` makes the C library fall back to
 ``clone``, whose flags the filter does check.
 
-Example:
+Examples:
     >>> program = seccomp_program()
     >>> program is None or len(program) % 8 == 0  # BPF instructions are 8 bytes each
     True
@@ -169,7 +169,7 @@ def seccomp_program() -> bytes | None:
 def seccomp_unavailable_reason() -> str | None:
     """Why the filter cannot be built here (names the fix), or None when it can.
 
-    Example:
+    Examples:
         >>> reason = seccomp_unavailable_reason()
         >>> reason is None or "seccomp" in reason
         True

@@ -24,7 +24,7 @@ Configured by two environment variables, read on each use:
 * ``DEPUTY_SANDBOX_UID_CLAIMS``: the record's directory (default
   ``/run/deputy_shiny/workspace-uids``).
 
-Example:
+Examples:
     >>> from deputy_shiny.sandbox._uids import workspace_uids
     >>> uids = workspace_uids({"DEPUTY_SANDBOX_UIDS": "70000-70999"})
     >>> uids.start, len(uids)
@@ -58,7 +58,7 @@ def workspace_uids(environ: Mapping[str, str] | None = None) -> range:
 
     Raises ValueError naming the expected form when the variable is malformed.
 
-    Example:
+    Examples:
         >>> 60000 in workspace_uids({})
         True
     """

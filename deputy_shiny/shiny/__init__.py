@@ -3,7 +3,7 @@
 Importing this module imports shiny and shinychat; the runtime (``deputy_shiny``)
 never does.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
     >>> agent_chat_ui("assistant").get_html_string().count("assistant-chat") > 0
     True

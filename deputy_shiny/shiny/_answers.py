@@ -16,7 +16,7 @@ __all__ = ["decision_from_answer", "edited_arguments"]
 def decision_from_answer(request: ApprovalRequest, answer: dict[str, Any]) -> ApprovalDecision:
     """The decision the modal's ``answer`` (from ``deputy_shiny.js``) stands for.
 
-    Example:
+    Examples:
         >>> request = ApprovalRequest(call_id="c1", tool_name="write_file",
         ...     arguments={"path": "a.txt"}, agent_id="a", session_id="s", run_id="r")
         >>> decision_from_answer(request, {"action": "approve", "values": {}}).approved

@@ -24,7 +24,7 @@ something else makes. Both stay as shiny made them on the loop, outside tools, a
 they are removed when the session ends. The isolated reactive context is made on the
 loop too: py-shiny numbers contexts with a plain counter.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools import tool, tool_read_file
     >>> def set_region(region: str) -> str:
     ...     '''Set the region.'''

@@ -23,7 +23,7 @@ known only once a request ends: two requests in flight at once may together go p
 token or cost limit by what one request costs. Set those limits with that margin in
 mind.
 
-Example:
+Examples:
     >>> budget = UserBudget(max_requests_per_day=50, max_cost_per_day=1.0)
     >>> budget_refusal(budget, {"requests": 50.0})
     'Your daily budget is spent (50 of 50 requests today); it renews at midnight UTC.'
@@ -56,7 +56,7 @@ class DailyAllowance(BaseModel):
         max_requests_per_day: Model requests, every attempt counted (retries, failures).
         max_tokens_per_day: Input plus output tokens.
 
-    Example:
+    Examples:
         >>> DailyAllowance(max_requests_per_day=500).max_requests_per_day
         500
     """
@@ -82,7 +82,7 @@ class UserBudget(DailyAllowance):
             None (the default): together, as much as one user;
             ``DailyAllowance()`` leaves them unbounded together.
 
-    Example:
+    Examples:
         >>> budget = UserBudget(
         ...     max_requests_per_day=100,
         ...     anonymous=DailyAllowance(max_requests_per_day=2000, max_cost_per_day=5.0),
@@ -109,7 +109,7 @@ class UserBudget(DailyAllowance):
 def budget_day(now: datetime.datetime | None = None) -> str:
     """Today's counter day, as a UTC date.
 
-    Example:
+    Examples:
         >>> budget_day(datetime.datetime(2026, 11, 19, 23, 59, tzinfo=datetime.UTC))
         '2026-11-19'
     """
@@ -120,7 +120,7 @@ def budget_day(now: datetime.datetime | None = None) -> str:
 def budget_user(kind: str, key: str) -> str:
     """The counters' name for a user (a hash: no identity reaches the store).
 
-    Example:
+    Examples:
         >>> budget_user("user", "alice") == budget_user("token", "alice")
         False
     """
@@ -151,7 +151,7 @@ def budget_refusal(
     """The note that refuses a request when today's ``totals`` reached a limit, else
     None (``anonymous``: the limit all anonymous visitors share).
 
-    Example:
+    Examples:
         >>> budget_refusal(DailyAllowance(max_requests_per_day=9), {"requests": 9.0},
         ...                anonymous=True)  # doctest: +NORMALIZE_WHITESPACE
         'The daily budget of visitors who are not signed in is spent (9 of 9 requests

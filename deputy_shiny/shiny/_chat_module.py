@@ -7,7 +7,7 @@ waits and ask_user waits all live in the stream task (shinychat runs it as an
 ExtendedTask) and wait on futures that an input effect resolves; reactive values are
 set from there holding the lock only for the set.
 
-Example:
+Examples:
     >>> from shiny import App, ui
     >>> from deputy_shiny import Agent
     >>> from deputy_shiny.shiny import agent_chat_server, agent_chat_ui
@@ -115,7 +115,7 @@ class AgentChatHandle(kit_module.ExpressInert):
     :meth:`conversation_json` give the conversation as a file
     (``conversation_panel_ui`` offers both as downloads).
 
-    Example:
+    Examples:
         >>> from shiny import reactive
         >>> def server(input, output, session):
         ...     handle = agent_chat_server("chat", lambda ctx: Agent("deputy/demo",

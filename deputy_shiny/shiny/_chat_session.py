@@ -143,7 +143,7 @@ class _ChatSession:
         tool_scope: Where the app's own tools run (the session that called
             ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
 
-    Example:
+    Examples:
         >>> _ChatSession.__name__
         '_ChatSession'
     """

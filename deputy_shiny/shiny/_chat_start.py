@@ -58,7 +58,7 @@ class AgentOptions(TypedDict, total=False):
     :meth:`AgentChatContext.agent_options`); a type checker checks them against
     ``Agent``'s parameters when they are unpacked with ``**``.
 
-    Example:
+    Examples:
         >>> sorted(AgentOptions.__optional_keys__)[:2]
         ['agent_id', 'approval_dir']
     """
@@ -133,7 +133,7 @@ class AgentChatContext:
         Passing one of these again is Python's ``TypeError`` (a keyword given twice):
         the session's own value is the one that works.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> from deputy_shiny import Agent
             >>> ctx = AgentChatContext(
@@ -302,7 +302,7 @@ def factory_failure(exc: BaseException) -> str:
     error's type and the first line of its message, cut short), for the chat to escape;
     the traceback belongs in the server log.
 
-    Example:
+    Examples:
         >>> factory_failure(TypeError("bad argument\\n  more detail"))
         'The agent could not be started (TypeError: bad argument). The server log has the details.'
     """

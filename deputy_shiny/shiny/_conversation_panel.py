@@ -24,7 +24,7 @@ awaited in a task of the session's own, never in a reactive effect (Shiny has on
 reactive lock for the whole process). A forged input naming a checkpoint this agent
 does not have is refused by the agent.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny import conversation_panel_ui
     >>> "deputy-conversation-panel" in str(conversation_panel_ui("history"))
     True
@@ -115,7 +115,7 @@ def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool
     first, with a Rewind button each (off while the agent works); past
     :data:`SHOWN_FIRST`, the older ones fold under "more".
 
-    Example:
+    Examples:
         >>> cp = FileCheckpoint(id="cp_1", created_at=0.0, run_id="run_1", changes=2)
         >>> quiet = FileCheckpoint(id="cp_2", created_at=1.0, run_id="run_2", changes=0)
         >>> html = str(checkpoint_rows([cp, quiet], "history-rewind", False))
@@ -156,7 +156,7 @@ def rewind_section(agent: Agent | None, input_id: str, busy: bool) -> TagList:
     """The "Rewind files" section for ``agent``: nothing at all when it keeps no file
     checkpoints (an app that never asked for them sees no section saying they are off).
 
-    Example:
+    Examples:
         >>> from deputy_shiny import Agent
         >>> str(rewind_section(Agent("deputy/demo"), "history-rewind", False))
         ''
@@ -203,7 +203,7 @@ def download_file(handle: AgentChatHandle, kind: object) -> dict[str, str]:
     """The file a download button asks for (``kind``: ``"markdown"`` or ``"json"``):
     its name, media type and text, built now from the agent's turns.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny import AgentChatHandle
         >>> empty = AgentChatHandle(None, None, None, None, None, None, None)  # no agent
         >>> file = download_file(empty, "markdown")
@@ -223,7 +223,7 @@ def conversation_panel_server(
 ) -> None:
     """Serve the panel for the chat whose ``handle`` ``agent_chat_server`` returned.
 
-    Example:
+    Examples:
         >>> from shiny import App, ui
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.shiny import (agent_chat_server, agent_chat_ui,

@@ -26,7 +26,7 @@ Folders of the layout before this one (``<root>/<hash>/`` with ``workspace/`` in
 are not read, moved or deleted: their conversations are not restored. Delete them by
 hand.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from datetime import timedelta
     >>> persistence = KitPersistence(tempfile.mkdtemp(), ttl=timedelta(days=1))
@@ -121,7 +121,7 @@ class KitPersistence(BaseModel):
             across their sessions and every process sharing the store (without a
             store, the processes sharing ``root``).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> KitPersistence(tempfile.mkdtemp(), key=lambda session: "alice").ttl.days
         7
@@ -352,7 +352,7 @@ def folder_name(kind: str, key: str, chat_id: str) -> str:
     """The name of one user's chat (records and workspace): a hash, so no key reaches
     the file system.
 
-    Example:
+    Examples:
         >>> folder_name("user", "alice", "chat") == folder_name("token", "alice", "chat")
         False
     """
@@ -476,7 +476,7 @@ def sweep_expired(persistence: KitPersistence, in_use: set[Path], now: float | N
     and what a crash left of conversations never kept, except those whose records
     folder is in ``in_use``; returns how many conversations were deleted.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> sweep_expired(KitPersistence(tempfile.mkdtemp()), set())
         0

@@ -17,7 +17,7 @@ htmltools escapes every ``str`` child and attribute itself (the modals and the p
 are built from tags), and model *text* goes through
 :class:`~deputy_shiny.shiny._image_guard.ImageGuard`.
 
-Example:
+Examples:
     >>> html_text('Denied: <img src=x onerror="alert(1)">')
     'Denied: &lt;img src=x onerror=&quot;alert(1)&quot;&gt;'
     >>> print(markdown_text("failed: <b>[x](y)</b>"))
@@ -44,7 +44,7 @@ def html_text(text: str) -> str:
     """``text`` for a place the browser parses as HTML: ``& < > " '`` become entities,
     so it shows as exactly these characters and forms no element or attribute.
 
-    Example:
+    Examples:
         >>> html_text("Path '../<svg onload=alert(1)>' uses '..'")
         'Path &#x27;../&lt;svg onload=alert(1)&gt;&#x27; uses &#x27;..&#x27;'
     """
@@ -58,7 +58,7 @@ def markdown_text(text: str) -> str:
     from each line (four spaces would start a code block) and line breaks stay line
     breaks.
 
-    Example:
+    Examples:
         >>> print(markdown_text("1. *not* a list"))
         1\\. \\*not\\* a list
         >>> print(markdown_text("two\\n    lines"))
@@ -75,7 +75,7 @@ def code_text(text: str) -> str:
     close shinychat's eight-backtick fence gets a zero-width space after its first
     backtick (it looks the same, and stays inside the block).
 
-    Example:
+    Examples:
         >>> code_text("<b>ok</b>") == "<b>ok</b>"
         True
         >>> code_text("a\\n````````\\n<img src=x>") == "a\\n`\\u200b```````\\n<img src=x>"

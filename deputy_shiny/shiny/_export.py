@@ -13,7 +13,7 @@ the turns as ``Turn.model_dump`` writes them (``Turn.model_validate`` reads them
 with ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e`` and ``\\u0026``: the file
 holds no HTML even to a viewer that sniffs it, and decodes to exactly the same text.
 
-Example:
+Examples:
     >>> from deputy_shiny.messages import ContentText, Turn
     >>> turns = [Turn(role="user", contents=[ContentText(text="Hi <b>there</b>")])]
     >>> "<b>" in conversation_markdown(turns), "<b>" in conversation_json(turns)
@@ -56,7 +56,7 @@ def conversation_markdown(
 ) -> str:
     """``turns`` as a Markdown document: a heading per message, tool calls as code.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.messages import ContentText, ContentToolRequest, Turn
         >>> turns = [Turn(role="user", contents=[ContentText(text="list files")]),
         ...          Turn(role="assistant", contents=[
@@ -163,7 +163,7 @@ def _fenced(text: str, info: str) -> str:
 def conversation_json(turns: Sequence[Turn], *, exported_at: datetime | None = None) -> str:
     """``turns`` (less the system prompt) as a JSON document, ``format`` :data:`JSON_FORMAT`.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.messages import ContentText, Turn
         >>> text = conversation_json([Turn(role="user", contents=[ContentText(text="a<b")])])
         >>> document = json.loads(text)

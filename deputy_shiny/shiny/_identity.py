@@ -17,7 +17,7 @@ Two sources, and only these:
   binding, and is ignored. A request carrying either cookie twice (a planted duplicate
   beside the real one) is refused outright, never resolved by "last wins".
 
-Example:
+Examples:
     >>> key = b"k" * 32
     >>> binding = new_binding()
     >>> token = issue_token(key, binding)
@@ -69,7 +69,7 @@ def on_posit_connect(environ: Mapping[str, str] | None = None) -> bool:
     """True when the app runs on Posit Connect (``RSTUDIO_PRODUCT=CONNECT``, or
     ``CONNECT_SERVER`` set: Connect sets both for the content it runs).
 
-    Example:
+    Examples:
         >>> on_posit_connect({"RSTUDIO_PRODUCT": "CONNECT"}), on_posit_connect({})
         (True, False)
     """
@@ -85,7 +85,7 @@ def trusted_user(
     ``trust_header`` None: trusted on Posit Connect only; True: a proxy the app names
     sets the credentials header (and drops the client's); False: never.
 
-    Example:
+    Examples:
         >>> trusted_user("alice", trust_header=None, environ={})
         >>> trusted_user("alice", trust_header=True, environ={})
         'alice'
@@ -101,7 +101,7 @@ def trusted_session_user(session: Any, *, trust_header: bool | None = None) -> s
     Connect, or ``trust_header=True`` when a proxy the app names sets the credentials
     header), else None: use it wherever the user's name decides what they may see.
 
-    Example:
+    Examples:
         >>> class Session:
         ...     user = "mallory"  # from a header the client sent
         >>> trusted_session_user(Session(), trust_header=False) is None
@@ -153,7 +153,7 @@ def cookie_values(header: str | None, name: str) -> list[str]:
     """Every value of the cookie ``name`` in a raw ``Cookie`` header, in order: a
     duplicate stays visible (Starlette's parsed cookies keep only the last one).
 
-    Example:
+    Examples:
         >>> cookie_values("a=1; b=2; a=3", "a")
         ['1', '3']
     """
@@ -184,7 +184,7 @@ class CookieClaim:
 def read_claim(cookie_header: str | None) -> CookieClaim:
     """Read the token and binding cookies from a raw ``Cookie`` header.
 
-    Example:
+    Examples:
         >>> read_claim("deputy_shiny_conversation=a; deputy_shiny_conversation=b").status
         'duplicate'
     """

@@ -37,7 +37,7 @@ It is streaming-safe: text after a possible image start (``![``) or a trailing `
 is held back until the construct is complete or clearly is not one, so a URL split
 across chunks is still caught.
 
-Example:
+Examples:
     >>> guard = ImageGuard(["https://images.example"])
     >>> guard.feed("See ![a cat](https://evil.example/cat.png) and ") + guard.flush()
     'See *[image blocked: a cat (`https://evil.example`)]* and '
@@ -334,7 +334,7 @@ class ImageGuard:
         character by a zero-width space, and a line start that may still become a fence
         ends the trust in code for the rest of the message.
 
-        Example:
+        Examples:
             >>> guard = ImageGuard()
             >>> guard.feed("see !") + guard.flush() + guard.feed("[x](https://e.example/)")
             'see !\u200b[x](https://e.example/)'
@@ -365,7 +365,7 @@ class ImageGuard:
         what was held, and start afresh, as the browser starts a new markdown document
         after a card.
 
-        Example:
+        Examples:
             >>> guard = ImageGuard()
             >>> guard.feed("```\\nopen fence") + guard.end() + guard.feed("<b>")
             '```\\nopen fence<\\u200bb>'
@@ -556,7 +556,7 @@ class ImageGuard:
 def rewrite_images(text: str, allowed_origins: Iterable[str] = ()) -> str:
     """Markdown images in a whole ``text`` checked as :class:`ImageGuard` checks them.
 
-    Example:
+    Examples:
         >>> rewrite_images("![a](https://evil.example/a.png) ![b][ref]")
         '*[image blocked: a (`https://evil.example`)]* \\\\![b][ref]'
     """

@@ -53,7 +53,7 @@ def inert_fragment(text: str) -> str:
     chunk may bring its ``[``), and an odd run of backslashes at the end is made even
     (it would escape the next chunk's escape).
 
-    Example:
+    Examples:
         >>> inert_fragment("<b>hi</b> ![x](https://evil.example/?q=1) and !")
         '<\\u200bb>hi<\\u200b/b> *[image blocked: x (`https://evil.example`)]* and \\\\!'
         >>> inert_fragment("a <") + inert_fragment("img src=x>")
@@ -74,7 +74,7 @@ def content_message(content: ContentText | ContentToolRequest | ContentToolResul
     """What a shinychat ``Chat`` shows for a whole content object (``append_message``):
     text guarded as one message, tool requests and results as the kit's cards.
 
-    Example:
+    Examples:
         >>> content_message(ContentText(text="Hi <b>")).content
         'Hi <\\u200bb>'
         >>> result = ContentToolResult(call_id="c1", name="f", output="<b>")
@@ -189,7 +189,7 @@ def inert_stream(
     half-way into one. Use it in a Shiny app as
     ``await chat.append_message_stream(inert_stream(agent.stream_async(text)))``.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.testing import ScriptedReply, ScriptedModel

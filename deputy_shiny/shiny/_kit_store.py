@@ -14,7 +14,7 @@ the one the sessions' agents use for their approvals, checkpoint journals and of
 results (``Agent(store=...)``): one engine, one pool and one thread per store for the
 whole process, however many sessions there are.
 
-Example:
+Examples:
     >>> import asyncio, tempfile
     >>> from deputy_shiny.persistence import FileStore
     >>> link = KitStore(FileStore(tempfile.mkdtemp(), key=b"a key only this server holds"))
@@ -65,7 +65,7 @@ class KitStore:
     Args:
         store: The store; from now on only this object calls it.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from deputy_shiny.persistence import FileStore
         >>> link = KitStore(FileStore(tempfile.mkdtemp(), key=b"a key only this server holds"))

@@ -7,7 +7,7 @@ agent already had a tool by that name, and the last error. The
 buttons act on this session's connections only (``handle.mcp``); a click starts the
 connection in a task, so no reactive effect ever waits for a server.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny import mcp_panel_ui
     >>> "deputy-mcp-panel" in str(mcp_panel_ui("mcp"))
     True

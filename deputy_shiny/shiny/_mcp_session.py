@@ -10,7 +10,7 @@ start on the MCP loop (a thread of its own), so connecting never holds up the pa
 or another session; the panel and the chat learn how it went through
 :attr:`SessionMcp.version`, a reactive counter set only for the moment of the change.
 
-Example:
+Examples:
     >>> SessionMcp(None).configured
     ()
 """
@@ -40,7 +40,7 @@ McpServerState = Literal["not connected", "connecting", "connected", "failed", "
 class McpServerView(BaseModel):
     """One configured server as this session sees it (what the MCP panel shows).
 
-    Example:
+    Examples:
         >>> McpServerView(server="time", state="connecting").tools
         0
     """
@@ -67,7 +67,7 @@ class SessionMcp:
             its tools are refused, e.g. to tell the chat. The message is plain text
             quoting the server's error (escape it for wherever it is shown).
 
-    Example:
+    Examples:
         >>> mcp = SessionMcp({"mcpServers": {"time": {"command": "mcp-server-time"}}})
         >>> mcp.configured, mcp.views()[0].state
         (('time',), 'not connected')

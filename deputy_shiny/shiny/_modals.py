@@ -85,7 +85,7 @@ def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
 def waiting_text(waiting: int) -> str:
     """The modal's count line: "1 of N waiting" from 2 on, else nothing.
 
-    Example:
+    Examples:
         >>> waiting_text(3), waiting_text(1)
         ('1 of 3 waiting', '')
     """
@@ -110,7 +110,7 @@ def modeless(modal: Tag) -> Tag:
     on it) stays usable while a prompt waits, and the modal never takes the focus from
     what the user is typing (an Enter meant for a chat must not land on "Approve").
 
-    Example:
+    Examples:
         >>> tag = modeless(ui.modal("Allow?", easy_close=False))
         >>> tag.attrs["data-bs-backdrop"], tag.attrs["data-bs-focus"]
         ('false', 'false')
@@ -240,7 +240,7 @@ def confirm_modal(request_id: str, title: str, body: str, confirm_label: str) ->
     """A yes/no question from the app itself (rewind files, start anew); its answer's
     action is ``"confirm"`` or ``"cancel"``.
 
-    Example:
+    Examples:
         >>> "Rewind" in str(confirm_modal("r1", "Rewind files?", "Undo the writes.", "Rewind"))
         True
     """

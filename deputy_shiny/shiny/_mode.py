@@ -3,7 +3,7 @@
 The modes and their order come from :mod:`deputy_shiny.permissions`
 (:func:`~deputy_shiny.permissions.allowed_modes`).
 
-Example:
+Examples:
     >>> allowed_modes("full")
     ['full', 'standard', 'plan', 'readonly']
 """
@@ -33,7 +33,7 @@ def _label(mode: str) -> str:
 def hint_text(initial: str, mode: str) -> str:
     """Why modes the session started with are no longer offered ("" when none are gone).
 
-    Example:
+    Examples:
         >>> hint_text("standard", "readonly")
         'The mode only narrows during a session: Standard is no longer offered.'
         >>> hint_text("standard", "standard")

@@ -17,7 +17,7 @@ Shiny Express renders the value of every bare expression line of the app body, a
 kit server returns is therefore *tagifiable as nothing* (:class:`ExpressInert`,
 :class:`InertValue`): Express renders an empty tag list, Core code uses it as before.
 
-Example:
+Examples:
     >>> import inspect
     >>> @server
     ... def echo_server(input, output, session, text: str, *, loud: bool = False) -> None:
@@ -69,7 +69,7 @@ def _with_id(wrapper: Callable[..., Any], fn: Callable[..., Any], drop: int) -> 
 def server(fn: Callable[Concatenate[Any, Any, Any, P], R]) -> Callable[Concatenate[str, P], R]:
     """``shiny.module.server`` that keeps ``fn``'s docstring and signature (``id`` first).
 
-    Example:
+    Examples:
         >>> @server
         ... def demo_server(input, output, session, n: int) -> None:
         ...     '''Count to ``n``.'''
@@ -94,7 +94,7 @@ def caller_session() -> Session | None:
     """The session (the app's, or its own module's) that called the kit server now
     running: where the app's own code runs, with its namespace.
 
-    Example:
+    Examples:
         >>> caller_session() is None  # not inside a kit server
         True
     """
@@ -104,7 +104,7 @@ def caller_session() -> Session | None:
 def ui(fn: Callable[P, R]) -> Callable[Concatenate[str, P], R]:
     """``shiny.module.ui`` that keeps ``fn``'s docstring and signature (``id`` first).
 
-    Example:
+    Examples:
         >>> @ui
         ... def demo_ui(label: str = "Go"):
         ...     '''A button.'''
@@ -119,7 +119,7 @@ def ui(fn: Callable[P, R]) -> Callable[Concatenate[str, P], R]:
 class ExpressInert:
     """A mixin for what a kit server returns: Shiny Express renders it as nothing.
 
-    Example:
+    Examples:
         >>> len(ExpressInert().tagify())
         0
     """
@@ -133,7 +133,7 @@ class InertValue(reactive.Value[T], ExpressInert):
     """A ``reactive.Value`` that Shiny Express renders as nothing (see
     :class:`ExpressInert`); in every other way a ``reactive.Value``.
 
-    Example:
+    Examples:
         >>> from shiny import reactive
         >>> value = InertValue("standard", name="mode")
         >>> isinstance(value, reactive.Value), len(value.tagify())

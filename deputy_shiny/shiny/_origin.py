@@ -17,7 +17,7 @@ otherwise any client could send them. On Posit Connect the server's own address
 A handshake without ``Origin`` is not a browser's (scripts and test clients send none);
 it carries only the cookies its sender already has, so it is let through.
 
-Example:
+Examples:
     >>> foreign_origin({"origin": "http://host:9000", "host": "host:8000"}, "ws")
     'http://host:9000'
     >>> foreign_origin({"origin": "http://host:8000", "host": "host:8000"}, "ws") is None
@@ -44,7 +44,7 @@ def origin_of(url: str) -> str | None:
     """``scheme://host[:port]`` (lower case, default port dropped) of an http(s) URL or
     origin, else None.
 
-    Example:
+    Examples:
         >>> origin_of("HTTPS://Example.org:443/path"), origin_of("null")
         ('https://example.org', None)
     """

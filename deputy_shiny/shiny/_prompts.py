@@ -67,7 +67,7 @@ class _Prompt:
 class SessionPrompts:
     """The modal queue of one browser session.
 
-    Example:
+    Examples:
         >>> SessionPrompts.__name__
         'SessionPrompts'
     """

@@ -104,7 +104,7 @@ def tool_request_block(
     ``progress`` gives a running card the placeholder its progress fills in (the title
     shinychat would show, ``tool_name()``, then an empty element naming the card).
 
-    Example:
+    Examples:
         >>> block = tool_request_block("c1", "read_file", {"path": "<b>"}, title="Denied: <b>")
         >>> block.blocks[0]["title"], block.blocks[0]["arguments"]
         ('Denied: &lt;b&gt;', '{"path": "<b>"}')
@@ -142,7 +142,7 @@ def tool_result_block(
 
     ``title`` is plain text, escaped here like :func:`tool_request_block`'s.
 
-    Example:
+    Examples:
         >>> block = tool_result_block("c1", "read_file", "<i>", is_error=True, title="Denied: <i>")
         >>> block.blocks[0]["title"], block.blocks[0]["value"], block.blocks[0]["value_type"]
         ('Denied: &lt;i&gt;', '<i>', 'code')
@@ -170,7 +170,7 @@ def stop_note(reason: str, message: str) -> str | None:
     A failure is one line: the engine's message is already one (the log has the
     details), and only its first line is shown should another give more.
 
-    Example:
+    Examples:
         >>> stop_note("provider_error", "openai returned 401: invalid API key")
         'The model request failed: openai returned 401: invalid API key'
     """
@@ -197,7 +197,7 @@ def note_chunk(text: str) -> str:
     """A note at the end of a chat message, as inert markdown: notes quote error
     messages from providers and tools, so they are kept out of markdown.
 
-    Example:
+    Examples:
         >>> note_chunk("Stopped: <b>")
         '\\n\\n> Stopped\\\\: \\\\<b\\\\>\\n'
     """
@@ -226,7 +226,7 @@ async def render_events(
     one chunk per text event. The agent chat module passes
     :data:`DEFAULT_FLUSH_INTERVAL`.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from deputy_shiny import Agent
         >>> from deputy_shiny.testing import ScriptedModel
@@ -350,7 +350,7 @@ def _event_chunks(
 def waiting_note(event: WaitingEvent) -> str:
     """The note the chat shows while the provider sends nothing.
 
-    Example:
+    Examples:
         >>> event = WaitingEvent(agent_id="a", session_id="s", run_id="r", model="openai/x",
         ...                      host="127.0.0.1:8000", seconds=45.2, limit=60)
         >>> waiting_note(event)
@@ -533,7 +533,7 @@ async def _step(events: AsyncIterator[AgentEvent]) -> AgentEvent | _Mark:
 def check_flush_interval(value: float) -> float:
     """``value`` as a flush interval in seconds: a finite number, at least 0.
 
-    Example:
+    Examples:
         >>> check_flush_interval(0.04)
         0.04
         >>> try:

@@ -31,7 +31,7 @@ class SessionAsks:
             while several chats share the session's queue: with one chat on the page,
             "Asked by chat" says nothing.
 
-    Example:
+    Examples:
         >>> SessionAsks.__name__
         'SessionAsks'
     """

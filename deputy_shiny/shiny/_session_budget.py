@@ -16,7 +16,7 @@ browser known only by its token draws on its own and on the anonymous visitors'
 shared one; a session that is not saved and has no identity at all, on the shared one
 only. When the store cannot be reached, nothing is sent (fail closed).
 
-Example:
+Examples:
     >>> import asyncio, tempfile
     >>> from deputy_shiny.persistence import FileStore
     >>> from deputy_shiny.shiny import UserBudget

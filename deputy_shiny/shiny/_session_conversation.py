@@ -245,7 +245,7 @@ class SessionConversation:
     """The saved conversation of one chat in one browser session: in files under the
     persistence's root, or in its store (:mod:`._stored_conversations`).
 
-    Example:
+    Examples:
         >>> SessionConversation.__name__
         'SessionConversation'
     """

@@ -21,7 +21,7 @@ or removes ``extract_source_ref`` (``tests/test_kit_session_start.py`` pins it),
 is wrapped. The memo holds at most :data:`LIMIT` references and starts over when full,
 so code made at run time (``exec``) cannot grow it without bound.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny._source_refs import install, source_ref
     >>> install()
     True

@@ -28,7 +28,7 @@ The TTL sweep runs in one process per :data:`SWEEP_EVERY` seconds of all that sh
 store (``claim_sweep``): ``sweep`` deletes every conversation unused for ``ttl``, and
 the sweeper deletes the workspaces and folders of the conversations it deleted.
 
-Example:
+Examples:
     >>> lease_name("0" * 40)
     'conversation:0000000000000000000000000000000000000000'
 """

@@ -21,7 +21,7 @@ session's own that holds the reactive lock only to set a counter, and stops when
 session ends. Model and tool output are untrusted: they render as escaped text, never
 as HTML.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny import subagent_panel_ui
     >>> "deputy-subagent-panel" in str(subagent_panel_ui("team"))
     True
@@ -82,7 +82,7 @@ AgentArg = Agent | Callable[[], Agent | None] | None
 def subagent_panel_ui() -> TagList:
     """The panel's place on the page (filled in by :func:`subagent_panel_server`).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny import subagent_panel_ui
         >>> html = str(subagent_panel_ui("team"))
         >>> "team-delegations" in html
@@ -247,7 +247,7 @@ class _SubagentPanel:
         agent: The session's agent, or a function returning it.
         requester: Whom the lead's disclosure policy judges, or a function returning it.
 
-    Example:
+    Examples:
         >>> _SubagentPanel(None, "ann").poll(frozenset(), ("loading",))
         ('not_lead',)
     """
@@ -452,7 +452,7 @@ def subagent_panel_server(
             returning it (e.g. ``session.user``, else the session id).
         interval: Seconds between polls of the lead.
 
-    Example:
+    Examples:
         >>> from shiny import App, ui
         >>> from deputy_shiny.delegation import AgentDefinition, DelegationDisclosure, LeadAgent
         >>> from deputy_shiny.shiny import (agent_chat_server, agent_chat_ui,

@@ -46,7 +46,7 @@ def transcript_messages(
     result. A call in ``waiting_calls`` (still waiting for approval: its result is a
     placeholder) shows no card; the modal stands for it.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.messages import Turn, ContentText
         >>> turns = [Turn(role="user", contents=[ContentText(text="Hi <b>there</b>")]),
         ...          Turn(role="assistant", contents=[ContentText(text="Hello!")])]

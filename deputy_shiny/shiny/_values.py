@@ -22,7 +22,7 @@ It stays correct across upgrades by checking what it relies on: if a shiny relea
 renames or removes ``Value._try_infer_name`` (``tests/test_kit_session_start.py``
 pins it), the block does nothing, and names are shiny's own again.
 
-Example:
+Examples:
     >>> from shiny import reactive
     >>> from deputy_shiny.shiny._values import cheap_value_names
     >>> with cheap_value_names():

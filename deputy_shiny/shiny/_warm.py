@@ -14,7 +14,7 @@ reply is as fast as any other. litellm's import alone takes 4 s of CPU here: a u
 who opens the page sooner would otherwise wait that long for the first token. On a
 running loop (a UI function called per request, an Express session) it never waits.
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny._warm import warm_up_in_background
     >>> thread = warm_up_in_background()
     >>> thread is warm_up_in_background()  # once a process
@@ -59,7 +59,7 @@ def warm_up_in_background() -> threading.Thread:
 def warm_up_before_serving() -> None:
     """Start the warm-up; while an app module is imported (no loop running), finish it.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny._warm import warm_up_before_serving
         >>> warm_up_before_serving()  # at an app's import: returns once litellm is warm
     """

@@ -14,7 +14,7 @@ Every action (``send``, ``approve``, ``choose``...) and every ``expect_*`` metho
 a keyword-only ``timeout`` in milliseconds, passed through to Playwright (None: its
 default).
 
-Example:
+Examples:
     >>> from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
     >>> page.goto(app_url)  # doctest: +SKIP
     >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
@@ -64,7 +64,7 @@ class AgentChat:
         loc_send: The send/stop button, whatever its state.
         loc_usage: The usage line (``Requests: 2 · Tokens: 150 · Cost: unknown``).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny.playwright import AgentChat
         >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
         >>> chat.send("Hello")  # doctest: +SKIP
@@ -91,7 +91,7 @@ class AgentChat:
     def expect_ready(self, *, timeout: float | None = None) -> None:
         """Wait until the chat can take a message: input shown, Shiny connected.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> page.goto(app_url)  # doctest: +SKIP
             >>> AgentChat(page, "agent").expect_ready()  # doctest: +SKIP
@@ -105,7 +105,7 @@ class AgentChat:
     def send(self, text: str, *, timeout: float | None = None) -> None:
         """Type ``text`` into the chat input and send it.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").send("What is in data.csv?")  # doctest: +SKIP
         """
@@ -115,7 +115,7 @@ class AgentChat:
     def stop(self, *, timeout: float | None = None) -> None:
         """Click the stop button of the reply that is streaming.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").stop()  # doctest: +SKIP
         """
@@ -124,7 +124,7 @@ class AgentChat:
     def latest_reply_text(self) -> str:
         """The newest assistant message's text as shown ("" when there is none yet).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").latest_reply_text()  # doctest: +SKIP
             'Hello! How can I help?'
@@ -138,7 +138,7 @@ class AgentChat:
     ) -> None:
         """Wait until the newest assistant message contains ``value`` (text or regex).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").expect_latest_reply("Done")  # doctest: +SKIP
         """
@@ -147,7 +147,7 @@ class AgentChat:
     def expect_idle(self, *, timeout: float | None = None) -> None:
         """Wait until no reply streams: the send button is back (no stop button).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").expect_idle(timeout=5_000)  # doctest: +SKIP
         """
@@ -156,7 +156,7 @@ class AgentChat:
     def tool_card(self, text: str | Pattern[str]) -> Locator:
         """The tool cards whose title or content contains ``text``.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").tool_card("Denied:").count()  # doctest: +SKIP
             1
@@ -166,7 +166,7 @@ class AgentChat:
     def tool_card_title(self, card: Locator) -> Locator:
         """The title shown on a (collapsed) tool card, e.g. "Used write_file".
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
             >>> chat.tool_card_title(chat.loc_tool_cards.last).inner_text()  # doctest: +SKIP
@@ -177,7 +177,7 @@ class AgentChat:
     def expand_tool_card(self, card: Locator, *, timeout: float | None = None) -> Locator:
         """Open a collapsed tool card and return its detail region (arguments and output).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> chat = AgentChat(page, "agent")  # doctest: +SKIP
             >>> chat.expand_tool_card(chat.loc_tool_cards.last).inner_text()  # doctest: +SKIP
@@ -193,7 +193,7 @@ class AgentChat:
     def expect_usage(self, value: str | Pattern[str], *, timeout: float | None = None) -> None:
         """Wait until the usage line contains ``value`` (text or regex).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").expect_usage("Cost: unknown")  # doctest: +SKIP
         """
@@ -219,7 +219,7 @@ class _Modal:
     def request_id(self, *, timeout: float | None = None) -> str:
         """The ``data-request-id`` of the open modal (the kit's routing key).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).request_id()  # doctest: +SKIP
             'Zk3q...'
@@ -237,7 +237,7 @@ class _Modal:
     def expect_closed(self, *, request_id: str | None = None, timeout: float | None = None) -> None:
         """Wait until the modal is gone (only the one for ``request_id``, when given).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).expect_closed()  # doctest: +SKIP
         """
@@ -261,7 +261,7 @@ class ApprovalModal(_Modal):
             (kept current while other chats of the page queue theirs).
         loc_asker: "Asked by <chat>": which chat of the page asks.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny.playwright import ApprovalModal
         >>> approval = ApprovalModal(page)  # doctest: +SKIP
         >>> approval.expect_open(tool_name="write_file")  # doctest: +SKIP
@@ -285,7 +285,7 @@ class ApprovalModal(_Modal):
     def expect_open(self, tool_name: str | None = None, *, timeout: float | None = None) -> None:
         """Wait until an approval is shown, for ``tool_name`` when given.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).expect_open("write_file", timeout=10_000)  # doctest: +SKIP
         """
@@ -296,7 +296,7 @@ class ApprovalModal(_Modal):
     def argument(self, name: str) -> Locator:
         """The input for the scalar argument ``name``.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).argument("path").input_value()  # doctest: +SKIP
             'notes.txt'
@@ -308,7 +308,7 @@ class ApprovalModal(_Modal):
     ) -> None:
         """Edit the argument ``name`` before approving (checkboxes take a bool).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).set_argument("path", "other.txt")  # doctest: +SKIP
         """
@@ -323,7 +323,7 @@ class ApprovalModal(_Modal):
     def approve(self, *, timeout: float | None = None) -> None:
         """Click "Approve".
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).approve(timeout=5_000)  # doctest: +SKIP
         """
@@ -333,7 +333,7 @@ class ApprovalModal(_Modal):
     def deny(self, message: str | None = None, *, timeout: float | None = None) -> None:
         """Type the optional ``message`` for the model, then click "Deny".
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).deny("Write to drafts/ instead.")  # doctest: +SKIP
         """
@@ -345,7 +345,7 @@ class ApprovalModal(_Modal):
     def always_allow(self, *, timeout: float | None = None) -> None:
         """Click "Always allow" (approves this tool for the rest of the conversation).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).always_allow()  # doctest: +SKIP
         """
@@ -355,7 +355,7 @@ class ApprovalModal(_Modal):
     def stop_run(self, *, timeout: float | None = None) -> None:
         """Click "Stop the run": deny this call and every call waiting behind it.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import ApprovalModal
             >>> ApprovalModal(page).stop_run()  # doctest: +SKIP
         """
@@ -370,7 +370,7 @@ class QuestionModal(_Modal):
         loc: The ``.deputy-questions`` root (it carries ``data-request-id``).
         loc_questions: One ``fieldset.deputy-question`` per question, in order.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny.playwright import QuestionModal
         >>> questions = QuestionModal(page)  # doctest: +SKIP
         >>> questions.expect_open()  # doctest: +SKIP
@@ -389,7 +389,7 @@ class QuestionModal(_Modal):
     def question(self, index: int) -> Locator:
         """The fieldset of question ``index`` (0-based).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).question(0).locator("legend").inner_text()  # doctest: +SKIP
             'Format'
@@ -399,7 +399,7 @@ class QuestionModal(_Modal):
     def option(self, question_index: int, label: str) -> Locator:
         """The radio button or checkbox of option ``label`` in question ``question_index``.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).option(0, "CSV").is_checked()  # doctest: +SKIP
             False
@@ -412,7 +412,7 @@ class QuestionModal(_Modal):
     def choose(self, question_index: int, label: str, *, timeout: float | None = None) -> None:
         """Select option ``label`` (adds it, for a multi-select question).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).choose(0, "CSV")  # doctest: +SKIP
         """
@@ -421,7 +421,7 @@ class QuestionModal(_Modal):
     def other(self, question_index: int, text: str, *, timeout: float | None = None) -> None:
         """Answer question ``question_index`` in free text ("Other").
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).other(0, "Parquet, please")  # doctest: +SKIP
         """
@@ -430,7 +430,7 @@ class QuestionModal(_Modal):
     def submit(self, *, timeout: float | None = None) -> None:
         """Click "Submit".
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).submit()  # doctest: +SKIP
         """
@@ -440,7 +440,7 @@ class QuestionModal(_Modal):
     def cancel(self, *, timeout: float | None = None) -> None:
         """Click "Cancel" (the model is told the user declined to answer).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import QuestionModal
             >>> QuestionModal(page).cancel()  # doctest: +SKIP
         """
@@ -457,7 +457,7 @@ class SubagentPanel:
         loc_note: The note shown instead of rows ("No delegations yet.", or that the
             user may not see them).
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny.playwright import SubagentPanel
         >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
         >>> row = team.row("researcher")  # doctest: +SKIP
@@ -478,7 +478,7 @@ class SubagentPanel:
     def row(self, agent_name: str | None = None, *, index: int = 0) -> Locator:
         """The ``index``-th row (newest first), of subagent ``agent_name`` when given.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> SubagentPanel(page, "team").row("writer").inner_text()  # doctest: +SKIP
             'writer completed 1 requests · 30 tokens ...'
@@ -492,7 +492,7 @@ class SubagentPanel:
     def delegation_id(self, row: Locator, *, timeout: float | None = None) -> str:
         """The delegation id a row shows (its ``data-delegation``).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
             >>> team.delegation_id(team.row())  # doctest: +SKIP
@@ -506,7 +506,7 @@ class SubagentPanel:
     def expect_rows(self, count: int, *, timeout: float | None = None) -> None:
         """Wait until exactly ``count`` delegations are shown.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> SubagentPanel(page, "team").expect_rows(2)  # doctest: +SKIP
         """
@@ -515,7 +515,7 @@ class SubagentPanel:
     def expect_note(self, value: str | Pattern[str], *, timeout: float | None = None) -> None:
         """Wait until the panel shows a note containing ``value`` instead of rows.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> SubagentPanel(page, "team").expect_note("may not see")  # doctest: +SKIP
         """
@@ -526,7 +526,7 @@ class SubagentPanel:
     ) -> None:
         """Wait until a row's status badge reads ``value`` (``running``, ``stopped``...).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
             >>> team.expect_status(team.row(), "completed")  # doctest: +SKIP
@@ -538,7 +538,7 @@ class SubagentPanel:
     ) -> None:
         """Wait until one of a row's recent events contains ``value``.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
             >>> team.expect_event(team.row(), "calls read_file")  # doctest: +SKIP
@@ -549,7 +549,7 @@ class SubagentPanel:
     def interrupt(self, row: Locator, *, timeout: float | None = None) -> None:
         """Click a running delegation's "Stop" button.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
             >>> team.interrupt(team.row("researcher"))  # doctest: +SKIP
@@ -559,7 +559,7 @@ class SubagentPanel:
     def open_transcript(self, row: Locator, *, timeout: float | None = None) -> Locator:
         """Open a row's transcript and return it (read-only text).
 
-        Example:
+        Examples:
             >>> from deputy_shiny.shiny.playwright import SubagentPanel
             >>> team = SubagentPanel(page, "team")  # doctest: +SKIP
             >>> team.open_transcript(team.row()).inner_text()  # doctest: +SKIP
@@ -581,7 +581,7 @@ class ConversationPanel:
         loc_new: The "New conversation" button.
         loc_confirm: The confirmation modal, while it is open.
 
-    Example:
+    Examples:
         >>> from deputy_shiny.shiny.playwright import ConversationPanel
         >>> panel = ConversationPanel(page, "conversation")  # doctest: +SKIP
         >>> panel.expect_changes(0, "1 file change after it")  # doctest: +SKIP

@@ -1,7 +1,7 @@
 """Tools the model can call: define them with :func:`tool`, describe their effects with
 :func:`tool_annotations`, and inspect them with :func:`tool_metadata`.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools import tool
     >>> @tool
     ... def add(a: int, b: int) -> int:

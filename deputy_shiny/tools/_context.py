@@ -14,7 +14,7 @@ A long tool reports how far it has got with ``context.progress(message, fraction
 the run emits it as a ``tool_progress`` event (and the Shiny kit shows it in the call's
 card). Outside an agent it does nothing.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools import current_tool_context
     >>> current_tool_context().tool_name is None
     True
@@ -73,7 +73,7 @@ class ToolState:
     browser session ends). After :meth:`close` the next use creates fresh entries. An
     entry whose tool is garbage collected is dropped with it.
 
-    Example:
+    Examples:
         >>> class Counter:
         ...     closed = False
         ...     def close(self): self.closed = True
@@ -152,7 +152,7 @@ class ToolContext(CallIdentity):
             TypeError: ``message`` is not a string, or ``fraction`` not a number.
             ValueError: ``fraction`` is NaN or infinite.
 
-        Example:
+        Examples:
             >>> from deputy_shiny.tools import current_tool_context
             >>> def crunch(rows: int) -> str:
             ...     ctx = current_tool_context()

@@ -5,7 +5,7 @@ and ``Args:``/``Returns:``/``Example:`` sections; parameter descriptions come fr
 ``Args:`` section; the JSON schema's own descriptions get the same cleaning. Used by
 :mod:`deputy_shiny.tools._function_schema` and :func:`~deputy_shiny.tools.tool`.
 
-Example:
+Examples:
     >>> doc = "Add two numbers.\\n\\nArgs:\\n    a: The first number.\\n"
     >>> docstring_summary(doc), parameter_descriptions(doc)
     ('Add two numbers.', {'a': 'The first number.'})
@@ -135,7 +135,7 @@ def clean_description(text: str | None) -> str:
     output) are removed from the prose before it, which keeps its paragraphs.
     Returns ``""`` when nothing is left.
 
-    Example:
+    Examples:
         >>> clean_description("Add two numbers.\\n\\nArgs:\\n    a: The first.")
         'Add two numbers.'
     """
@@ -157,7 +157,7 @@ def docstring_summary(doc: str | None) -> str | None:
     ``Args:``, NumPy ``Parameters`` + dashes, Sphinx ``:param``); doctest examples
     are left out.
 
-    Example:
+    Examples:
         >>> docstring_summary("Add two\\n    numbers.\\n\\n    Args:\\n        a: x")
         'Add two numbers.'
     """
@@ -173,7 +173,7 @@ def parameter_descriptions(doc: str | None) -> dict[str, str]:
 
     Unparseable docstrings give ``{}``; whitespace inside a description is collapsed.
 
-    Example:
+    Examples:
         >>> parameter_descriptions(":param x: The x.\\n:param y: The y.")
         {'x': 'The x.', 'y': 'The y.'}
     """
@@ -222,7 +222,7 @@ def clean_schema_descriptions(schema: Any) -> Any:
     :func:`clean_description`: the tool's properties, nested objects and ``$defs``
     (where pydantic puts a model's whole docstring). Emptied descriptions are left out.
 
-    Example:
+    Examples:
         >>> clean_schema_descriptions({"description": "A point.\\n\\nExample:\\n    >>> P()",
         ...     "properties": {"description": {"type": "string"}}})
         {'description': 'A point.', 'properties': {'description': {'type': 'string'}}}
@@ -249,7 +249,7 @@ def clean_schema_descriptions(schema: Any) -> Any:
 def describe_schema(schema: Any, defs: Mapping[str, Any] | None = None) -> str:
     """Return a short human (and model) readable name for the type a JSON schema allows.
 
-    Example:
+    Examples:
         >>> describe_schema({"type": "array", "items": {"type": "integer"}})
         'array of integer'
     """

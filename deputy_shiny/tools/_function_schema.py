@@ -13,7 +13,7 @@ arguments back into a call. Three sources of truth are supported:
 The descriptions in the schema (cleaned docstrings, ``Args:`` sections) come from
 :mod:`deputy_shiny.tools._descriptions`; its functions stay importable from here.
 
-Example:
+Examples:
     >>> def add(a: int, b: int = 1) -> int:
     ...     '''Add two numbers.
     ...
@@ -400,7 +400,7 @@ class ArgumentsSchema(ABC):
 
     Build one with :func:`arguments_schema`.
 
-    Example:
+    Examples:
         >>> s = arguments_schema(lambda x: x, tool_name="echo", arguments={
         ...     "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]})
         >>> s.validate({"x": "hi"}, tool_name="echo")
@@ -758,7 +758,7 @@ def arguments_schema(
     whole argument object. Raises :class:`InvalidToolError` naming the parameter or
     property that cannot be described.
 
-    Example:
+    Examples:
         >>> def greet(name: str) -> str:
         ...     return "hi " + name
         >>> arguments_schema(greet, tool_name="greet").json_schema["required"]

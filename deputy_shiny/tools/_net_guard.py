@@ -20,7 +20,7 @@ that enforces it:
   changes between the check and the connect (rebinding) cannot slip through. Every
   request goes through it, so every redirect hop is checked the same way.
 
-Example:
+Examples:
     >>> from ipaddress import ip_address
     >>> normalize_host("0x7f.1")
     IPv4Address('127.0.0.1')
@@ -99,7 +99,7 @@ def normalize_host(host: str) -> IPAddress | str:
     the decimal, octal and hex IPv4 forms ``inet_aton`` understands (``2130706433``,
     ``017700000001``, ``0x7f.1``, ``127.1``) and trailing dots.
 
-    Example:
+    Examples:
         >>> normalize_host("2130706433"), normalize_host("[::1]")
         (IPv4Address('127.0.0.1'), IPv6Address('::1'))
         >>> normalize_host("LocalHost.")
@@ -158,7 +158,7 @@ def address_rule(address: IPAddress) -> str | None:
     IPv4-mapped (``::ffff:0:0/96``), NAT64 (``64:ff9b::/96``) and 6to4 (``2002::/16``)
     IPv6 addresses are judged by the IPv4 address they carry.
 
-    Example:
+    Examples:
         >>> from ipaddress import ip_address
         >>> address_rule(ip_address("169.254.169.254"))
         'a link-local address'
@@ -202,7 +202,7 @@ class NetworkPolicy:
     only when it lies in one of ``networks``, or when the URL's host name is one of
     ``hosts`` (an exact name or ``*.suffix``). ``allow_all`` turns the guard off.
 
-    Example:
+    Examples:
         >>> policy = NetworkPolicy.build(allowed_networks=("10.20.0.0/16", "wiki.corp.example"))
         >>> policy.networks, policy.hosts
         ((IPv4Network('10.20.0.0/16'),), ('wiki.corp.example',))
@@ -326,7 +326,7 @@ def check_literal(host: str, policy: NetworkPolicy) -> None:
     For hosts a URL parser rejects (httpx refuses ``0177.0.0.1``): the refusal then names
     the rule rather than the parse error. Names are left alone.
 
-    Example:
+    Examples:
         >>> check_literal("0177.0.0.1", NetworkPolicy())
         Traceback (most recent call last):
         ...
@@ -413,7 +413,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     are checked the same way and then handed to it unchanged; that transport decides
     where they connect.
 
-    Example:
+    Examples:
         >>> import asyncio, httpx
         >>> async def main():
         ...     guard = GuardedTransport(NetworkPolicy())

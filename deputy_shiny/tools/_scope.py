@@ -10,7 +10,7 @@ call's own task for an async one. So a scope can make what is not thread-safe on
 loop (the call starts there) and set context variables where the function reads them.
 The runtime knows nothing of what a scope does: it stays framework-free.
 
-Example:
+Examples:
     >>> import asyncio, contextlib
     >>> from deputy_shiny.tools import tool
     >>> from deputy_shiny.tools._scope import tool_scope
@@ -54,7 +54,7 @@ _current: contextvars.ContextVar[ToolScope | None] = contextvars.ContextVar(
 def tool_scope(scope: ToolScope | None) -> Iterator[None]:
     """Tool calls started in this block, and in tasks made in it, go through ``scope``.
 
-    Example:
+    Examples:
         >>> with tool_scope(lambda tool: None):
         ...     scope_for(object()) is None
         True
@@ -69,7 +69,7 @@ def tool_scope(scope: ToolScope | None) -> Iterator[None]:
 def scope_for(tool: Any) -> AbstractContextManager[object] | None:
     """The context manager the current scope gives a call of ``tool`` (None: no scope).
 
-    Example:
+    Examples:
         >>> scope_for(object()) is None
         True
     """
@@ -82,7 +82,7 @@ def call_within(
 ) -> T:
     """``fn(*args, **kwargs)`` inside ``scope`` (what a worker thread runs).
 
-    Example:
+    Examples:
         >>> import contextlib
         >>> call_within(contextlib.nullcontext(), max, 1, 2)
         2

@@ -1,6 +1,6 @@
 """Tools: Python functions the model can call, with their schema, annotations and source.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools import tool, tool_annotations
     >>> @tool(annotations=tool_annotations(read_only_hint=True, open_world_hint=False))
     ... def add(a: int, b: int = 1) -> int:
@@ -65,7 +65,7 @@ class ToolAnnotations(BaseModel):
     Hints left as None stay None: :func:`effective_annotations` supplies the cautious
     defaults. Annotations are claims; deputy_shiny does not verify them.
 
-    Example:
+    Examples:
         >>> ToolAnnotations(read_only_hint=True).destructive_hint is None
         True
     """
@@ -107,7 +107,7 @@ def tool_annotations(
 ) -> ToolAnnotations:
     """Build :class:`ToolAnnotations`; raises InvalidToolError for a non-bool hint.
 
-    Example:
+    Examples:
         >>> tool_annotations(read_only_hint=True, open_world_hint=False).read_only_hint
         True
     """
@@ -169,7 +169,7 @@ def effective_annotations(annotations: ToolAnnotations) -> EffectiveAnnotations:
     omitted ``destructive_hint`` irrelevant (False). The contradiction ``read_only_hint=True``
     with ``destructive_hint=True`` is read cautiously: not read-only, destructive.
 
-    Example:
+    Examples:
         >>> effective_annotations(tool_annotations(read_only_hint=True))["destructive_hint"]
         False
     """
@@ -198,7 +198,7 @@ BuiltinKind = Literal["read", "write", "code", "web", "ask"]
 class ToolSource(BaseModel):
     """Where a tool comes from: a user function, a package's built-in, or an MCP server.
 
-    Example:
+    Examples:
         >>> ToolSource(type="package", package="deputy_shiny").package
         'deputy_shiny'
     """
@@ -250,7 +250,7 @@ BUILTIN_PACKAGE = "deputy_shiny"
 def builtin_source(kind: BuiltinKind) -> ToolSource:
     """The source of one of deputy_shiny's built-in tools, recording its ``kind``.
 
-    Example:
+    Examples:
         >>> builtin_source("read").kind, builtin_source("read").package
         ('read', 'deputy_shiny')
     """
@@ -285,7 +285,7 @@ class Tool:
     ``await t.invoke(t.parse_arguments(raw_json))`` runs a model's call (sync
     functions in a worker thread). Tools may hold state, so each is its own object.
 
-    Example:
+    Examples:
         >>> upper = tool(str.upper, name="uppercase", description="Uppercase text.",
         ...              arguments={"type": "object", "properties": {"x": {"type": "string"}},
         ...                         "required": ["x"]})
@@ -389,7 +389,7 @@ class Tool:
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI chat-completions format (what litellm sends to providers).
 
-        Example:
+        Examples:
             >>> tool(lambda: 1, name="one", description="One.").openai_schema()["function"]["name"]
             'one'
         """
@@ -409,7 +409,7 @@ class Tool:
         :class:`~deputy_shiny.errors.ToolArgumentsError`, whose message tells the model
         what to fix: malformed JSON, not an object, missing or unknown arguments, wrong types.
 
-        Example:
+        Examples:
             >>> t = tool(lambda n: n, name="n", description="N.", arguments={
             ...     "type": "object", "properties": {"n": {"type": "integer"}}})
             >>> t.parse_arguments('{"n": 3}')
@@ -424,7 +424,7 @@ class Tool:
         :func:`~deputy_shiny.set_tool_threads`) so the event loop never blocks; async
         functions are awaited. Exceptions propagate unchanged.
 
-        Example:
+        Examples:
             >>> import asyncio
             >>> t = tool(lambda x: x * 2, name="double", description="Double.",
             ...          arguments={"type": "object", "properties": {"x": {"type": "integer"}}})
@@ -565,7 +565,7 @@ def tool(
     Raises :class:`~deputy_shiny.errors.InvalidToolError` for anything that cannot be
     described.
 
-    Example:
+    Examples:
         >>> @tool(description="Shout a word.")
         ... def shout(word: str) -> str:
         ...     return word.upper() + "!"
@@ -604,7 +604,7 @@ class ToolMetadata(TypedDict):
 def tool_metadata(t: Tool) -> ToolMetadata:
     """Inspect a tool's name, source and annotations (given, missing, effective) without running it.
 
-    Example:
+    Examples:
         >>> m = tool_metadata(tool(lambda: 1, name="one", description="One.",
         ...                        annotations={"read_only_hint": True}))
         >>> m["annotations"], m["effective_annotations"]["destructive_hint"]
@@ -656,7 +656,7 @@ def format_tool_output(value: Any) -> str:
       only a note saying how many bytes were left out (return text or JSON instead).
     - anything else: ``str(value)``.
 
-    Example:
+    Examples:
         >>> format_tool_output({"a": [1, 2], "ok": True})
         '{"a":[1,2],"ok":true}'
     """

@@ -9,7 +9,7 @@ when it is full, further tool calls queue (in any session) and nothing else wait
 Size it once at startup with :func:`set_tool_threads` or the ``DEPUTY_TOOL_THREADS``
 environment variable (default 16).
 
-Example:
+Examples:
     >>> import asyncio
     >>> from deputy_shiny.tools._tool_threads import run_in_tool_thread
     >>> asyncio.run(run_in_tool_thread(sum, [1, 2, 3]))
@@ -59,7 +59,7 @@ def set_tool_threads(max_workers: int) -> None:
 
     Calls already running finish in the old pool; later calls use the new one.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import set_tool_threads, tool_threads
         >>> set_tool_threads(8); tool_threads()
         8
@@ -75,7 +75,7 @@ def set_tool_threads(max_workers: int) -> None:
 def tool_threads() -> int:
     """How many threads sync tools may use at once in this process.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import tool_threads
         >>> tool_threads() >= 1
         True

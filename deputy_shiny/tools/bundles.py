@@ -3,7 +3,7 @@
 Every call builds fresh tools (tools may hold state, such as run_python's process).
 Registration is not authorization: the agent's Permissions still decide each call.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools import tools_preset
     >>> [t.name for t in tools_preset("minimal")]
     ['read_file', 'read_markdown', 'list_files', 'glob_files', 'grep_files']
@@ -37,7 +37,7 @@ def tools_file() -> list[Tool]:
     """read_file, read_markdown, write_file, edit_file, multi_edit, list_files, glob_files,
     grep_files.
 
-    Example:
+    Examples:
         >>> len(tools_file())
         8
     """
@@ -57,7 +57,7 @@ def tools_code(sandbox: Sandbox | None = None) -> list[Tool]:
     """run_python and run_bash, confined by ``sandbox`` (default: bubblewrap); off unless
     permitted.
 
-    Example:
+    Examples:
         >>> [t.name for t in tools_code()]
         ['run_python', 'run_bash']
     """
@@ -67,7 +67,7 @@ def tools_code(sandbox: Sandbox | None = None) -> list[Tool]:
 def tools_data() -> list[Tool]:
     """read_csv, read_file and read_markdown.
 
-    Example:
+    Examples:
         >>> [t.name for t in tools_data()]
         ['read_csv', 'read_file', 'read_markdown']
     """
@@ -81,7 +81,7 @@ def _universal_web() -> list[Tool]:
 def tools_all() -> list[Tool]:
     """Every built-in tool once: files, code, read_csv, the universal web tools, ask_user.
 
-    Example:
+    Examples:
         >>> len({t.name for t in tools_all()}) == len(tools_all())
         True
     """
@@ -111,7 +111,7 @@ PRESETS: dict[str, Callable[[], list[Any]]] = {
 def tools_preset(name: str) -> list[Tool]:
     """A named preset: ``minimal``, ``standard``, ``data``, ``dev`` or ``full``.
 
-    Example:
+    Examples:
         >>> [t.name for t in tools_preset("data")]
         ['read_csv', 'read_file', 'read_markdown', 'run_python']
     """

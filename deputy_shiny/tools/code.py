@@ -43,7 +43,7 @@ Decisions:
 The I/O with the session uses ``loop.add_reader`` only for the duration of a call, so
 a tool works from any event loop (``run_sync`` and pytest create several). POSIX only.
 
-Example:
+Examples:
     >>> t = tool_run_python()
     >>> t.name, tool_run_bash().name
     ('run_python', 'run_bash')
@@ -331,7 +331,7 @@ class PythonSession:
     session (and so of its agent). After it stops, the next :meth:`run` starts a
     fresh one.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from deputy_shiny import Sandbox
         >>> session = PythonSession(Sandbox(kind="none"))
@@ -606,7 +606,7 @@ def python_session(t: Tool, state: ToolState | None = None) -> PythonSession:
     ``state`` is the agent's ``tool_state``; without it, the state of the calling tool
     context (outside an agent: the process's own).
 
-    Example:
+    Examples:
         >>> python_session(tool_run_python()).pid is None
         True
     """
@@ -623,7 +623,7 @@ def tool_run_python(sandbox: Sandbox | None = None) -> Tool:
         sandbox: Where the code runs (default ``Sandbox()``: bubblewrap, no network,
             a scrubbed environment). ``Sandbox(kind="none")`` runs it unconfined.
 
-    Example:
+    Examples:
         >>> t = tool_run_python()
         >>> t.name, sorted(t.parameters["properties"])
         ('run_python', ['code', 'timeout'])
@@ -741,7 +741,7 @@ def tool_run_bash(sandbox: Sandbox | None = None) -> Tool:
         sandbox: Where the commands run (default ``Sandbox()``: bubblewrap, no network,
             a scrubbed environment). ``Sandbox(kind="none")`` runs them unconfined.
 
-    Example:
+    Examples:
         >>> t = tool_run_bash()
         >>> t.name, t.parameters["required"]
         ('run_bash', ['command'])

@@ -11,7 +11,7 @@ Each column gets one type, inferred from its non-missing values: ``integer``,
 Missing means empty, or one of ``NA``, ``N/A``, ``NaN``, ``null``, ``None``, ``#N/A``
 (any case).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> from deputy_shiny.tools import ToolContext, tool_context
@@ -362,7 +362,7 @@ def _clip_lines(text: str, limit: int = 30_000) -> str:
 def tool_read_csv() -> Tool:
     """A ``read_csv`` tool: a CSV file's shape, column types, missing values and first rows.
 
-    Example:
+    Examples:
         >>> t = tool_read_csv()
         >>> t.name, t.annotations.read_only_hint
         ('read_csv', True)

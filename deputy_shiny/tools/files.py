@@ -16,7 +16,7 @@ The tools live in three parts, re-exported here: :mod:`~deputy_shiny.tools.files
 (``write_file``, ``edit_file``, ``multi_edit``) and
 :mod:`~deputy_shiny.tools.files_search` (``list_files``, ``glob_files``, ``grep_files``).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> from deputy_shiny.tools import ToolContext, tool_context

@@ -155,7 +155,7 @@ def _read_file(path: str, offset: int = 0, limit: int | None = None) -> str:
 def tool_read_file() -> Tool:
     """A fresh ``read_file`` tool: read a text file in numbered lines, paged by offset/limit.
 
-    Example:
+    Examples:
         >>> t = tool_read_file()
         >>> t.name, sorted(t.parameters["properties"])
         ('read_file', ['limit', 'offset', 'path'])
@@ -274,7 +274,7 @@ def tool_read_markdown() -> Tool:
     Needs the optional ``markitdown`` package (``pip install 'deputy_shiny[docs-tools]'``);
     without it the tool answers with an error saying so.
 
-    Example:
+    Examples:
         >>> tool_read_markdown().name
         'read_markdown'
     """

@@ -199,7 +199,7 @@ def _list_files(
 def tool_list_files() -> Tool:
     """A fresh ``list_files`` tool: a directory's entries, sorted, directories ending in ``/``.
 
-    Example:
+    Examples:
         >>> tool_list_files().parameters["properties"]["max_entries"]["default"]
         500
     """
@@ -377,7 +377,7 @@ def _glob_files(pattern: str, path: str = ".", max_results: int = 500) -> str:
 def tool_glob_files() -> Tool:
     """A fresh ``glob_files`` tool: paths matching a glob pattern, sorted.
 
-    Example:
+    Examples:
         >>> tool_glob_files().parameters["required"]
         ['pattern']
     """
@@ -652,7 +652,7 @@ def _grep_files(
 def tool_grep_files() -> Tool:
     """A fresh ``grep_files`` tool: regex search over files, as ``file:line: text`` lines.
 
-    Example:
+    Examples:
         >>> tool_grep_files().parameters["properties"]["max_results"]["default"]
         200
     """

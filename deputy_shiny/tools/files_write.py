@@ -150,7 +150,7 @@ def _write_file(path: str, content: str, mode: Literal["write", "append"] = "wri
 def tool_write_file() -> Tool:
     """A fresh ``write_file`` tool: write (atomically) or append text, creating parent dirs.
 
-    Example:
+    Examples:
         >>> t = tool_write_file()
         >>> t.name, t.parameters["properties"]["mode"]["enum"]
         ('write_file', ['write', 'append'])
@@ -174,7 +174,7 @@ def tool_write_file() -> Tool:
 class FileEdit(BaseModel):
     """One exact-text replacement for ``multi_edit``.
 
-    Example:
+    Examples:
         >>> FileEdit(old_string="a", new_string="b").replace_all
         False
     """
@@ -300,7 +300,7 @@ def _edit_file(path: str, old_string: str, new_string: str, replace_all: bool = 
 def tool_edit_file() -> Tool:
     """A fresh ``edit_file`` tool: replace one exact piece of text (or all with replace_all).
 
-    Example:
+    Examples:
         >>> tool_edit_file().parameters["required"]
         ['path', 'old_string', 'new_string']
     """
@@ -351,7 +351,7 @@ def _multi_edit(path: str, edits: list[FileEdit]) -> str:
 def tool_multi_edit() -> Tool:
     """A fresh ``multi_edit`` tool: several exact replacements in one file, all or nothing.
 
-    Example:
+    Examples:
         >>> tool_multi_edit().parameters["properties"]["edits"]["type"]
         'array'
     """

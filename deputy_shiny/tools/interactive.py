@@ -20,7 +20,7 @@ was not asked is an error result. The model gets the answers in question order e
 way. A callback may be sync (run in a worker thread) or async (awaited), and may raise
 :class:`AskUserDeclined`.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from deputy_shiny.tools.interactive import tool_ask_user
     >>> def pick_first(questions, context):
@@ -84,7 +84,7 @@ DECLINED_MESSAGE = "The user declined to answer the questions."
 class Option(BaseModel):
     """One choice of a question.
 
-    Example:
+    Examples:
         >>> Option(label="Yes", description="Go ahead").label
         'Yes'
     """
@@ -100,7 +100,7 @@ class Option(BaseModel):
 class Question(BaseModel):
     """One multiple-choice question; the user may also answer in free text ("Other").
 
-    Example:
+    Examples:
         >>> q = Question(header="Scope", question="Which files?", multi_select=True,
         ...              options=[Option(label="src", description="Source"),
         ...                       Option(label="tests", description="Tests")])
@@ -151,7 +151,7 @@ class AskUserContext(CallIdentity):
         agent_id / session_id / run_id / call_id: Who is asking, from the tool context.
         run_context: The run's context (a copy).
 
-    Example:
+    Examples:
         >>> AskUserContext(value={"room": "a"}, session_id="s1").value["room"]
         'a'
     """
@@ -183,7 +183,7 @@ def set_ask_user_callback(callback: AskUserCallback | None) -> AskUserCallback |
     A compatibility fallback for single-agent scripts: concurrent hosts (Shiny) must give
     each agent its own ``tools_interactive(callback=...)``. ``None`` clears it.
 
-    Example:
+    Examples:
         >>> previous = set_ask_user_callback(lambda questions, context: ["yes"])
         >>> _ = set_ask_user_callback(previous)
     """
@@ -246,7 +246,7 @@ def console_ask_user(questions: list[Question], context: AskUserContext) -> list
     Each question shows numbered options plus "Other"; the user types a number (several,
     comma-separated, for multi-select) or free text. End of input declines.
 
-    Example:
+    Examples:
         >>> callable(console_ask_user)  # calling it would read from the terminal
         True
     """
@@ -424,7 +424,7 @@ def tool_ask_user(callback: AskUserCallback | None = None, context: Any = None) 
         context: Routing data for the callback (``AskUserContext.value``); a
             zero-argument function is called at each call.
 
-    Example:
+    Examples:
         >>> t = tool_ask_user(callback=lambda questions, context: ["free text"])
         >>> t.name, t.parameters["required"]
         ('ask_user', ['questions'])
@@ -449,7 +449,7 @@ def tools_interactive(callback: AskUserCallback | None = None, context: Any = No
         callback: See :func:`tool_ask_user`.
         context: See :func:`tool_ask_user`.
 
-    Example:
+    Examples:
         >>> [t.name for t in tools_interactive(callback=lambda qs, ctx: ["ok"] * len(qs))]
         ['ask_user']
     """

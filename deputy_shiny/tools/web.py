@@ -10,7 +10,7 @@ DuckDuckGo through the ``ddgs`` package (the ``web`` extra). :func:`tools_web` r
 both, or, for a model whose provider searches natively, ``web_fetch`` plus a
 :class:`NativeWebSearch` marker that the agent turns into request parameters.
 
-Example:
+Examples:
     >>> from deputy_shiny.tools.web import tools_web
     >>> [t.name for t in tools_web()]
     ['web_fetch', 'web_search']
@@ -478,7 +478,7 @@ def tool_web_fetch(
         resolver: ``async resolver(host, port) -> [ip, ...]`` for the check (tests);
             None for the system resolver.
 
-    Example:
+    Examples:
         >>> t = tool_web_fetch(timeout=10)
         >>> t.name, sorted(t.parameters["properties"])
         ('web_fetch', ['max_chars', 'url'])
@@ -549,7 +549,7 @@ def tool_web_fetch(
 class SearchResult(BaseModel):
     """One search hit as the backend reports it.
 
-    Example:
+    Examples:
         >>> SearchResult(title="Python", url="https://python.org", snippet="Home").url
         'https://python.org'
     """
@@ -573,7 +573,7 @@ def ddgs_search(query: str, max_results: int) -> list[dict[str, str]]:
     The default backend of :func:`tool_web_search`. Raises
     :class:`~deputy_shiny.errors.ToolInvocationError` when ``ddgs`` is not installed.
 
-    Example:
+    Examples:
         >>> callable(ddgs_search)  # calling it would search the web
         True
     """
@@ -654,7 +654,7 @@ def tool_web_search(backend: SearchBackend | None = None) -> Tool:
     Args:
         backend: The search function; None for DuckDuckGo.
 
-    Example:
+    Examples:
         >>> def fake(query, max_results):
         ...     return [{"title": "Result", "url": "https://example.org", "snippet": query}]
         >>> t = tool_web_search(backend=fake)
@@ -723,7 +723,7 @@ class NativeWebSearch(BaseModel):
     and binds it to that model (:func:`bind_native_web_search`), or registers the
     universal ``web_search`` in its place. Tools never look at a model themselves.
 
-    Example:
+    Examples:
         >>> native = NativeWebSearch(provider="openai", model="openai/gpt-4o-search-preview")
         >>> native.name, native.request_kwargs()
         ('web_search', {'web_search_options': {'search_context_size': 'medium'}})
@@ -765,7 +765,7 @@ def bind_native_web_search(
     model string: native search bound to them, or a fresh universal ``web_search`` when
     the model does not search natively. A bound one is returned as it is.
 
-    Example:
+    Examples:
         >>> request = NativeWebSearch()
         >>> bind_native_web_search(request, supported=True, provider="openai", model="o/x").model
         'o/x'
@@ -799,7 +799,7 @@ def tools_web(
         allowed_networks: Passed to :func:`tool_web_fetch`: non-public networks or hosts
             web_fetch may still reach.
 
-    Example:
+    Examples:
         >>> [t.name for t in tools_web()]
         ['web_fetch', 'web_search']
         >>> type(tools_web("openai/gpt-4o-search-preview")[1]).__name__

@@ -7,7 +7,7 @@ answers ``list_subagents()``, ``inspect_subagents()`` and the rest. It is part o
 (every agent has one), while :mod:`deputy_shiny.delegation` builds on the Agent
 (LeadAgent subclasses it) and re-exports the public names.
 
-Example:
+Examples:
     >>> from deputy_shiny.agent._delegation.records import SubagentRecord
     >>> SubagentRecord.__name__
     'SubagentRecord'

@@ -27,7 +27,7 @@ an agent waiting on its own delegate holds its slot, so waiting for a slot could
 deadlock the chain. A refused route call is a tool error for the model and a
 ``not_started`` record with its ``input_error``.
 
-Example:
+Examples:
     >>> RouteSpec(target="b", description="Ask b.").usage_limits is None
     True
 """
@@ -66,7 +66,7 @@ class RouteSpec(BaseModel):
         usage_limits: Limits for each task sent through the route, clamped to what the
             graph (and the calling run) has left; None: the target's own limits.
 
-    Example:
+    Examples:
         >>> from deputy_shiny import UsageLimits
         >>> RouteSpec(target="reviewer", description="Review a diff.",
         ...           usage_limits=UsageLimits(max_requests=3)).target

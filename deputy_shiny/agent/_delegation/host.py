@@ -235,7 +235,7 @@ _STATUS_BY_STOP: dict[str, DelegationStatus] = {
 class ResultPage(BaseModel):
     """One page of a subagent's saved result (``read_subagent_result``).
 
-    Example:
+    Examples:
         >>> ResultPage(text="abc", offset=0, next_offset=None, total_chars=3).next_offset is None
         True
     """
@@ -302,7 +302,7 @@ class DelegationSubscription:
 class DelegationHost:
     """One agent's delegations: records, observation, disclosure, retained agents.
 
-    Example:
+    Examples:
         >>> DelegationHost.__name__
         'DelegationHost'
     """
@@ -722,7 +722,7 @@ def delegation_history(
         DelegationDisclosureError: the requester may see none of it.
         DelegationError: not an export of this version.
 
-    Example:
+    Examples:
         >>> policy = DelegationDisclosure(authorize=lambda who, scope, record: who == "ana")
         >>> delegation_history({"version": 1, "scope": {}, "delegations": []}, policy, "ana")
         []

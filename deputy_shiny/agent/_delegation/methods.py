@@ -116,7 +116,7 @@ class DelegationMethods:
         """Every delegation this agent made, oldest first, running ones included (host
         code only: no disclosure check). Records are kept in memory only.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).list_subagents()
@@ -164,7 +164,7 @@ class DelegationMethods:
         stop too). No disclosure check: make sure the user may do this. Returns True if
         it was running; False if the delegation is unknown or already finished.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel([])).interrupt_subagent("dlg_unknown")
@@ -238,7 +238,7 @@ class DelegationMethods:
         Raises:
             RetainError: ``agent`` cannot be retained, or this agent holds 32 already.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent, UsageLimits
             >>> from deputy_shiny.testing import ScriptedModel
             >>> owner = Agent(ScriptedModel([]))
@@ -347,7 +347,7 @@ class DelegationMethods:
             RetainError: an agent cannot be retained.
             InvalidLimitError: ``usage_limits`` is not a UsageLimits with max_requests.
 
-        Example:
+        Examples:
             >>> from deputy_shiny import Agent, UsageLimits
             >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
             >>> def ask(tool, task):

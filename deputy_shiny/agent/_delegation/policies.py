@@ -6,7 +6,7 @@
 delegation. The default denies everyone; an ``authorize`` that raises denies too.
 :class:`DelegationObservation` bounds the events kept for ``observe_subagents``.
 
-Example:
+Examples:
     >>> policy = DelegationDisclosure(authorize=lambda requester, scope, record:
     ...                               requester == scope.get("owner"))
     >>> policy.allows("ana", {"owner": "ana"}, None), DelegationDisclosure().allows("ana", {}, None)
@@ -42,7 +42,7 @@ class DelegationDisclosure(FrozenConfig):
         redact: Optional ``redact(view: dict) -> dict`` applied to every view an allowed
             requester gets (drop a field, mask a value).
 
-    Example:
+    Examples:
         >>> DelegationDisclosure().allows("anyone", {}, None)
         False
     """
@@ -84,7 +84,7 @@ class DelegationObservation(FrozenConfig):
             further behind skips ahead and is told how many it missed.
         max_summary_chars: Longest summary kept per event (text is cut with a note).
 
-    Example:
+    Examples:
         >>> DelegationObservation(max_events=50).max_events
         50
     """

@@ -3,7 +3,7 @@
 Frozen pydantic values, so ``pandas.DataFrame([r.model_dump() for r in records])``
 makes a table of them.
 
-Example:
+Examples:
     >>> SubagentRecord(delegation_id="d1", agent_name="reviewer", task="Review a.py",
     ...                status="queued").stop_reason is None
     True
@@ -41,7 +41,7 @@ InputError = Literal["invalid", "missing", "stale", "unauthorized", "oversized"]
 class DelegationManifest(BaseModel):
     """What a subagent started with (``get_subagent_contexts(view="initial")``).
 
-    Example:
+    Examples:
         >>> DelegationManifest(agent_name="r", task="t", system_prompt="", tools=(),
         ...                    model="m", permission_mode="readonly").tools
         ()
@@ -71,7 +71,7 @@ class SubagentRecord(BaseModel):
     ``response`` is what the subagent *said* (its final text); ``stop_reason`` and
     ``usage`` are what the runtime *observed*.
 
-    Example:
+    Examples:
         >>> SubagentRecord(delegation_id="d1", agent_name="r", task="t",
         ...                status="not_started", input_error="oversized").input_error
         'oversized'
@@ -106,7 +106,7 @@ class DelegationEventRecord(BaseModel):
     or the subagent's own event type (``tool_start``, ``tool_end``, ``text_complete``,
     ``stop``...); ``summary`` is a short, display-ready description.
 
-    Example:
+    Examples:
         >>> DelegationEventRecord(cursor=1, delegation_id="d1", agent_name="r",
         ...                       kind="status", status="running", summary="started").cursor
         1

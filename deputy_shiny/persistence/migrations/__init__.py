@@ -4,7 +4,7 @@
 ``upgrade()``); :mod:`deputy_shiny.persistence.sql_migrate` runs them. A new schema
 change is a new module there, never an edit of an old one.
 
-Example:
+Examples:
     >>> from deputy_shiny.persistence.migrations import SCRIPT_LOCATION
     >>> SCRIPT_LOCATION.name
     'migrations'
