@@ -41,6 +41,7 @@ from deputy_shiny.shiny import (
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tools_interactive
 from tests.e2e.apps._shared import (
+    COLOR,
     last_tool_text,
     last_user_text,
     mark,
@@ -51,15 +52,6 @@ from tests.e2e.apps._shared import (
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
 SLOW_TEXT = numbered_words(400, "SLOW-END.")
-COLOR = {
-    "header": "Color",
-    "question": "Which color do you prefer?",
-    "multi_select": False,
-    "options": [
-        {"label": "Red", "description": "Warm and bright"},
-        {"label": "Blue", "description": "Cool and calm"},
-    ],
-}
 LOCAL = tool_annotations(
     read_only_hint=True, destructive_hint=False, open_world_hint=False, idempotent_hint=True
 )
