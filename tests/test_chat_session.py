@@ -23,6 +23,7 @@ from shiny import reactive
 
 from deputy_shiny import Agent, Permissions
 from deputy_shiny.events import AgentUsage
+from deputy_shiny.persistence.approvals import approval_read
 from deputy_shiny.shiny import KitPersistence, _session_conversation
 from deputy_shiny.shiny._chat_session import BUSY_MESSAGE, _ChatSession
 from deputy_shiny.shiny._chat_start import (
@@ -595,6 +596,72 @@ async def test_a_waiting_approval_comes_back_on_reload_and_is_decided_once(
     assert resumed.plain.endswith("written") and ("tool_result", "success") in cards(resumed)
     assert not second.session.restored_waiting and second.agent.pending_approval() is None
     await second.session.end()
+
+
+async def test_stop_while_a_durable_approval_waits_closes_it_as_stopped(tmp_path: Path) -> None:
+    persistence = KitPersistence(tmp_path / "saved", trust_user_header=True)
+    replies = [ScriptedReply(tool_calls=[WRITE]), "never asked", "You said hi."]
+    kit = start(tmp_path, persistent_agent(replies), persistence=persistence)
+    await restored(kit)
+    await kit.session.submit("write it")
+    await wait_until(lambda: kit.prompts.showing is not None)
+    # The run paused and ended: the approval waits outside it, durably.
+    assert not kit.agent.running and kit.session.streams == 1
+    saved = kit.agent.pending_approval()
+    assert saved is not None
+    kit.session.stop()
+    await kit.chat.settled()
+    # The modal closed, the stream ended (the composer is free), the call never ran,
+    # and its record is closed as stopped: nothing is left pending for a reload.
+    assert kit.prompts.showing is None and pending(kit) == 0
+    assert kit.session.streams == 0 and kit.values.running[-1] is False
+    assert not (kit.session.working_dir / "a.txt").exists()
+    assert approval_read(saved.source.path).status == "stopped"
+    assert kit.agent.pending_approval() is None and await kit.session.current_pending() is None
+    assert kit.agent.usage().requests == 1  # stopped: no further request
+    # The next message runs.
+    await kit.session.submit("hi")
+    await kit.chat.settled()
+    assert kit.chat.said()[-1] == ("assistant", "never asked")
+    await kit.session.end()
+
+
+async def test_a_stop_before_the_durable_modal_shows_is_not_lost(tmp_path: Path) -> None:
+    persistence = KitPersistence(tmp_path / "saved", trust_user_header=True)
+    kit = start(
+        tmp_path, persistent_agent([ScriptedReply(tool_calls=[WRITE])]), persistence=persistence
+    )
+    await restored(kit)
+    # The run pauses; the stop comes before the kit puts the approval to the user.
+    async for _ in kit.agent.run("write it"):
+        pass
+    saved = kit.agent.pending_approval()
+    assert saved is not None
+    kit.session.stop()
+    events = await asyncio.wait_for(kit.session.decide_pending(), 10)
+    assert events is not None and kit.browser.modals == []  # never shown
+    async for _ in events:
+        pass
+    assert approval_read(saved.source.path).status == "stopped"
+    assert not (kit.session.working_dir / "a.txt").exists()
+    await kit.session.end()
+
+
+async def test_stop_ends_only_its_own_chats_prompts(tmp_path: Path) -> None:
+    browser = FakeBrowser()
+    prompts = SessionPrompts(browser)  # type: ignore[arg-type]
+    mine, other = SessionAsks(prompts, None, "mine"), SessionAsks(prompts, None, "other")
+    theirs = asyncio.ensure_future(other.prompts.ask("theirs", "<p>theirs</p>", None))  # type: ignore[arg-type]
+    asked = asyncio.ensure_future(mine._ask("m1", lambda waiting: "<p>m1</p>", "run"))  # type: ignore[arg-type,return-value]
+    await wait_until(lambda: len(prompts._queue) == 1)
+    assert mine.waiting == {"m1"} and prompts.showing == "theirs"
+    assert mine.stop() == 1
+    assert await asked == {"action": "stop", "request_id": "m1"}
+    assert mine.waiting == set() and mine.stop() == 0
+    assert not theirs.done() and prompts.showing == "theirs"  # the other chat's still waits
+    prompts.close()
+    with pytest.raises(PromptClosed):
+        await theirs
 
 
 async def test_agent_options_alone_bring_a_conversation_and_its_files_back(

@@ -331,10 +331,16 @@ class _ChatSession:
             await self.chat.append_message_stream(chunks)
 
     def stop(self) -> None:
-        """The stop button: interrupt the run. Its stream ends with no note of the kit's:
-        shinychat marks a reply the user stopped "Response cancelled" itself."""
+        """The stop button: end the stream in whatever state it is. The run is
+        interrupted (mid-stream, in a tool, a subagent, a live approval or question), and
+        every prompt this chat waits on is answered "stop": a durable approval waits
+        outside any run (the run paused, saved it and ended), so no interrupt reaches it;
+        it is denied and its record closed as stopped, never left pending. The stream
+        ends with no note of the kit's: shinychat marks a reply the user stopped
+        "Response cancelled" itself."""
         self.user_stopped = True
         self.agent.interrupt("interrupted")
+        self.asks.stop()
 
     async def stream(self, message: str | None) -> AsyncIterator[Any]:
         """A run's chunks (``message``), or a waiting approval's (None). With
@@ -461,6 +467,11 @@ class _ChatSession:
         pending = self.shown = await self.current_pending()
         if pending is None:
             return None
+        if self.user_stopped:
+            # Stopped before its modal showed (the run was pausing): never put to the user;
+            # decided as the modal's "Stop the run" would.
+            decision = ApprovalDecision.stop_run()
+            return self.agent.resume_approval_events(pending.source.path, decision)
         try:
             answer = await self.asks.approval(pending.request)
         except PromptClosed:

@@ -27,7 +27,7 @@ import logging
 import secrets
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,18 @@ class SessionPrompts:
                 if not queued.future.done():
                     queued.future.set_result({"action": "stop", "request_id": queued.request_id})
         return True
+
+    def stop(self, request_ids: Iterable[str]) -> int:
+        """Answer the prompts ``request_ids`` (on screen or queued) with ``"stop"``, as
+        the modal's "Stop the run" would: the chat's stop button ends what its run waits
+        on. Ids not waiting here are ignored; returns how many were answered."""
+        wanted = set(request_ids)
+        stopped = 0
+        for prompt in [*self._queue, *([self._current] if self._current else [])]:
+            if prompt.request_id in wanted and not prompt.future.done():
+                prompt.future.set_result({"action": "stop", "request_id": prompt.request_id})
+                stopped += 1
+        return stopped
 
     def close(self) -> None:
         """End every prompt (the session ended): waiting callers get PromptClosed."""

@@ -15,7 +15,7 @@ from ..approvals import ApprovalDecision, ApprovalRequest, new_request_id
 from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._answers import decision_from_answer
 from ._modals import approval_modal, questions_modal
-from ._prompts import PromptClosed, SessionPrompts
+from ._prompts import ModalFactory, PromptClosed, SessionPrompts
 
 __all__ = ["SessionAsks"]
 
@@ -50,6 +50,9 @@ class SessionAsks:
         self._default_name = default_name
         if default_name is not None:
             prompts.chats.add(default_name)
+        # This chat's prompts now waiting: the page's other chats share the queue, and
+        # this chat's stop button ends only its own.
+        self.waiting: set[str] = set()
 
     @property
     def chat(self) -> str | None:
@@ -59,6 +62,27 @@ class SessionAsks:
             return self._label
         return self._default_name if len(self.prompts.chats) > 1 else None
 
+    async def _ask(
+        self,
+        request_id: str,
+        modal: ModalFactory,
+        group: str | None,
+        also_waiting: int = 0,
+    ) -> dict[str, Any]:
+        self.waiting.add(request_id)
+        try:
+            return await self.prompts.ask(
+                request_id, modal, self.wait_seconds, group=group, also_waiting=also_waiting
+            )
+        finally:
+            self.waiting.discard(request_id)
+
+    def stop(self) -> int:
+        """The chat's stop button: answer every prompt this chat is waiting on with
+        ``"stop"`` (an approval is then denied and its run ends; a question declined),
+        and close their modals. Returns how many were waiting."""
+        return self.prompts.stop(self.waiting)
+
     async def approval(self, request: ApprovalRequest) -> dict[str, Any]:
         """The modal's answer to ``request``.
 
@@ -66,12 +90,11 @@ class SessionAsks:
             TimeoutError: nobody answered in time.
             PromptClosed: the session ended first.
         """
-        return await self.prompts.ask(
+        return await self._ask(
             request.request_id,
             lambda waiting: approval_modal(request, waiting, self.chat),
-            self.wait_seconds,
-            group=request.run_id,
-            also_waiting=request.calls_after,
+            request.run_id,
+            request.calls_after,
         )
 
     async def approval_handler(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -90,11 +113,10 @@ class SessionAsks:
         """
         request_id = new_request_id()
         try:
-            answer = await self.prompts.ask(
+            answer = await self._ask(
                 request_id,
                 lambda waiting: questions_modal(request_id, questions, waiting, self.chat),
-                self.wait_seconds,
-                group=context.run_id,
+                context.run_id,
             )
         except (PromptClosed, TimeoutError):
             raise AskUserDeclined("The user did not answer.") from None

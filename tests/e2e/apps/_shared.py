@@ -22,6 +22,17 @@ from deputy_shiny.tools import tool_write_file
 
 _marker_lock = threading.Lock()
 
+# An ask_user question with two options (the question scenarios ask it).
+COLOR = {
+    "header": "Color",
+    "question": "Which color do you prefer?",
+    "multi_select": False,
+    "options": [
+        {"label": "Red", "description": "Warm and bright"},
+        {"label": "Blue", "description": "Cool and calm"},
+    ],
+}
+
 
 def _env_dir(name: str) -> Path:
     value = os.environ.get(name)
