@@ -399,5 +399,5 @@ __all__ = [
     "warm_up",
 ]
 
-if os.environ.get("DEPUTY_OTEL"):  # tracing asked for at import (README: Traces and logs)
+if os.environ.get("DEPUTY_OTEL"):  # tracing asked for at import (guide: Traces and logs)
     importlib.import_module(".observability", __name__).instrument_from_environment(os.environ)

@@ -15,7 +15,7 @@ app folder deployable as it is:
   dependencies pinned to the versions installed here, the ones you ran the app with (a
   dependency you pin yourself keeps your line). Running it again replaces that block.
 
-Then deploy as the README's Deploy section says, for Core and Express apps alike
+Then deploy as the documentation's Install and deploy page says, for Core and Express apps alike
 (``rsconnect deploy shiny APP_DIR --entrypoint app:app``, or ``rsconnect write-manifest
 shiny APP_DIR`` for a Git-backed deploy): the manifest's entrypoint is what Connect
 runs.

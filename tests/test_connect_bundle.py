@@ -76,7 +76,7 @@ deputy_shiny @ file:///home/me/src/deputy_shiny
 
 
 def _bundle_from_manifest(app: Path, destination: Path) -> dict[str, object]:
-    """The README's write-manifest command in ``app``; copy what it names (what Connect
+    """The deploy page's write-manifest command in ``app``; copy what it names (what Connect
     unpacks) to ``destination``; the manifest."""
     _run([str(BIN / "rsconnect"), "write-manifest", "shiny", "."], app)
     manifest = json.loads((app / "manifest.json").read_text())

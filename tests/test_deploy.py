@@ -1,4 +1,4 @@
-"""A deploy as Posit Connect makes it: the README's ``rsconnect write-manifest`` command,
+"""A deploy as Posit Connect makes it: the deploy page's ``rsconnect write-manifest`` command,
 run as written on a copy of the tracked files, bundles the app and the package and
 nothing else; a fresh environment built from the written requirements alone runs
 ``app.py`` from the bundled files on the demo model, which answers over the websocket;
@@ -27,7 +27,7 @@ import pytest
 import websockets
 
 from deputy_shiny.models.demo import INTRO
-from tests.test_deploy_files import readme_command
+from tests.test_deploy_files import deploy_command
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the bundle is: the app, its UI pieces and static files, the package, and the
@@ -85,8 +85,8 @@ def developer_leftovers(tree: Path) -> None:
 
 
 def write_manifest(tree: Path) -> dict[str, object]:
-    """Run the README's write-manifest command, as written, in ``tree``; the manifest."""
-    argv = readme_command("rsconnect write-manifest shiny .")
+    """Run the deploy page's write-manifest command, as written, in ``tree``; the manifest."""
+    argv = deploy_command("rsconnect write-manifest shiny .")
     rsconnect = Path(sys.executable).parent / "rsconnect"
     _run([str(rsconnect), *argv[1:]], tree)
     manifest = json.loads((tree / "manifest.json").read_text())
@@ -157,7 +157,7 @@ async def first_reply(port: int, text: str) -> str:
                 return reply
 
 
-def test_the_readme_manifest_bundles_the_app_and_a_fresh_env_serves_it(
+def test_the_documented_manifest_bundles_the_app_and_a_fresh_env_serves_it(
     tmp_path: Path, serve: list[subprocess.Popen[bytes]]
 ) -> None:
     timings: dict[str, float] = {}

@@ -1,7 +1,7 @@
 """The deploy files agree with pyproject.toml: requirements.txt pins each runtime
 dependency inside its range and nothing else, litellm's range leaves out the compromised
-releases, the extras' versions are pinned for CI, and the README's two rsconnect
-commands bundle the same files. Fast: no network, no subprocess."""
+releases, the extras' versions are pinned for CI, and the deploy page's two
+rsconnect commands bundle the same files. Fast: no network, no subprocess."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
+# The documentation page that shows the deploy commands (run here as written).
+DEPLOY_PAGE = ROOT / "docs" / "deploy.md"
 COMPROMISED_LITELLM = ("1.82.7", "1.82.8", "1.107.0")
 
 
@@ -155,12 +157,12 @@ def test_python_version_file_matches_requires_python() -> None:
     assert SpecifierSet(str(project()["requires-python"])).contains(f"{version}.0")
 
 
-def readme_command(prefix: str) -> list[str]:
-    """The README's shell command starting with ``prefix`` (continuation lines joined)."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+def deploy_command(prefix: str) -> list[str]:
+    """The deploy page's shell command starting with ``prefix`` (continuation lines joined)."""
+    blocks = re.findall(r"```bash\n(.*?)```", DEPLOY_PAGE.read_text(), re.DOTALL)
     commands = [c for block in blocks for c in block.replace("\\\n", " ").splitlines()]
     found = [shlex.split(c) for c in commands if c.startswith(prefix)]
-    assert len(found) == 1, f"the README has {len(found)} commands starting {prefix!r}"
+    assert len(found) == 1, f"the deploy page has {len(found)} commands starting {prefix!r}"
     return found[0]
 
 
@@ -169,14 +171,14 @@ def excludes(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv) if arg in ("-x", "--exclude")]
 
 
-def test_the_readme_deploy_and_manifest_commands_exclude_the_same_files() -> None:
-    deploy = readme_command("rsconnect deploy shiny .")
-    manifest = readme_command("rsconnect write-manifest shiny .")
+def test_the_deploy_and_manifest_commands_exclude_the_same_files() -> None:
+    deploy = deploy_command("rsconnect deploy shiny .")
+    manifest = deploy_command("rsconnect write-manifest shiny .")
     assert excludes(deploy) and excludes(deploy) == excludes(manifest)
     assert {"tests", "benchmarks", "scripts", ".ci"} <= set(excludes(deploy))
-    # The tested rsconnect-python is the one the README installs.
+    # The tested rsconnect-python is the one the deploy page installs.
     (install,) = [r for r in extras()["test"] if r.name == "rsconnect-python"]
-    assert readme_command("pip install rsconnect-python") == ["pip", "install", str(install)]
+    assert deploy_command("pip install rsconnect-python") == ["pip", "install", str(install)]
 
 
 def test_requirements_txt_works_as_a_constraints_file() -> None:

@@ -1,5 +1,5 @@
-"""tests/_nginx.py routes by the ``route`` cookie and keeps the browser's Host; the README's
-nginx config is valid nginx and proxies the way the two-process browser test does."""
+"""tests/_nginx.py routes by the ``route`` cookie and keeps the browser's Host; the deploy
+page's nginx config is valid nginx and proxies the way the two-process browser test does."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from tests._nginx import UPSTREAM_HEADER, nginx_binary, nginx_config, start_nginx
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DEPLOY_PAGE = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +74,15 @@ def test_the_route_cookie_picks_the_process_and_the_host_keeps_its_port(
     assert proxy.process.returncode is not None and not directory.exists()
 
 
-def readme_nginx_block() -> str:
-    blocks = re.findall(r"```nginx\n(.*?)```", README.read_text(), re.DOTALL)
-    assert len(blocks) == 1, "the README's Deploy section shows one nginx config"
+def documented_nginx_block() -> str:
+    blocks = re.findall(r"```nginx\n(.*?)```", DEPLOY_PAGE.read_text(), re.DOTALL)
+    assert len(blocks) == 1, "the deploy page shows one nginx config"
     return str(blocks[0])
 
 
-def test_the_readmes_nginx_config_is_valid_and_proxies_as_the_test_does(tmp_path: Path) -> None:
-    block = readme_nginx_block()
-    # The README's lines are the test config's: the same proxying, header by header.
+def test_the_documented_nginx_config_is_valid_and_proxies_as_the_test_does(tmp_path: Path) -> None:
+    block = documented_nginx_block()
+    # The deploy page's lines are the test config's: the same proxying, header by header.
     ours = nginx_config(tmp_path, 8000, {"a": 8001, "b": 8002})
     for line in block.splitlines():
         directive = line.split("#")[0].strip()

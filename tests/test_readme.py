@@ -1,4 +1,9 @@
-"""The README's Python examples run, each alone, offline, and their assertions hold."""
+"""The README's Python examples run, each alone, offline, and their assertions hold.
+
+So do the examples of the documentation pages that hold what a reader used to find in
+the README (the kit's manual, deploy, security): each block names its own imports, as
+a reader copies one block, not the page.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,48 @@ from typing import Any
 
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The pages the README links to for everything after its "Start here".
+PAGES = [
+    DOCS / "kit" / "index.md",
+    DOCS / "kit" / "custom-write-tool.md",
+    DOCS / "kit" / "saved-conversations.md",
+    DOCS / "kit" / "testing-in-a-browser.md",
+    DOCS / "guide" / "agent.md",
+    DOCS / "terminal.md",
+    DOCS / "deploy.md",
+    DOCS / "security.md",
+    DOCS / "layout.md",
+    DOCS / "benchmarks.md",
+]
 
 
-def test_each_readme_example_runs_when_copied_alone() -> None:
-    # A reader copies one block, not the README: each names its own imports.
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert len(blocks) >= 4
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {"__name__": "readme"})
+def python_blocks(*pages: Path) -> list[tuple[Path, str]]:
+    """Each page's Python examples, with the page they are on."""
+    return [
+        (page, block)
+        for page in pages
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.DOTALL)
+    ]
+
+
+def test_each_example_runs_when_copied_alone() -> None:
+    # A reader copies one block, not the page: each names its own imports.
+    blocks = python_blocks(README, *PAGES)
+    assert len([page for page, _ in blocks if page == README]) >= 1
+    assert len(blocks) >= 9
+    for page, block in blocks:
+        exec(compile(block, str(page), "exec"), {"__name__": "readme"})
+
+
+def test_the_readme_is_short_and_links_every_page() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    assert re.findall(r"^## .*", text, re.M)[0] == "## Start here"
+    for page in PAGES:
+        assert f"]({page.relative_to(ROOT).as_posix()})" in text, page
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -29,23 +67,23 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert "./scripts/test" in (README.parent / ".ci" / "run").read_text()
 
 
-def test_readme_shows_an_app_without_a_key_and_a_local_endpoint() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+def test_the_docs_show_an_app_without_a_key_and_a_local_endpoint() -> None:
+    blocks = [block for _, block in python_blocks(README, *PAGES)]
     # An agent factory on FunctionModel (an app of one's own, with its own tools, offline).
     assert any("FunctionModel(" in b and "def make_offline_agent(ctx)" in b for b in blocks)
     assert any("ChatModel(" in b and "api_base=" in b for b in blocks)
 
 
-def test_readme_shows_the_browser_test_as_it_runs() -> None:
-    """The README's browser-test example is ``examples/test_express_app.py``, verbatim."""
-    text = README.read_text()
-    example = (README.parent / "examples" / "test_express_app.py").read_text()
+def test_the_docs_show_the_browser_test_as_it_runs() -> None:
+    """The kit's browser-test example is ``examples/test_express_app.py``, verbatim."""
+    text = (DOCS / "kit" / "testing-in-a-browser.md").read_text()
+    example = (ROOT / "examples" / "test_express_app.py").read_text()
     assert f"```py\n{example}```" in text
 
 
-def readme_block(heading: str) -> str:
-    """The first Python example after ``heading``."""
-    section = README.read_text().split(f"\n{heading}\n", 1)[1]
+def page_block(page: Path, heading: str) -> str:
+    """The first Python example after ``heading`` on ``page``."""
+    section = ("\n" + page.read_text()).split(f"\n{heading}\n", 1)[1]
     found = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert found is not None, f"no example under {heading}"
     return found.group(1)
@@ -54,13 +92,14 @@ def readme_block(heading: str) -> str:
 async def test_the_custom_write_tool_example_asks_in_a_kit_session_and_ask_user_works(
     tmp_path: Path,
 ) -> None:
-    # The README's own factory, in a kit session (tests/test_chat_session.py's harness).
+    # The documented factory, in a kit session (tests/test_chat_session.py's harness).
     from tests.test_chat_session import cards, start, wait_until
 
     example: dict[str, Any] = {"__name__": "readme"}
-    block = readme_block("### A custom write tool behind an approval")
+    page = DOCS / "kit" / "custom-write-tool.md"
+    block = page_block(page, "# A custom write tool behind an approval")
     # Its own checks block (permissions_check), as a script's do: off the event loop.
-    await asyncio.to_thread(exec, compile(block, str(README), "exec"), example)
+    await asyncio.to_thread(exec, compile(block, str(page), "exec"), example)
     question = {
         "header": "Shop",
         "question": "Which shop?",

@@ -1,4 +1,4 @@
-"""The README's layout section is the map of the package: it names every module and
+"""The documentation's layout page is the map of the package: it names every module and
 folder there is, and nothing that is gone.
 
 A module is named by its file name (``_chat_session.py``) or, in the ``_util/`` line,
@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "deputy_shiny"
 
 
-def layout_section(readme: str) -> str:
-    """The code block under ``## Layout``."""
-    match = re.search(r"^## Layout\n\n```\n(.*?)^```\n", readme, re.M | re.S)
-    assert match, "the README has no '## Layout' section with a code block"
+LAYOUT_PAGE = ROOT / "docs" / "layout.md"
+
+
+def layout_section(page: str) -> str:
+    """The code block under ``# Layout``."""
+    match = re.search(r"^# Layout\n\n```\n(.*?)^```\n", page, re.M | re.S)
+    assert match, "the page has no '# Layout' section with a code block"
     return match.group(1)
 
 
@@ -46,12 +49,12 @@ def stale(layout: str, root: Path) -> list[str]:
 
 
 def test_the_layout_names_every_module_and_folder() -> None:
-    layout = layout_section((ROOT / "README.md").read_text())
+    layout = layout_section(LAYOUT_PAGE.read_text())
     assert unnamed(layout, PACKAGE) == []
 
 
 def test_the_layout_names_nothing_that_is_gone() -> None:
-    layout = layout_section((ROOT / "README.md").read_text())
+    layout = layout_section(LAYOUT_PAGE.read_text())
     assert stale(layout, ROOT) == []
 
 
@@ -78,5 +81,5 @@ def test_a_removed_module_still_on_the_map_is_caught(package: Path) -> None:
 
 
 def test_the_section_must_exist() -> None:
-    with pytest.raises(AssertionError, match="no '## Layout'"):
-        layout_section("# A README\n\nNo layout here.\n")
+    with pytest.raises(AssertionError, match="no '# Layout'"):
+        layout_section("# A page\n\nNo layout here.\n")

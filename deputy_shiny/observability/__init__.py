@@ -4,8 +4,8 @@
 'deputy_shiny[otel]'``), sent to OpenTelemetry's global ``TracerProvider`` as other
 instrumented libraries do; ``DEPUTY_OTEL=1`` in the environment calls it as
 ``deputy_shiny`` is imported. Until then no OpenTelemetry module is imported and runs
-pay nothing for tracing. ``_otel.py`` here describes the span tree (and the README's
-"Traces and logs").
+pay nothing for tracing. ``_otel.py`` here describes the span tree (and the guide's
+"Traces and logs" page).
 
 :class:`RunLogFilter` puts ``run_id``, ``session_id``, ``agent_id`` and ``call_id`` on
 each log record a handler sees; :class:`JsonLogFormatter` writes records as JSON lines.

@@ -18,8 +18,8 @@ machine, PostgreSQL for several). Every behaviour below holds for both:
   a record, not that it is the newest: whoever can write the store can put back an
   older authentic copy (row or file whole, its revision with it) and it verifies.
   Binding the revision into the HMAC would not help (the old copy carries its own);
-  write access to the store is guarded like the key (README, "The server's own
-  secrets").
+  write access to the store is guarded like the key (the documentation's Security
+  model, "The server's own secrets").
 - **Claims**: :meth:`Store.claim` moves a record's status from what the caller expects
   to a new one in one conditional update, so of many workers (in any process, on any
   host sharing the store) exactly one wins.

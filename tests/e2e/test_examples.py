@@ -1,7 +1,7 @@
 """The apps in ``examples/`` run as they are, offline, in the browser.
 
-(``examples/test_express_app.py`` tests the Express example itself, as the README
-shows a user testing their own app.)
+(``examples/test_express_app.py`` tests the Express example itself, as the docs' "Testing your
+app in a browser" page shows a user testing their own app.)
 
 Each example falls back to an offline model when ``DEPUTY_MODEL`` is not set (the test
 servers never set it), so what a reader copies is what runs here.
