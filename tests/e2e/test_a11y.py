@@ -140,6 +140,7 @@ def test_axe_finds_no_serious_violation(page: Page, app: AppServer, mode: str) -
     chat.send("delegate")
     expect(page.locator("#team-delegations")).to_contain_text("helper")
     chat.expect_idle()
+    page.wait_for_timeout(600)  # the new tool card's fade-in: axe reads the final colours
     found: dict[str, list[dict[str, Any]]] = {"panels": serious_violations(page)}
     chat.send("write axe.txt hello")
     approval = ApprovalModal(page)

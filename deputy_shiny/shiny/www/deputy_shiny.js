@@ -283,12 +283,20 @@
     return document.querySelector("shiny-chat-container [role='textbox'], shiny-chat-container textarea");
   }
 
+  // The element that had the focus as the dialog began to open: if the person puts the
+  // focus elsewhere during the fade-in (clicks another chat of the page), it stays there.
+  let focusAtShow = null;
+  document.addEventListener("show.bs.modal", function (event) {
+    if (kitModal(event.target)) focusAtShow = document.activeElement;
+  });
+
   document.addEventListener("shown.bs.modal", function (event) {
     const modal = kitModal(event.target);
     if (!modal) return;
     modal.removeAttribute("aria-modal"); // Bootstrap sets it; the page stays usable
     openedAt = Date.now();
     const active = document.activeElement;
+    if (active !== focusAtShow && active !== document.body && !modal.contains(active)) return;
     if (active && active !== document.body && !modal.contains(active)) returnTo = active;
     modal.focus({ preventScroll: true });
   });
