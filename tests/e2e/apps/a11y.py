@@ -33,19 +33,10 @@ from deputy_shiny.shiny import (
 )
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file, tools_interactive
-from tests.e2e.apps._shared import last_user_text, mark, text_of, workspace_root, write_reply
+from tests.e2e.apps._shared import COLOR, last_user_text, mark, text_of, workspace_root, write_reply
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
-QUESTION = {
-    "header": "Color",
-    "question": "Which color do you prefer?",
-    "multi_select": False,
-    "options": [
-        {"label": "Red", "description": "Warm and bright"},
-        {"label": "Blue", "description": "Cool and calm"},
-    ],
-}
 MCP_CONFIG = {"mcpServers": {"gone": {"command": sys.executable, "args": ["-c", "pass"]}}}
 
 
@@ -74,7 +65,7 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
             text = last_user_text(messages) or ""
             if text == "ask" and messages[-1].get("role") == "user":
-                call = ScriptedToolCall("ask_user", {"questions": [QUESTION]})
+                call = ScriptedToolCall("ask_user", {"questions": [COLOR]})
                 return ScriptedReply(tool_calls=[call])
             if text == "delegate" and messages[-1].get("role") == "user":
                 call = ScriptedToolCall("delegate", {"agent": "helper", "task": "a chore"})

@@ -19,19 +19,10 @@ from deputy_shiny import Agent, warm_up
 from deputy_shiny.shiny import AgentChatContext, agent_chat_server, agent_chat_ui
 from deputy_shiny.testing import FunctionModel, Reply, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tools_interactive
-from tests.e2e.apps._shared import last_tool_text, last_user_text, workspace_root
+from tests.e2e.apps._shared import COLOR, last_tool_text, last_user_text, workspace_root
 
 threading.Thread(target=warm_up, name="litellm-warm-up", daemon=True).start()
 
-COLOR = {
-    "header": "Color",
-    "question": "Which color do you prefer?",
-    "multi_select": False,
-    "options": [
-        {"label": "Red", "description": "Warm and bright"},
-        {"label": "Blue", "description": "Cool and calm"},
-    ],
-}
 EXTRAS = {
     "header": "Extras",
     "question": "What should we add?",
