@@ -49,10 +49,12 @@ def _scalar_type(schema: dict[str, Any], name: str, value: Any) -> str | None:
     return None
 
 
-def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
-    label = tags.label(name, class_="form-label deputy-arg-name")
+def _argument_field(name: str, value: Any, kind: str | None, field_id: str) -> Tag:
+    label = tags.label(name, class_="form-label deputy-arg-name", for_=field_id)
     if kind == "boolean":
-        box = tags.input(type="checkbox", class_="form-check-input", data_arg=name, data_type=kind)
+        box = tags.input(
+            type="checkbox", class_="form-check-input", data_arg=name, data_type=kind, id=field_id
+        )
         if value:
             box.attrs["checked"] = "checked"
         return tags.div(box, label, class_="form-check deputy-arg")
@@ -65,21 +67,29 @@ def _argument_field(name: str, value: Any, kind: str | None) -> Tag:
             class_="form-control",
             data_arg=name,
             data_type=kind,
+            id=field_id,
         )
         return tags.div(label, field, class_="mb-2 deputy-arg")
     if kind == "string":
         text = str(value)
         if "\n" in text or len(text) > 80:
             field = tags.textarea(
-                text, rows="4", class_="form-control", data_arg=name, data_type=kind
+                text, rows="4", class_="form-control", data_arg=name, data_type=kind, id=field_id
             )
         else:
             field = tags.input(
-                type="text", value=text, class_="form-control", data_arg=name, data_type=kind
+                type="text",
+                value=text,
+                class_="form-control",
+                data_arg=name,
+                data_type=kind,
+                id=field_id,
             )
         return tags.div(label, field, class_="mb-2 deputy-arg")
     shown = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return tags.div(label, tags.pre(shown, class_="deputy-arg-json"), class_="mb-2 deputy-arg")
+    label = tags.p(name, class_="form-label deputy-arg-name", id=field_id)  # labels no field
+    pre = tags.pre(shown, class_="deputy-arg-json", tabindex="0", aria_labelledby=field_id)
+    return tags.div(label, pre, class_="mb-2 deputy-arg")
 
 
 def waiting_text(waiting: int) -> str:
@@ -105,18 +115,43 @@ def _asker(chat: str | None) -> Tag | None:
     return tags.p("Asked by ", tags.strong(chat), class_="deputy-asker small")
 
 
+TITLE_ID = "deputy-modal-title"
+"""The id of the open prompt's heading (Shiny shows one modal at a time)."""
+
+
+def _title(modal: Tag) -> Tag | None:
+    """The ``.modal-title`` heading inside Shiny's modal markup, if any."""
+    for child in modal.children:
+        if isinstance(child, Tag):
+            if "modal-title" in str(child.attrs.get("class", "")).split():
+                return child
+            found = _title(child)
+            if found is not None:
+                return found
+    return None
+
+
 def modeless(modal: Tag) -> Tag:
     """``modal`` without a backdrop or a focus trap: the rest of the page (another chat
-    on it) stays usable while a prompt waits, and the modal never takes the focus from
-    what the user is typing (an Enter meant for a chat must not land on "Approve").
+    on it) stays usable while a prompt waits. It is a ``role="dialog"`` labelled by its
+    heading, without ``aria-modal`` (``deputy_shiny.js`` removes the one Bootstrap adds):
+    it does not make the page inert. The script moves the focus to the dialog itself
+    when it opens, never to "Approve", so an Enter meant for a chat cannot decide it.
 
     Examples:
-        >>> tag = modeless(ui.modal("Allow?", easy_close=False))
+        >>> tag = modeless(ui.modal("Allow?", title="Allow it?", easy_close=False))
         >>> tag.attrs["data-bs-backdrop"], tag.attrs["data-bs-focus"]
         ('false', 'false')
+        >>> tag.attrs["role"], tag.attrs["aria-labelledby"]
+        ('dialog', 'deputy-modal-title')
     """
     for name in ("data-backdrop", "data-bs-backdrop", "data-bs-focus"):
         modal.attrs[name] = "false"
+    modal.attrs["role"] = "dialog"
+    title = _title(modal)
+    if title is not None:
+        title.attrs["id"] = TITLE_ID
+        modal.attrs["aria-labelledby"] = TITLE_ID
     return modal.add_class("deputy-modeless")
 
 
@@ -128,9 +163,13 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None 
     "1 of N waiting". "Stop the run" denies this call and ends the run, so a flood of
     approvals never needs one click each.
     """
+    # Field ids: the modal's (one at a time on the page) by position, never the name a
+    # model chose (it could collide with the page's own ids).
     fields = [
-        _argument_field(name, value, _scalar_type(request.input_schema, name, value))
-        for name, value in request.arguments.items()
+        _argument_field(
+            name, value, _scalar_type(request.input_schema, name, value), f"deputy-arg-{n}"
+        )
+        for n, (name, value) in enumerate(request.arguments.items())
     ]
     body = tags.div(
         _waiting(waiting),
@@ -139,8 +178,14 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None 
         tags.div(*_badges(request.annotations), class_="deputy-badges mb-2"),
         tags.p(tags.strong("Why: "), request.reason, class_="deputy-reason"),
         tags.div(*fields, class_="deputy-args") if fields else tags.p("No arguments."),
-        tags.label("Message to the model if you deny (optional)", class_="form-label mt-2"),
-        tags.textarea(class_="form-control deputy-deny-message", rows="2"),
+        tags.label(
+            "Message to the model if you deny (optional)",
+            class_="form-label mt-2",
+            for_="deputy-deny-message",
+        ),
+        tags.textarea(
+            class_="form-control deputy-deny-message", rows="2", id="deputy-deny-message"
+        ),
         tags.div(
             tags.button(
                 "Approve", type="button", class_="btn btn-primary", data_deputy_action="approve"
@@ -206,6 +251,7 @@ def questions_modal(
                     type="text",
                     class_="form-control mt-1 deputy-other",
                     placeholder="Other (type your own answer)",
+                    aria_label="Other (type your own answer)",
                 ),
                 class_="deputy-question mb-3",
                 data_multi="true" if question.multi_select else "false",

@@ -280,11 +280,93 @@
     root.prepend(note);
   }
 
+  // Focus and keys of the kit's prompts (approval, question, confirm). The prompts are
+  // modeless on purpose (another chat of the page stays usable), so the dialog does not
+  // claim aria-modal. When one opens, focus moves to the dialog itself (role="dialog",
+  // labelled by its heading), not to a field or a button: a keystroke already in flight
+  // from the chat input (an Enter, a word being typed) then lands on nothing. It can
+  // neither approve nor type into an argument that Approve would send. Tab reaches the
+  // fields, then Approve. A button activated by a key (a click with detail 0) within
+  // GUARD_MS of the opening is ignored too. Escape decides nothing: it hands the focus
+  // back to the chat input and leaves the prompt waiting. When the prompt closes, focus
+  // returns to where it was (the chat input) unless the person has moved it elsewhere.
+  const GUARD_MS = 700;
+  let openedAt = 0;
+  let returnTo = null;
+
+  function kitModal(target) {
+    return target && target.id === "shiny-modal" && target.querySelector("[data-request-id]")
+      ? target : null;
+  }
+
+  function chatInput() {
+    if (returnTo && returnTo.isConnected && !returnTo.disabled) return returnTo;
+    return document.querySelector("shiny-chat-container [role='textbox'], shiny-chat-container textarea");
+  }
+
+  // The element that had the focus as the dialog began to open: if the person puts the
+  // focus elsewhere during the fade-in (clicks another chat of the page), it stays there.
+  let focusAtShow = null;
+  document.addEventListener("show.bs.modal", function (event) {
+    if (kitModal(event.target)) focusAtShow = document.activeElement;
+  });
+
+  document.addEventListener("shown.bs.modal", function (event) {
+    const modal = kitModal(event.target);
+    if (!modal) return;
+    modal.removeAttribute("aria-modal"); // Bootstrap sets it; the page stays usable
+    openedAt = Date.now();
+    const active = document.activeElement;
+    if (active !== focusAtShow && active !== document.body && !modal.contains(active)) return;
+    if (active && active !== document.body && !modal.contains(active)) returnTo = active;
+    modal.focus({ preventScroll: true });
+  });
+
+  // The chat's input takes no focus while its run goes on (shinychat disables it): try
+  // again until it does, as long as the person has not put the focus anywhere else.
+  function restoreFocus(input, tries) {
+    if (!input || !input.isConnected) return;
+    const active = document.activeElement;
+    if (active !== document.body && active !== null) return;
+    input.focus();
+    if (document.activeElement !== input && tries < 300) {
+      setTimeout(function () { restoreFocus(input, tries + 1); }, 200);
+    }
+  }
+
+  function onHidden(event) {
+    if (!kitModal(event.target)) return;
+    const active = document.activeElement;
+    if (!active || active === document.body || event.target.contains(active)) {
+      restoreFocus(chatInput(), 0);
+    }
+    returnTo = null;
+  }
+  // Shiny removes the modal in a jQuery handler of the same event, before Bootstrap's
+  // native event is dispatched (a detached element's event never reaches document):
+  // listen through jQuery, whose event path was set before the removal.
+  if (window.jQuery) window.jQuery(document).on("hidden.bs.modal", onHidden);
+  else document.addEventListener("hidden.bs.modal", onHidden);
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    const modal = kitModal(document.getElementById("shiny-modal"));
+    if (!modal || !modal.contains(event.target)) return;
+    event.preventDefault();
+    event.stopPropagation(); // no "static backdrop" bounce: Escape only moves the focus
+    const input = chatInput();
+    if (input) input.focus();
+  }, true);
+
+  function tooSoon(event) {
+    return event.detail === 0 && Date.now() - openedAt < GUARD_MS;
+  }
+
   // Approve, Deny, Always allow, Stop the run, Submit, Cancel, Confirm: a decision.
   document.addEventListener("click", function (event) {
     if (!event.isTrusted) return; // element.click() or dispatchEvent from page script
     const button = event.target.closest("[data-deputy-action]");
-    if (!button || !window.Shiny) return;
+    if (!button || !window.Shiny || tooSoon(event)) return;
     const root = button.closest("[data-request-id]");
     if (!root) return;
     if (framedByAnotherOrigin()) {
