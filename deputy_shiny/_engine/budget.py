@@ -49,15 +49,15 @@ from ..usage import RequestGate, TurnUsage, UsageLimits, limit_reached, request_
 
 __all__ = [
     "Meter",
-    "RequestRefused",
     "SharedBudget",
     "UsageTally",
+    "_RequestRefused",
     "current_budget",
     "response_usage",
 ]
 
 
-class RequestRefused(Exception):
+class _RequestRefused(Exception):
     """The host's gate refused a request: it is not sent, and the run stops with
     ``budget_limit`` and this message."""
 
@@ -310,10 +310,10 @@ class Meter:
 
     async def admit(self) -> None:
         """Before an attempt is sent, after the run's own limits: the host's gate
-        charges it, or refuses it (:class:`RequestRefused`: nothing is sent or counted)."""
+        charges it, or refuses it (:class:`_RequestRefused`: nothing is sent or counted)."""
         refused = None if self.gate is None else await self.gate.reserve()
         if refused is not None:
-            raise RequestRefused(refused)
+            raise _RequestRefused(refused)
 
     def count_request(self) -> None:
         """An attempt at a model request starts: the run's and every budget's."""

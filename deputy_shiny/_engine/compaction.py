@@ -43,7 +43,7 @@ from ..models._provider import (
     load_litellm,
     stream_response,
 )
-from .budget import RequestRefused
+from .budget import _RequestRefused
 from .offload import ToolResultStore
 
 logger = logging.getLogger(__name__)
@@ -350,7 +350,7 @@ class CompactionServices:
         charge: Counts one summary request's usage (``(model, response, messages)``).
         may_request: Whether the budget allows one more summary request.
         admit: The host's gate before each summary attempt is sent: charged there, or
-            refused (:class:`~deputy_shiny._engine.budget.RequestRefused`, which ends
+            refused (:class:`~deputy_shiny._engine.budget._RequestRefused`, which ends
             the compaction and the run: no fallback spends what the budget refused).
         emit: ``emit(cls, **fields)`` makes an event; None outside a run (no events).
         hook_events: The ``hook`` events of a hook run; None outside a run.
@@ -439,7 +439,7 @@ class Compactor:
             try:
                 summary, used_model = await self._model_summary(removed, previous, limit)
                 method = "model"
-            except (Interrupted, asyncio.CancelledError, RequestRefused):
+            except (Interrupted, asyncio.CancelledError, _RequestRefused):
                 raise
             except Exception as exc:
                 mode = fallback or policy.fallback

@@ -87,7 +87,7 @@ from ..models._provider import (
 )
 from ..models._watch import Waiting, model_host
 from ..usage import UsageLimits
-from .budget import Meter, RequestRefused, SharedBudget, response_usage
+from .budget import Meter, SharedBudget, _RequestRefused, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
@@ -242,7 +242,7 @@ class Engine(ToolCalls):
                 st.stop(stop.reason, "The run was interrupted.")
             except _LimitStop:
                 pass  # the run's stop reason is the limit's
-            except RequestRefused as refused:  # the host's budget: nothing was sent
+            except _RequestRefused as refused:  # the host's budget: nothing was sent
                 st.stop("budget_limit", str(refused))
             except ProviderFailed as failed:
                 st.error = failed.error
@@ -424,7 +424,7 @@ class Engine(ToolCalls):
         try:
             async for _ in compactor.run(keep_last=keep_last, summary=summary, fallback=fallback):
                 pass
-        except RequestRefused as refused:
+        except _RequestRefused as refused:
             raise CompactionError(
                 f"The summary was not requested: {refused} The conversation is unchanged."
             ) from None

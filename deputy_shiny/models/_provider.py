@@ -59,7 +59,7 @@ from ..messages import (
 from . import _litellm
 from ._chat_model import ChatModel, missing_credentials
 from ._direct_stream import counted_usage, direct_chunks, lighten
-from ._watch import StreamTimeout, Waiting, WatchedStream, timeout_error
+from ._watch import Waiting, WatchedStream, _StreamTimeout, timeout_error
 
 __all__ = [
     "COST_FIELD",
@@ -514,7 +514,7 @@ async def stream_response(
             )
     except (Interrupted, asyncio.CancelledError, GeneratorExit):
         raise
-    except StreamTimeout as late:
+    except _StreamTimeout as late:
         error = timeout_error(model, late, _provider_name(late, model))
         logger.warning("model request to %s failed: %s", model.model, error)
         raise ProviderFailed(error) from None

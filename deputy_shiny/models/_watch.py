@@ -6,7 +6,7 @@ task of its own (which opens it, and closes it in its own ``finally``) and hands
 request's task each chunk from a buffer, so the request's task is never parked inside
 the provider's client: it can be woken while nothing arrives, to show a
 :class:`Waiting` note (after a quarter and three quarters of the limit: at 15 and 45 s
-with the default 60 s) or to give up with :class:`StreamTimeout` at the limit, without
+with the default 60 s) or to give up with :class:`_StreamTimeout` at the limit, without
 cancelling a read halfway. The limits are the model's ``timeout`` until the first chunk
 (never past the request's ``total_timeout``), then ``idle_timeout`` between chunks.
 
@@ -28,7 +28,7 @@ Examples:
     ...     try:
     ...         while True:
     ...             seen.append(await watched.next())
-    ...     except StreamTimeout as exc:
+    ...     except _StreamTimeout as exc:
     ...         seen.append(exc.phase)
     ...     finally:
     ...         await watched.aclose()
@@ -57,7 +57,6 @@ from ._chat_model import ChatModel
 
 __all__ = [
     "NOTE_FRACTIONS",
-    "StreamTimeout",
     "Waiting",
     "WatchedStream",
     "model_host",
@@ -81,7 +80,7 @@ class Waiting:
     started: bool
 
 
-class StreamTimeout(Exception):
+class _StreamTimeout(Exception):
     """The stream was silent for ``waited`` seconds, the limit of ``phase``."""
 
     def __init__(self, waited: float, phase: Phase) -> None:
@@ -154,7 +153,7 @@ class WatchedStream:
     async def next(self) -> Any:
         """The next item, or a :class:`Waiting` note when one is due; raises
         ``StopAsyncIteration`` after the last, what the source raised, or
-        :class:`StreamTimeout`."""
+        :class:`_StreamTimeout`."""
         while True:
             if self._buffer:
                 return self._buffer.popleft()
@@ -168,7 +167,7 @@ class WatchedStream:
                 self._noted_for, self._notes = self._last, 0
             limit = self._limit()
             if limit is not None and silence >= limit[0]:
-                raise StreamTimeout(limit[0], limit[1])
+                raise _StreamTimeout(limit[0], limit[1])
             note = self._note_at(limit[0] if limit is not None else None)
             if silence >= note:
                 self._notes += 1
@@ -267,13 +266,13 @@ def model_host(model: ChatModel) -> str:
     return f"the {model.provider} API"
 
 
-def timeout_error(model: ChatModel, timeout: StreamTimeout, provider: str) -> ProviderTimeoutError:
+def timeout_error(model: ChatModel, timeout: _StreamTimeout, provider: str) -> ProviderTimeoutError:
     """The typed error for a stream that stayed silent: it names the host and the limit,
     and the setting that changes it.
 
     Examples:
         >>> model = ChatModel(model="openai/x", api_base="http://127.0.0.1:9/v1", timeout=30)
-        >>> error = timeout_error(model, StreamTimeout(30.0, "first_byte"), "openai")
+        >>> error = timeout_error(model, _StreamTimeout(30.0, "first_byte"), "openai")
         >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
         openai: 127.0.0.1:9 sent nothing for 30 s, so the request timed out
         (ChatModel(timeout=...) sets it)
