@@ -34,18 +34,6 @@ COLOR = {
 }
 
 
-# A single-choice ask_user question the scenario apps share.
-COLOR = {
-    "header": "Color",
-    "question": "Which color do you prefer?",
-    "multi_select": False,
-    "options": [
-        {"label": "Red", "description": "Warm and bright"},
-        {"label": "Blue", "description": "Cool and calm"},
-    ],
-}
-
-
 def _env_dir(name: str) -> Path:
     value = os.environ.get(name)
     path = Path(value) if value else Path(tempfile.mkdtemp(prefix=name.lower() + "-"))
