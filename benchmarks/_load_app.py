@@ -40,7 +40,7 @@ from shinychat import Chat  # noqa: E402
 
 import app as reference  # noqa: E402 (the reference app lives at the repository's root)
 from deputy_shiny import Agent  # noqa: E402
-from deputy_shiny.sandbox import _sandbox  # noqa: E402
+from deputy_shiny.sandbox import _cgroups  # noqa: E402
 
 DIAGNOSTICS_PATH = "/__load/diagnostics"
 ENABLED = os.environ.get("DEPUTY_LOAD_DIAGNOSTICS") == "1"
@@ -107,7 +107,7 @@ def _call_cgroups() -> list[str]:
     """The sandbox's per-call cgroups of this process still on disk."""
     left = []
     for controller in ("pids", "memory"):
-        parent = _sandbox._cgroup_parent(controller)
+        parent = _cgroups._cgroup_parent(controller)
         if parent is not None:
             left += [str(p) for p in parent.glob(f"call-{os.getpid()}-*")]
     return sorted(set(left))

@@ -15,10 +15,14 @@ app folder deployable as it is:
   dependencies pinned to the versions installed here, the ones you ran the app with (a
   dependency you pin yourself keeps your line). Running it again replaces that block.
 
-Then deploy as the documentation's Install and deploy page says, for Core and Express apps alike
-(``rsconnect deploy shiny APP_DIR --entrypoint app:app``, or ``rsconnect write-manifest
-shiny APP_DIR`` for a Git-backed deploy): the manifest's entrypoint is what Connect
-runs.
+- it writes ``APP_DIR/.python-version`` (this Python's ``major.minor``) when the app has
+  none, so Connect runs the Python you ran with.
+
+Then deploy as the documentation's Install and deploy page says, for Core and Express
+apps alike, with ``rsconnect deploy shiny APP_DIR`` (or ``rsconnect write-manifest shiny
+APP_DIR`` for a Git-backed deploy) and no ``--entrypoint``: rsconnect finds it (``app``
+for a Core app, shiny's Express wrapper ``shiny.express.app:app_2e_py`` for an Express
+one), and the manifest's entrypoint is what Connect runs.
 
 Examples:
     >>> import tempfile
@@ -92,6 +96,9 @@ def connect_bundle(app_dir: str | Path) -> BundleResult:
     target = app / PACKAGE
     if target.resolve() != source:  # in the project's own checkout it is there already
         _copy_package(source, target)
+    python_version = app / ".python-version"
+    if not python_version.exists():
+        python_version.write_text(f"{sys.version_info.major}.{sys.version_info.minor}\n")
     return _write_requirements(app / "requirements.txt", target)
 
 
@@ -220,5 +227,6 @@ def main(argv: Sequence[str]) -> int:
         print(f"  kept your own line for {name}")
     for line in done.dropped:
         print(f"  dropped {line.strip()!r}: the copy replaces it")
-    print("Next: rsconnect deploy shiny", options.app_dir, "--entrypoint app:app")
+    # No --entrypoint: rsconnect tells an Express app (shiny's wrapper) from a Core one.
+    print(f"Next: rsconnect deploy shiny {options.app_dir} (it finds the entrypoint)")
     return 0

@@ -51,6 +51,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop(_UID_CLAIMS, None)
     else:
         os.environ[_UID_CLAIMS] = before
-    sandbox = sys.modules.get("deputy_shiny.sandbox._sandbox")
-    if sandbox is not None:
-        sandbox._remove_made_parents()
+    cgroups = sys.modules.get("deputy_shiny.sandbox._cgroups")
+    if cgroups is not None:
+        cgroups._remove_made_parents()

@@ -102,6 +102,9 @@ def test_a_core_and_an_express_app_of_your_own_deploy_from_their_requirements_al
             (app / "requirements.txt").write_text(OWN_REQUIREMENTS)
         said = _run([str(BIN / "deputy"), "connect-bundle", str(app)], tmp_path)
         assert "Copied deputy_shiny" in said and "rsconnect deploy shiny" in said
+        assert "--entrypoint" not in said  # app:app would break an Express app on Connect
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        assert (app / ".python-version").read_text() == python + "\n"
         requirements = (app / "requirements.txt").read_text()
         assert "file://" not in requirements and "deputy_shiny @" not in requirements
         assert "\nlitellm==" in requirements and "\nshiny==" in requirements
@@ -113,6 +116,8 @@ def test_a_core_and_an_express_app_of_your_own_deploy_from_their_requirements_al
         # What Connect runs: app.py's `app` (Core), or shiny's wrapper of app.py (Express).
         entrypoint = "app" if kind == "core" else "shiny.express.app:app_2e_py"
         assert manifest["metadata"] == {"appmode": "python-shiny", "entrypoint": entrypoint}
+        python_wanted = f"~={sys.version_info.major}.{sys.version_info.minor}.0"
+        assert manifest["environment"] == {"python": {"requires": python_wanted}}
         entrypoints[kind] = entrypoint if ":" in entrypoint else f"{entrypoint}:app"
     core_requirements = (tmp_path / "src" / "core" / "requirements.txt").read_text()
     assert core_requirements.startswith("# my app\nhtmltools==0.7.0\n")  # the app's own line

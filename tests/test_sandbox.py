@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import deputy_shiny.sandbox._cgroups as cgroups_module
 import deputy_shiny.sandbox._sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.events import AgentEvent
@@ -545,7 +546,7 @@ async def test_fork_bomb_is_bounded_and_the_server_survives(
     assert end.tool_name == "run_bash"
     # Still here, still responsive, and nothing of the bomb is left.
     assert await bash(mine, "echo alive") == "alive\n[exit code 0]"
-    parent = sandbox_module._pids_parent()
+    parent = cgroups_module._pids_parent()
     assert parent is not None
     ours = f"call-{os.getpid()}-"  # this process's call cgroups (others may run in parallel)
     assert not [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(ours)]

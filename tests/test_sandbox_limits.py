@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+import deputy_shiny.sandbox._cgroups as cgroups_module
 import deputy_shiny.sandbox._sandbox as sandbox_module
 from deputy_shiny import Agent, Permissions, Sandbox, sandbox_unavailable_reason
 from deputy_shiny.errors import SandboxUnavailableError
@@ -59,7 +60,7 @@ def _sandbox_works() -> None:
 @pytest.fixture
 def no_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
     """A root server whose cgroup hierarchies are read-only: no cgroup can be made."""
-    monkeypatch.setattr(sandbox_module, "_cgroup_parent", lambda controller: None)
+    monkeypatch.setattr(cgroups_module, "_cgroup_parent", lambda controller: None)
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def as_normal_user(work: Callable[[], str], timeout: float = 120) -> str:
             os.setgroups([])
             os.setgid(NORMAL_UID)
             os.setuid(NORMAL_UID)
-            sandbox_module._cgroup_parent.cache_clear()
+            cgroups_module._cgroup_parent.cache_clear()
             # Our Python runtime may live under /root, which this user cannot read.
             sandbox_module._python_roots = lambda: ()  # type: ignore[assignment]
             os.write(write, work().encode())
@@ -182,7 +183,7 @@ def test_unprivileged_sessions_without_a_pids_cgroup_do_not_starve_each_other(
         os.chown(path, NORMAL_UID, NORMAL_UID)  # both sessions run as the server's user
 
     def server() -> str:
-        parent = sandbox_module._cgroup_parent("pids")
+        parent = cgroups_module._cgroup_parent("pids")
         return f"parent: {parent}\n" + session_b_beside_a_full_session_a(ws_a, ws_b)
 
     out = as_normal_user(server)
@@ -278,13 +279,13 @@ def test_an_unwritable_cgroup_hierarchy_is_treated_as_absent(
     # A root server's call leaves the root-owned deputy_shiny cgroup directory behind.
     root_ws = prepare_workspace(workspaces())
     Sandbox().confine(["true"], root_ws).release()
-    parent = sandbox_module._cgroup_parent("pids")
+    parent = cgroups_module._cgroup_parent("pids")
     assert parent is not None and parent.stat().st_uid == 0
     ws = workspaces()
     os.chown(ws, NORMAL_UID, NORMAL_UID)
 
     def server() -> str:
-        parent = sandbox_module._cgroup_parent("pids")
+        parent = cgroups_module._cgroup_parent("pids")
         return f"{parent} {run(Sandbox(max_processes=CAP), ws, 'ulimit -u; echo ran')}"
 
     # Falls back (to the call's own count, not the user's), where it used to fail.
@@ -295,24 +296,24 @@ def test_the_cgroup_directories_a_process_made_are_removed_when_it_is_done(
     monkeypatch: pytest.MonkeyPatch, workspaces: Callable[[], Path]
 ) -> None:
     """What a test session (or any process done with the sandbox) made, it removes."""
-    pids = sandbox_module._hierarchies("pids")
+    pids = cgroups_module._hierarchies("pids")
     assert pids, "no pids hierarchy on this machine"
     base = pids[0] / f"deputy-test-{os.getpid()}"  # a hierarchy of its own, for this test
     base.mkdir()
     try:
         if (base / "cgroup.subtree_control").exists():  # cgroup v2: hand the controller down
             (base / "cgroup.subtree_control").write_text("+pids")
-        monkeypatch.setattr(sandbox_module, "_hierarchies", lambda controller: [base])
-        monkeypatch.setattr(sandbox_module, "_MADE_PARENTS", [])
-        sandbox_module._cgroup_parent.cache_clear()
+        monkeypatch.setattr(cgroups_module, "_hierarchies", lambda controller: [base])
+        monkeypatch.setattr(cgroups_module, "_MADE_PARENTS", [])
+        cgroups_module._cgroup_parent.cache_clear()
         confined = Sandbox(max_processes=CAP).confine(["true"], prepare_workspace(workspaces()))
         assert confined.cgroup is not None and confined.cgroup.parent == base / "deputy_shiny"
         confined.release()
         assert [p.name for p in base.iterdir() if p.is_dir()] == ["deputy_shiny"]
-        sandbox_module._remove_made_parents()
+        cgroups_module._remove_made_parents()
         assert not [p for p in base.iterdir() if p.is_dir()]
     finally:
-        sandbox_module._cgroup_parent.cache_clear()
+        cgroups_module._cgroup_parent.cache_clear()
         for leftover in (base / "deputy_shiny", base):
             with contextlib.suppress(OSError):
                 leftover.rmdir()

@@ -81,7 +81,7 @@ def run(server: str, workspace: Path, script: str, sandbox: Sandbox | None = Non
     # make and no Python runtime of ours under /root it could read.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sandbox_module.os, "geteuid", lambda: NORMAL_UID)
-        mp.setattr(sandbox_module, "_call_cgroups", lambda _sandbox: {})
+        mp.setattr(sandbox_module, "_call_cgroups", lambda *_limits: {})
         mp.setattr(sandbox_module, "_python_roots", lambda: ())
         confined = sandbox.confine(["bash", "-c", script], workspace)
     return run_confined(confined, uid=NORMAL_UID)

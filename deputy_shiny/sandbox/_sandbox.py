@@ -15,14 +15,11 @@ import logging
 import os
 import platform
 import re
-import secrets
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._util.secret_paths import protected_paths, protected_root
 from ..errors import SandboxUnavailableError
+from ._cgroups import _call_cgroups, _remove_cgroup
 from ._seccomp import seccomp_fd, seccomp_unavailable_reason
 from ._uids import claim_problem, give_own_uid
 
@@ -198,7 +196,9 @@ class Sandbox(BaseModel):
         _refuse_secret_cwd(cwd)
         # The cgroups first: whether a pids cgroup could be made decides how the
         # process cap is enforced, or whether it can be at all.
-        cgroups = _call_cgroups(self)
+        # The memory cgroup also counts the call's /tmp (a tmpfs).
+        memory = (self.memory_mb + self.tmp_mb) * 2**20 if self.memory_mb else None
+        cgroups = _call_cgroups(self.max_processes, memory)
         try:
             argv_, pass_fds = self._command(argv, cwd, cgroups)
         except BaseException:
@@ -666,160 +666,3 @@ def _no_count_per_call() -> str:
 
 def _shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
-
-
-# controller -> (limit file under cgroup v2, under v1)
-_LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.max", "memory.limit_in_bytes")}
-
-
-def _call_cgroups(sandbox: Sandbox) -> dict[str, Path]:
-    """Fresh cgroups that cap this call's processes and memory, where they can be made.
-
-    One directory per hierarchy: under cgroup v2 both controllers share it, under v1
-    each has its own. A controller with no writable hierarchy, or whose cgroup cannot
-    be made now, is left out (the rlimits still apply, see :func:`_check_process_cap`);
-    the memory one also counts the call's ``/tmp``.
-    """
-    wanted: dict[str, int] = {}
-    if sandbox.max_processes:
-        wanted["pids"] = sandbox.max_processes
-    if sandbox.memory_mb:
-        wanted["memory"] = (sandbox.memory_mb + sandbox.tmp_mb) * 2**20
-    made: dict[Path, Path] = {}  # parent -> this call's directory under it
-    found: dict[str, Path] = {}
-    name = f"call-{os.getpid()}-{secrets.token_hex(6)}"
-    for controller, limit in wanted.items():
-        parent = _cgroup_parent(controller)
-        if parent is None:
-            continue
-        try:
-            path = made.get(parent)
-            if path is None:
-                path = parent / name
-                path.mkdir()
-                made[parent] = path
-            v2 = (parent / "cgroup.controllers").exists()
-            limit_file = _LIMIT_FILES[controller][0 if v2 else 1]
-            (path / limit_file).write_text(str(limit))
-            if controller == "memory" and not v2:
-                # v1 does not count kernel memory apart; swap must not dodge the cap.
-                with contextlib.suppress(OSError):
-                    (path / "memory.memsw.limit_in_bytes").write_text(str(limit))
-            found[controller] = path
-        except OSError as exc:
-            _log.warning("no %s cgroup for this call (%s): the rlimits apply", controller, exc)
-    for path in set(made.values()) - set(found.values()):
-        with contextlib.suppress(OSError):
-            path.rmdir()
-    return found
-
-
-_MADE_PARENTS: list[Path] = []
-"""The ``deputy_shiny`` cgroup directories this process created (see
-:func:`_remove_made_parents`)."""
-
-
-@functools.cache
-def _cgroup_parent(controller: str) -> Path | None:
-    """The directory under which this process may create ``controller`` cgroups, if any.
-
-    A hierarchy counts only if this process can make a cgroup in it, checked by
-    creating and removing a child: a ``deputy_shiny`` directory a root server left
-    behind is there but not writable for a server that is not root.
-    """
-    for base in _hierarchies(controller):
-        parent = base / "deputy_shiny"
-        try:
-            try:
-                parent.mkdir()
-                _MADE_PARENTS.append(parent)
-            except FileExistsError:
-                pass
-            v2 = (parent / "cgroup.controllers").exists()
-            limit_file = _LIMIT_FILES[controller][0 if v2 else 1]
-            if not (_enable_v2(parent, controller) if v2 else (parent / limit_file).exists()):
-                continue
-            probe = parent / f"probe-{os.getpid()}-{secrets.token_hex(4)}"
-            probe.mkdir()
-            probe.rmdir()
-            return parent
-        except OSError:
-            continue
-    return None
-
-
-def _remove_made_parents() -> None:
-    """Remove the ``deputy_shiny`` cgroup directories this process made, where empty.
-
-    For a process that is done with the sandbox (a test session): a server keeps them.
-    Directories other processes still use stay (a cgroup with children cannot go).
-    """
-    while _MADE_PARENTS:
-        with contextlib.suppress(OSError):
-            _MADE_PARENTS.pop().rmdir()
-    _cgroup_parent.cache_clear()
-
-
-def _pids_parent() -> Path | None:
-    """Where ``pids`` cgroups are made (None when nowhere)."""
-    return _cgroup_parent("pids")
-
-
-def _hierarchies(controller: str) -> list[Path]:
-    """This process's cgroup directories that carry ``controller`` (v1 first, then v2)."""
-    try:
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    found: list[Path] = []
-    for line in mounts:
-        fields = line.split()
-        if " - " not in line:
-            continue
-        mount_point = fields[4]
-        fstype, _source, options = line.split(" - ", 1)[1].split()[:3]
-        for entry in own:
-            _hid, controllers, path = entry.split(":", 2)
-            if (
-                fstype == "cgroup"
-                and controller in controllers.split(",")
-                and controller in options.split(",")
-            ):
-                found.insert(0, Path(mount_point + path.rstrip("/")))
-            elif fstype == "cgroup2" and controllers == "":
-                base = Path(mount_point + path.rstrip("/"))
-                with contextlib.suppress(OSError):
-                    if controller in (base / "cgroup.controllers").read_text().split():
-                        found.append(base)
-    return found
-
-
-def _enable_v2(parent: Path, controller: str) -> bool:
-    """Give ``parent``'s children ``controller`` (cgroup v2); False if it cannot."""
-    if controller not in (parent / "cgroup.controllers").read_text().split():
-        return False
-    subtree = parent / "cgroup.subtree_control"
-    with contextlib.suppress(OSError):
-        subtree.write_text(f"+{controller}")
-    return controller in subtree.read_text().split()
-
-
-def _remove_cgroup(path: Path) -> None:
-    """SIGKILL what is left in a call's cgroup, then remove it."""
-    for _ in range(50):
-        try:
-            pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            pids = []
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)  # the killed processes are still being reaped
-    _log.warning("could not remove the process cgroup %s", path)
