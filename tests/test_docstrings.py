@@ -58,6 +58,11 @@ def prose(source: str) -> list[tuple[int, str]]:
     return found
 
 
+# Block comments (CSS, JS, HTML) and JS line comments: a // after code or at a line's
+# start, not inside a URL ("https://").
+_FRONT_END_COMMENT = re.compile(r"/\*.*?\*/|<!--.*?-->|(?<![:\w\\])//[^\n]*", re.S)
+
+
 def outside_references(root: Path) -> list[str]:
     """Every comment or docstring under ``root`` that cites an outside document."""
     hits: list[str] = []
@@ -65,8 +70,8 @@ def outside_references(root: Path) -> list[str]:
         if path.suffix == ".py":
             texts = prose(path.read_text())
         elif path.suffix in {".js", ".css", ".html"}:
-            # Front-end files: their comments; a colour like #212529 is not an issue.
-            texts = [(1, path.read_text())]
+            # Front-end files: their comments only; a colour like #000 is not an issue.
+            texts = [(1, comment) for comment in _FRONT_END_COMMENT.findall(path.read_text())]
         else:
             continue
         for line, text in texts:
@@ -109,5 +114,9 @@ def test_it_reads_docstrings_and_comments_but_not_code(tmp_path: Path) -> None:
         "    issue = spec\n"
         "    return issue\n"
     )
-    (tmp_path / "style.css").write_text(".x { color: #212529; } /* 2 columns */\n")
+    (tmp_path / "style.css").write_text(".x { color: #212529; background: #000; } /* 2 */\n")
+    (tmp_path / "app.js").write_text('fetch("https://x/#12"); // a comment\n')
     assert outside_references(tmp_path) == []
+    (tmp_path / "more.css").write_text(".y { color: #000; } /* fixed in #20 */\n")
+    (tmp_path / "more.js").write_text("run(); // see CONTRACTS.md\n")
+    assert len(outside_references(tmp_path)) == 2  # comments are still read

@@ -40,8 +40,11 @@ LONG_QUESTION = (
     "compare with last quarter, which rows should I look at first, and what would you put "
     "in a short summary for the weekly report to the whole sales team?"
 )
-# The demo model's menu ends with this ("help" brings it back).
+# The demo model's menu ends with this ("help" brings it back) for an agent with the
+# research team (the reference app); the menu offers only the steps whose tools the
+# agent has, so the Express example's (list, write, ask) ends with ask_user's line.
 MENU_END = "shows them at work"
+ASK_MENU_END = "you answer in a form"
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ LAYOUTS = {
     "core-columns": Layout("layouts.py", query="?layout=columns"),
     "express-default-sidebar": Layout("express_sidebar.py"),
     "example-express_app": Layout(
-        str(EXAMPLES / "express_app.py"), message="help", reply_end=MENU_END
+        str(EXAMPLES / "express_app.py"), message="help", reply_end=ASK_MENU_END
     ),
     "example-dashboard": Layout(
         str(EXAMPLES / "dashboard.py"), "analyst", message=LONG_QUESTION, reply_end="total"
