@@ -295,7 +295,7 @@ class SessionUploads:
         if total > policy.max_message_bytes:
             refused.append(
                 AttachmentRefused(
-                    f"the files together are {human_size(total)} (at most "
+                    f"The files together are {human_size(total)} (at most "
                     f"{human_size(policy.max_message_bytes)} a message).",
                     name="",
                     rule="message_size",
@@ -305,14 +305,14 @@ class SessionUploads:
             images = ", ".join(u.name for u, kind in uploads if kind == "image")
             refused.append(
                 AttachmentRefused(
-                    f"this model does not take images ({images}).", name=images, rule="images"
+                    f"This model does not take images ({images}).", name=images, rule="images"
                 )
             )
         used = uploads_size(self.working_dir)
         if not refused and used + total > policy.max_conversation_bytes:
             refused.append(
                 AttachmentRefused(
-                    f"this conversation's uploads would pass "
+                    f"This conversation's uploads would pass "
                     f"{human_size(policy.max_conversation_bytes)} ({human_size(used)} saved).",
                     name="",
                     rule="conversation_size",
@@ -334,7 +334,7 @@ class SessionUploads:
                     safe_fs.unlink(self.working_dir, done.path)
             logger.warning("uploads could not be saved in %s", self.working_dir, exc_info=True)
             refusal = AttachmentRefused(
-                "the files could not be saved in the workspace.", name="", rule="invalid"
+                "The files could not be saved in the workspace.", name="", rule="invalid"
             )
             raise AttachmentsRefused([refusal]) from exc
         return saved
@@ -353,15 +353,10 @@ class AttachmentsRefused(Exception):
         Examples:
             >>> AttachmentsRefused([AttachmentRefused("a.svg is markup.", name="a.svg",
             ...                     rule="markup")]).note()
-            'Not sent. A.svg is markup. Your message is back in the input box.'
+            'Not sent. a.svg is markup. Your message is back in the input box.'
         """
-        reasons = " ".join(_sentence(str(r)) for r in self.refusals)
+        reasons = " ".join(str(r) for r in self.refusals)
         return f"Not sent. {reasons} Your message is back in the input box."
-
-
-def _sentence(text: str) -> str:
-    text = text.strip()
-    return text[:1].upper() + text[1:] if text else text
 
 
 @dataclass(frozen=True)
