@@ -236,7 +236,9 @@ def _decode(attachment: Any) -> _Upload:
     if not header.lower().startswith("data:") or not header.endswith(";base64") or not comma:
         raise AttachmentRefused(f"{name} did not arrive as file data.", name=name, rule="invalid")
     try:
-        data = base64.b64decode(payload, validate=True)
+        # Strict (no stray characters), and fast: b64decode(validate=True) runs a regex
+        # over the whole payload first, 0.2 s for a 10 MB file.
+        data = binascii.a2b_base64(payload, strict_mode=True)
     except (binascii.Error, ValueError):
         raise AttachmentRefused(f"{name} arrived damaged.", name=name, rule="invalid") from None
     return _Upload(name, data)
