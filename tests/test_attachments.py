@@ -16,7 +16,7 @@ import pytest
 
 from deputy_shiny import Agent
 from deputy_shiny.errors import ConfigurationError, PathDenied
-from deputy_shiny.shiny import AttachmentPolicy, agent_chat_ui
+from deputy_shiny.shiny import AttachmentPolicy, KitPersistence, agent_chat_ui
 from deputy_shiny.shiny._attachments import (
     SessionUploads,
     register_policy,
@@ -25,11 +25,12 @@ from deputy_shiny.shiny._attachments import (
     uploads_size,
 )
 from deputy_shiny.shiny._chat_start import AgentChatContext
+from deputy_shiny.shiny._export import conversation_markdown
 from deputy_shiny.shiny._upload_checks import AttachmentRefused, safe_name, sniff
 from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_read_file
 from tests import _upload_samples as samples
-from tests.test_chat_session import Kit, start
+from tests.test_chat_session import Kit, persistent_agent, restored, start
 
 # --------------------------------------------------------------------------- kinds
 
@@ -293,3 +294,24 @@ async def test_the_file_tools_read_an_upload_under_the_same_permissions(tmp_path
     kit.session.uploads = SessionUploads(chat_id, kit.session.working_dir)
     await send(kit, "x", samples.attachment("notes.md", samples.MARKDOWN))
     assert "The *quarterly* plan" in kit.agent.get_turns()[-1].contents[0].text  # type: ignore[union-attr]
+
+
+async def test_a_saved_conversation_keeps_its_files_by_name_and_size(tmp_path: Path) -> None:
+    persistence = KitPersistence(tmp_path / "saved", trust_user_header=True)
+    chat_id = f"t{uuid.uuid4().hex}-chat"
+    register_policy(chat_id, AttachmentPolicy())
+    first = start(tmp_path, persistent_agent(["Noted."]), persistence=persistence)
+    first.session.uploads = SessionUploads(chat_id, first.session.working_dir)
+    await restored(first)
+    await send(first, "Keep this", samples.attachment("cities.csv", samples.CSV, "text/csv"))
+    await first.session.end()
+
+    second = start(tmp_path, persistent_agent([]), persistence=persistence)
+    await restored(second)
+    listing = f"- uploads/cities.csv (CSV, {len(samples.CSV)} B)"
+    [(role, shown), _reply] = second.chat.said()
+    assert role == "user" and shown.startswith("Keep this") and listing in shown
+    turns = second.agent.get_turns()
+    assert listing in conversation_markdown(turns).replace("\\", "")  # the download
+    assert (second.session.working_dir / "uploads/cities.csv").read_bytes() == samples.CSV
+    await second.session.end()
