@@ -50,7 +50,12 @@ def xlsx() -> bytes:
     return office("xl/workbook.xml")
 
 
+def attachment_value(name: str, data: bytes, mime: str = "text/plain") -> dict[str, object]:
+    """One attached file as shinychat's input value carries it (a base64 data URL)."""
+    url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
+    return {"name": name, "mime": mime, "size": len(data), "data_url": url}
+
+
 def attachment(name: str, data: bytes, mime: str = "text/plain") -> SimpleNamespace:
     """What shinychat hands the server for one attached file (its ``Attachment``)."""
-    url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
-    return SimpleNamespace(name=name, mime=mime, size=len(data), data_url=url)
+    return SimpleNamespace(**attachment_value(name, data, mime))

@@ -10,7 +10,6 @@ button allowed. One server serves the module (``tests/e2e/apps/attachments.py``)
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -40,15 +39,7 @@ def attach(page: Page, chat: AgentChat, *files: tuple[str, str, bytes]) -> None:
 
 def forge(page: Page, chat: AgentChat, text: str, *files: tuple[str, str, bytes]) -> None:
     """Send the chat's input as a hostile page script would: any name, any type."""
-    attachments = [
-        {
-            "name": name,
-            "mime": mime,
-            "size": len(data),
-            "data_url": f"data:{mime};base64,{base64.b64encode(data).decode()}",
-        }
-        for name, mime, data in files
-    ]
+    attachments = [samples.attachment_value(name, data, mime) for name, mime, data in files]
     page.evaluate(
         """([id, value]) => Shiny.setInputValue(id + ":shinychat.userInput", value,
                                                 {priority: "event"})""",
