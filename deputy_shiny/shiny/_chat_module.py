@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ from shinychat import Chat, chat_ui
 
 from .._util.version import package_version
 from ..agent import Agent
-from ..approvals import new_request_id
 from ..errors import ConfigurationError
 from ..events import AgentUsage
 from ..mcp.config import ConfigInput as McpConfigInput
@@ -57,11 +56,11 @@ from ._conversations import KitPersistence
 from ._export import conversation_json, conversation_markdown
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
-from ._modals import confirm_modal
 from ._origin import normalize_allowed_origins, session_foreign_origin
-from ._prompts import PromptClosed, SessionPrompts, session_prompts
+from ._prompts import SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
+from ._session_branches import SessionBranches, bind_branches
 from ._session_budget import SessionBudget, session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
@@ -204,14 +203,7 @@ class AgentChatHandle(kit_module.ExpressInert):
         Await it from a task, never from a reactive effect."""
         if self._prompts is None:
             return False
-        request_id = new_request_id()
-        try:
-            answer = await self._prompts.ask(
-                request_id, confirm_modal(request_id, title, body, confirm_label), None
-            )
-        except (PromptClosed, TimeoutError):
-            return False
-        return answer.get("action") == "confirm"
+        return await self._prompts.confirm(title, body, confirm_label)
 
     async def rewind_files(self, checkpoint_id: str) -> FileRewind:
         """``agent.rewind_files`` (not during a run), then the conversation is saved."""
@@ -373,6 +365,7 @@ def agent_chat_server(
     link = _SessionLink(chat_session)
     chat.on_user_submit(link.submit)
     _bind_stop_and_usage(input, link, usage_value, budget_value)
+    link.branches = _start_branches(input, session, chat, link)
     chat_session.start(autoconnect, not_saved)
     link.cancel_end = session.on_ended(link.end)
     link.handle = AgentChatHandle(
@@ -419,6 +412,7 @@ class _SessionLink:
     chat_session: _ChatSession | None
     handle: AgentChatHandle | None = None
     cancel_end: Callable[[], None] | None = None
+    branches: SessionBranches | None = None
 
     async def submit(self, user_input: str) -> None:
         if self.chat_session is not None:
@@ -432,10 +426,12 @@ class _SessionLink:
         chat_session = self.chat_session
         if chat_session is None:
             return
+        if self.branches is not None:
+            self.branches.close()
         try:
             await chat_session.end()
         finally:
-            self.chat_session = None
+            self.chat_session = self.branches = None
             if self.handle is not None:
                 self.handle.agent = None
                 self.handle._chat_session = None
@@ -502,6 +498,26 @@ async def _set(value: reactive.Value[Any], new: Any) -> None:
     async with reactive.lock():
         value.set(new)
         await reactive.flush()
+
+
+def _start_branches(
+    input: Any, session: Session, chat: Chat, link: _SessionLink
+) -> SessionBranches:
+    """Editing a past message branches the conversation and its files (_session_branches)."""
+    assert link.chat_session is not None
+    branches = SessionBranches(link.chat_session, chat, _chat_actions(session, chat))
+    bind_branches(input, lambda: link.branches)
+    link.chat_session.in_background(branches.enable())
+    return branches
+
+
+def _chat_actions(session: Session, chat: Chat) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """Sends shinychat's own actions (``{"type": ...}``) to ``chat`` in the browser."""
+
+    async def send(action: dict[str, Any]) -> None:
+        await session.send_custom_message("shinyChatMessage", {"id": chat.id, "action": action})
+
+    return send
 
 
 def _new_chat() -> Chat:

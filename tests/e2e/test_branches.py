@@ -1,0 +1,169 @@
+"""Editing a past message in the browser: a branch, and the files go back with it.
+
+The app (``apps/branches.py``) has file checkpoints on: ``write <path> <content>`` writes
+a file, ``launch <name>`` waits for approval (and leaves a marker if it ever runs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
+from tests.e2e.conftest import AppServer
+
+E2E_APPS = ("branches.py",)
+WORKSPACE = re.compile(r"Workspace: (\S+)")
+
+
+@pytest.fixture
+def app(serve_app: Callable[..., AppServer]) -> AppServer:
+    return serve_app("branches.py")
+
+
+def open_chat(page: Page, app: AppServer) -> AgentChat:
+    page.goto(app.url)
+    chat = AgentChat(page, "agent")
+    chat.expect_ready()
+    return chat
+
+
+def say(chat: AgentChat, text: str, reply: str) -> None:
+    chat.send(text)
+    chat.expect_latest_reply(reply, timeout=20_000)
+    chat.expect_idle()
+
+
+def workspace(chat: AgentChat) -> Path:
+    match = WORKSPACE.search(chat.latest_reply_text())
+    assert match is not None
+    return Path(match[1].strip("`"))
+
+
+def files(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def edit(chat: AgentChat, index: int, text: str) -> None:
+    """Edit the user's message ``index`` (0: the first) with shinychat's own control."""
+    message = chat.loc_user_messages.nth(index)
+    message.hover()
+    message.get_by_role("button", name="Edit message").click()
+    editor = message.locator("[contenteditable='true']")
+    editor.fill(text)
+    message.get_by_role("button", name="Save and resend").click()
+
+
+def send_edit(page: Page, index: int, content: object) -> None:
+    """What shinychat's client sends for an edit (``sendMessageEdit``)."""
+    page.evaluate(
+        "([index, content]) => Shiny.setInputValue('agent-chat_message_edit',"
+        " {index, content, attachments: [], ts: Date.now()})",
+        [index, content],
+    )
+
+
+def bodies(chat: AgentChat) -> Locator:
+    """The user's messages, as text (without the "‹ 1 / 2 ›" under them)."""
+    return chat.loc_user_messages.locator(".shiny-chat-message-body")
+
+
+def confirm(page: Page, text: str, button: str) -> None:
+    modal = page.locator("#shiny-modal .deputy-confirm")
+    expect(modal).to_contain_text(text)
+    modal.get_by_role("button", name=button).click()
+    expect(modal).to_have_count(0)
+
+
+def test_an_edit_rewinds_the_files_changed_after_it_and_going_back_restores_them(
+    page: Page, app: AppServer
+) -> None:
+    chat = open_chat(page, app)
+    say(chat, "write a.md one", "Tool said")
+    folder = workspace(chat)
+    say(chat, "write b.md two", "Tool said")
+    say(chat, "write a.md three", "Tool said")
+    assert files(folder) == {"a.md": "three", "b.md": "two"}
+
+    edit(chat, 1, "write c.md four")
+    confirm(page, "2 files restored: a.md, b.md", "Edit and rerun")
+    chat.expect_latest_reply("Tool said", timeout=20_000)
+    chat.expect_idle()
+    # As when "write b.md two" was first sent, then the edited message's run.
+    assert files(folder) == {"a.md": "one", "c.md": "four"}
+    expect(bodies(chat)).to_have_text(["write a.md one", "write c.md four"])
+    nav = chat.loc_user_messages.nth(1).locator(".shiny-chat-sibling-nav")
+    expect(nav).to_contain_text("2 / 2")
+
+    nav.get_by_role("button", name="Previous version").click()
+    confirm(page, "3 files restored: a.md, b.md, c.md", "Open")
+    expect(bodies(chat)).to_have_text(["write a.md one", "write b.md two", "write a.md three"])
+    assert files(folder) == {"a.md": "three", "b.md": "two"}
+    expect(nav).to_contain_text("1 / 2")
+    # Every branch's requests count: three runs and the edited one, two requests each.
+    chat.expect_usage(re.compile(r"Requests: 8 "))
+
+    nav.get_by_role("button", name="Next version").click()
+    confirm(page, "files restored", "Open")
+    expect(bodies(chat)).to_have_text(["write a.md one", "write c.md four"])
+    expect(nav).to_contain_text("2 / 2")
+    assert files(folder) == {"a.md": "one", "c.md": "four"}
+
+
+def test_a_waiting_approval_of_the_abandoned_branch_never_runs(page: Page, app: AppServer) -> None:
+    chat = open_chat(page, app)
+    say(chat, "write a.md one", "Tool said")
+    folder = workspace(chat)
+    chat.send("launch rocket")
+    modal = ApprovalModal(page)
+    modal.expect_open("launch")
+
+    # shinychat hides its edit control while a reply streams (the approval waits inside
+    # it); its client's own message arrives anyway from a page that sends it.
+    send_edit(page, 0, "write z.md zed")
+    modal.expect_closed()  # withdrawn: the run stopped, the call denied
+    confirm(page, "1 file restored: a.md", "Edit and rerun")
+    chat.expect_latest_reply("Tool said", timeout=20_000)
+    chat.expect_idle()
+    assert files(folder) == {"z.md": "zed"}
+
+    # Back on the old branch, the call is still not run, and nothing asks for it again.
+    nav = chat.loc_user_messages.nth(0).locator(".shiny-chat-sibling-nav")
+    nav.get_by_role("button", name="Previous version").click()
+    confirm(page, "2 files restored: a.md, z.md", "Open")
+    expect(bodies(chat)).to_have_text(["write a.md one", "launch rocket"])
+    assert files(folder) == {"a.md": "one"}
+    page.wait_for_timeout(500)
+    expect(page.locator("#shiny-modal")).to_have_count(0)
+    assert not [line for line in app.events() if line.startswith("launched")]
+
+
+def test_a_forged_edit_is_refused_and_changes_nothing(
+    page: Page, new_page: Callable[[], Page], app: AppServer
+) -> None:
+    chat = open_chat(page, app)
+    say(chat, "write a.md one", "Tool said")
+    folder = workspace(chat)
+    say(chat, "write b.md two", "Tool said")
+    # Another session's page names message 0, which in its own chat does not exist.
+    other = new_page()
+    open_chat(other, app)
+    send_edit(other, 0, "write evil.md x")
+    # Forged indices: a reply, past the end, negative, not a number.
+    for index in (1, 99, -1, "0", True):
+        send_edit(page, index, "write evil.md x")
+    page.evaluate(
+        "Shiny.setInputValue('agent-chat_message_navigate',"
+        " {index: 0, direction: 'prev', ts: Date.now()})"
+    )
+    page.wait_for_timeout(1_000)
+    expect(page.locator("#shiny-modal")).to_have_count(0)
+    expect(bodies(chat)).to_have_text(["write a.md one", "write b.md two"])
+    assert files(folder) == {"a.md": "one", "b.md": "two"}
+    assert "an edit or navigation naming message 99 was refused" in app.log()
+    assert "a malformed edit input was refused" in app.log()
+    say(chat, "hello", "You said: hello")  # the chat still works
