@@ -58,7 +58,7 @@ def edit(chat: AgentChat, index: int, text: str) -> None:
     message.get_by_role("button", name="Save and resend").click()
 
 
-def send_edit(page: Page, index: int, content: object) -> None:
+def send_edit(page: Page, index: object, content: str) -> None:
     """What shinychat's client sends for an edit (``sendMessageEdit``)."""
     page.evaluate(
         "([index, content]) => Shiny.setInputValue('agent-chat_message_edit',"
