@@ -135,7 +135,8 @@ def test_kept_files_never_go_outside_the_workspace_or_through_a_link(tmp_path: P
 
 
 def test_each_prompts_run_names_its_turn_in_its_checkpoint(tmp_path: Path) -> None:
-    write = ScriptedReply(tool_calls=[ScriptedToolCall("write_file", {"path": "a", "content": "1"})])
+    call = ScriptedToolCall("write_file", {"path": "a", "content": "1"})
+    write = ScriptedReply(tool_calls=[call])
     agent = Agent(
         ScriptedModel(["hi", write, "done"]),
         tools=[tool_write_file()],

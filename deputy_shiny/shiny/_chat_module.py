@@ -242,7 +242,13 @@ def agent_chat_ui(**chat_ui_options: Any) -> TagList:
     running), it returns once that warm-up is done, so the app serves warm.
     """
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
-    options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
+    # No history selector: the kit turns shinychat's history on only for its edit control.
+    options = {
+        "enable_cancel": True,
+        "placeholder": "Ask the agent something",
+        "show_history": False,
+        **chat_ui_options,
+    }
     # One fill item that is itself a fillable container: the chat grows into what its
     # container leaves and the usage line keeps its own height under it.
     chat = ui.div(
@@ -363,9 +369,8 @@ def agent_chat_server(
         **_session_hooks(session),
     )
     link = _SessionLink(chat_session)
-    chat.on_user_submit(link.submit)
+    _bind_chat_inputs(input, session, chat, link)
     _bind_stop_and_usage(input, link, usage_value, budget_value)
-    link.branches = _start_branches(input, session, chat, link)
     chat_session.start(autoconnect, not_saved)
     link.cancel_end = session.on_ended(link.end)
     link.handle = AgentChatHandle(
@@ -500,15 +505,14 @@ async def _set(value: reactive.Value[Any], new: Any) -> None:
         await reactive.flush()
 
 
-def _start_branches(
-    input: Any, session: Session, chat: Chat, link: _SessionLink
-) -> SessionBranches:
-    """Editing a past message branches the conversation and its files (_session_branches)."""
+def _bind_chat_inputs(input: Any, session: Session, chat: Chat, link: _SessionLink) -> None:
+    """The chat's inputs reach the session through ``link``: a message the user sent, and
+    an edit of a past one or a switch between its versions (``_session_branches``)."""
     assert link.chat_session is not None
-    branches = SessionBranches(link.chat_session, chat, _chat_actions(session, chat))
+    chat.on_user_submit(link.submit)
+    link.branches = SessionBranches(link.chat_session, chat, _chat_actions(session, chat))
     bind_branches(input, lambda: link.branches)
-    link.chat_session.in_background(branches.enable())
-    return branches
+    link.chat_session.in_background(link.branches.enable())
 
 
 def _chat_actions(session: Session, chat: Chat) -> Callable[[dict[str, Any]], Awaitable[None]]:

@@ -34,6 +34,7 @@ from shiny import reactive
 from shinychat import Chat
 
 from ..errors import DeputyError
+from ..messages import Turn
 from ..persistence.checkpoints import USER_TURN_KEY, FileJournal
 from ._branches import BranchTree, prompt_indices
 from ._chat_session import BUSY_MESSAGE, _ChatSession, tell
@@ -224,6 +225,14 @@ class SessionBranches:
             await asyncio.sleep(0.05)
         raise DeputyError("the run did not stop in time")
 
+    async def _unchanged(self, turns: list[Turn]) -> bool:
+        """Whether the conversation is still ``turns``, with no run (a message sent while
+        the confirm waited): else the chat says it is busy, and nothing changes."""
+        if self._busy() or self.session.agent.get_turns() != turns:
+            await tell(self.chat, BUSY_MESSAGE)
+            return False
+        return True
+
     async def _refresh(self) -> None:
         s = self.session
         await s.saved()
@@ -287,6 +296,8 @@ class SessionBranches:
             "conversation as it is stays one step away (‹ ›), with its files.",
             "Edit and rerun",
         ):
+            return
+        if not await self._unchanged(turns):
             return
         state, files = await self._snapshot()
         self.tree.keep(turns, state, files)
@@ -353,6 +364,8 @@ class SessionBranches:
             "left them; the current one stays one step away (‹ ›), with its files.",
             "Open",
         ):
+            return
+        if not await self._unchanged(turns):
             return
         state, files = await self._snapshot()
         self.tree.take(target)

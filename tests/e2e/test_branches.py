@@ -48,16 +48,6 @@ def files(folder: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def edit(chat: AgentChat, index: int, text: str) -> None:
-    """Edit the user's message ``index`` (0: the first) with shinychat's own control."""
-    message = chat.loc_user_messages.nth(index)
-    message.hover()
-    message.get_by_role("button", name="Edit message").click()
-    editor = message.locator("[contenteditable='true']")
-    editor.fill(text)
-    message.get_by_role("button", name="Save and resend").click()
-
-
 def send_edit(page: Page, index: object, content: str) -> None:
     """What shinychat's client sends for an edit (``sendMessageEdit``)."""
     page.evaluate(
@@ -87,16 +77,19 @@ def test_an_edit_rewinds_the_files_changed_after_it_and_going_back_restores_them
     folder = workspace(chat)
     say(chat, "write b.md two", "Tool said")
     say(chat, "write a.md three", "Tool said")
+    # shinychat's edit control, and none of its history selector (no list to show).
+    expect(chat.loc_user_messages.first.get_by_role("button", name="Edit message")).to_be_attached()
+    expect(chat.loc.get_by_role("button", name="Conversation history")).to_have_count(0)
     assert files(folder) == {"a.md": "three", "b.md": "two"}
 
-    edit(chat, 1, "write c.md four")
+    chat.edit_message(1, "write c.md four")
     confirm(page, "2 files restored: a.md, b.md", "Edit and rerun")
     chat.expect_latest_reply("Tool said", timeout=20_000)
     chat.expect_idle()
     # As when "write b.md two" was first sent, then the edited message's run.
     assert files(folder) == {"a.md": "one", "c.md": "four"}
     expect(bodies(chat)).to_have_text(["write a.md one", "write c.md four"])
-    nav = chat.loc_user_messages.nth(1).locator(".shiny-chat-sibling-nav")
+    nav = chat.versions(1)
     expect(nav).to_contain_text("2 / 2")
 
     nav.get_by_role("button", name="Previous version").click()
@@ -132,7 +125,7 @@ def test_a_waiting_approval_of_the_abandoned_branch_never_runs(page: Page, app: 
     assert files(folder) == {"z.md": "zed"}
 
     # Back on the old branch, the call is still not run, and nothing asks for it again.
-    nav = chat.loc_user_messages.nth(0).locator(".shiny-chat-sibling-nav")
+    nav = chat.versions(0)
     nav.get_by_role("button", name="Previous version").click()
     confirm(page, "2 files restored: a.md, z.md", "Open")
     expect(bodies(chat)).to_have_text(["write a.md one", "launch rocket"])
