@@ -151,11 +151,14 @@ class SessionBranches:
             task.cancel()
 
     async def enable(self) -> None:
-        """Show shinychat's edit buttons (it shows them while its history is on; the list
-        of conversations stays empty)."""
-        await self._send(
-            {"type": "history_update", "enabled": True, "conversations": [], "active_id": None}
-        )
+        """Show shinychat's edit buttons: it shows them while its history is on, so this
+        sends its history (:attr:`history`), which also ends a navigation it waits on."""
+        await self._send(await self.history())
+
+    async def history(self) -> dict[str, Any]:
+        """The ``history_update`` action :meth:`enable` sends: no list of conversations
+        here (a session that lists the user's conversations replaces this method)."""
+        return {"type": "history_update", "enabled": True, "conversations": [], "active_id": None}
 
     def _busy(self) -> bool:
         s = self.session
