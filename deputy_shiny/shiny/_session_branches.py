@@ -228,9 +228,14 @@ class SessionBranches:
             await asyncio.sleep(0.05)
         raise DeputyError("the run did not stop in time")
 
-    async def _unchanged(self, turns: list[Turn]) -> bool:
-        """Whether the conversation is still ``turns``, with no run (a message sent while
-        the confirm waited): else the chat says it is busy, and nothing changes."""
+    async def _go_ahead(
+        self, turns: list[Turn], paths: Sequence[str], title: str, body: str, label: str
+    ) -> bool:
+        """Whether to switch: confirmed when files go back (``paths``), and the
+        conversation still ``turns`` with no run (none was sent while the confirm waited:
+        else the chat says it is busy, and nothing changes)."""
+        if paths and not await self.session.prompts.confirm(title, body, label):
+            return False
         if self._busy() or self.session.agent.get_turns() != turns:
             await tell(self.chat, BUSY_MESSAGE)
             return False
@@ -258,6 +263,20 @@ class SessionBranches:
         files = await asyncio.to_thread(journal.read_files, _journal_paths(state))
         return state, files
 
+    async def _alone(self, work: Awaitable[None], failed: str) -> None:
+        """Run an edit or a switch, one at a time; a refusal is logged and said."""
+        self.switching = True
+        try:
+            await work
+        except DeputyError as exc:
+            logger.warning("%s: %s", failed, exc)
+            await tell(self.chat, f"{failed}: {exc}")
+        except Exception as exc:  # e.g. the browser left mid-way: logged, never lost
+            logger.warning("%s", failed, exc_info=True)
+            await tell(self.chat, f"{failed} ({type(exc).__name__}).")
+        finally:
+            self.switching = False
+
     # ------------------------------------------------------------------ edit
 
     async def edit(self, index: int, content: str) -> None:
@@ -268,14 +287,7 @@ class SessionBranches:
         if not content.strip() or len(content) > MAX_EDIT_CHARS:
             await tell(self.chat, f"An edited message needs 1 to {MAX_EDIT_CHARS:,} characters.")
             return
-        self.switching = True
-        try:
-            await self._edit(index, content)
-        except DeputyError as exc:
-            logger.warning("an edit was refused: %s", exc)
-            await tell(self.chat, f"The message could not be edited: {exc}")
-        finally:
-            self.switching = False
+        await self._alone(self._edit(index, content), "The message could not be edited")
 
     async def _edit(self, index: int, content: str) -> None:
         await self._settle()
@@ -286,21 +298,16 @@ class SessionBranches:
         turns = agent.get_turns()
         cut = prompt_indices(turns)[ordinal]
         journal = agent.file_checkpoints
-        checkpoint = (
-            None if journal is None else await asyncio.to_thread(_checkpoint_for, journal, cut)
-        )
+        checkpoint = await self._checkpoint(cut)
         paths: tuple[str, ...] = ()
         if journal is not None and checkpoint is not None:
             paths = await asyncio.to_thread(journal.changed_since, checkpoint)
-        if paths and not await self.session.prompts.confirm(
-            "Edit this message?",
+        body = (
             f"{files_restored(paths)}. They go back to how they were when this message was "
             "first sent, and the conversation continues from the edited message. The "
-            "conversation as it is stays one step away (‹ ›), with its files.",
-            "Edit and rerun",
-        ):
-            return
-        if not await self._unchanged(turns):
+            "conversation as it is stays one step away (‹ ›), with its files."
+        )
+        if not await self._go_ahead(turns, paths, "Edit this message?", body, "Edit and rerun"):
             return
         state, files = await self._snapshot()
         self.tree.keep(turns, state, files)
@@ -330,14 +337,9 @@ class SessionBranches:
             if self.switching or self._busy():
                 await tell(self.chat, BUSY_MESSAGE)
                 return
-            self.switching = True
-            try:
-                await self._navigate(index, direction)
-            except DeputyError as exc:
-                logger.warning("a branch switch was refused: %s", exc)
-                await tell(self.chat, f"The other version could not be opened: {exc}")
-            finally:
-                self.switching = False
+            await self._alone(
+                self._navigate(index, direction), "The other version could not be opened"
+            )
         finally:
             await self.enable()  # shinychat waits for it to end the navigation
 
@@ -352,23 +354,18 @@ class SessionBranches:
             return
         journal = agent.file_checkpoints
         cut = prompt_indices(turns)[ordinal]
-        checkpoint = (
-            None if journal is None else await asyncio.to_thread(_checkpoint_for, journal, cut)
-        )
+        checkpoint = await self._checkpoint(cut)
         paths: set[str] = set()
         if journal is not None:
             if checkpoint is not None:
                 paths.update(await asyncio.to_thread(journal.changed_since, checkpoint))
             now = await asyncio.to_thread(journal.read_files, tuple(target.files))
             paths.update(p for p, data in target.files.items() if now[p] != data)
-        if paths and not await self.session.prompts.confirm(
-            "Open this version?",
+        body = (
             f"{files_restored(sorted(paths))}. The files go back to how this version "
-            "left them; the current one stays one step away (‹ ›), with its files.",
-            "Open",
-        ):
-            return
-        if not await self._unchanged(turns):
+            "left them; the current one stays one step away (‹ ›), with its files."
+        )
+        if not await self._go_ahead(turns, sorted(paths), "Open this version?", body, "Open"):
             return
         state, files = await self._snapshot()
         self.tree.take(target)
