@@ -6,7 +6,10 @@ a file, ``launch <name>`` waits for approval (and leaves a marker if it ever run
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +19,11 @@ from playwright.sync_api import Locator, Page, expect
 from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal
 from tests.e2e.conftest import AppServer
 
-E2E_APPS = ("branches.py",)
+# The saved variant's store: a database file known at import (launched ahead too).
+_STORE_DIR = tempfile.mkdtemp(prefix="deputy-e2e-branches-")
+atexit.register(shutil.rmtree, _STORE_DIR, True)
+STORE_URL = f"sqlite+aiosqlite:///{Path(_STORE_DIR) / 'kit.db'}"
+E2E_APPS = ("branches.py", ("branches.py", {"DEPUTY_STORE_URL": STORE_URL}))
 WORKSPACE = re.compile(r"Workspace: (\S+)")
 
 
@@ -160,3 +167,30 @@ def test_a_forged_edit_is_refused_and_changes_nothing(
     assert "an edit or navigation naming message 99 was refused" in app.log()
     assert "a malformed edit input was refused" in app.log()
     say(chat, "hello", "You said: hello")  # the chat still works
+
+
+def test_a_saved_conversation_comes_back_on_its_branch_and_edits_again(
+    page: Page, serve_app: Callable[..., AppServer]
+) -> None:
+    """With a store (the journal in it too): a reload shows the branch the edit left,
+    with its files, and its messages can be edited again."""
+    saved = serve_app("branches.py", DEPUTY_STORE_URL=STORE_URL)
+    chat = open_chat(page, saved)
+    say(chat, "write a.md one", "Tool said")
+    folder = workspace(chat)
+    say(chat, "write b.md two", "Tool said")
+    chat.edit_message(1, "write c.md four")
+    confirm(page, "1 file restored: b.md", "Edit and rerun")
+    chat.expect_latest_reply("Tool said", timeout=20_000)
+    chat.expect_idle()
+    assert files(folder) == {"a.md": "one", "c.md": "four"}
+
+    page.reload()
+    chat.expect_ready()
+    expect(bodies(chat)).to_have_text(["write a.md one", "write c.md four"])
+    chat.edit_message(0, "write d.md five")
+    confirm(page, "2 files restored: a.md, c.md", "Edit and rerun")
+    chat.expect_latest_reply("Tool said", timeout=20_000)
+    chat.expect_idle()
+    assert files(folder) == {"d.md": "five"}
+    expect(chat.versions(0)).to_contain_text("2 / 2")
