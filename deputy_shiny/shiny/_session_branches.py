@@ -279,17 +279,20 @@ class SessionBranches:
 
     # ------------------------------------------------------------------ edit
 
-    async def edit(self, index: int, content: str) -> None:
-        """The user edited chat message ``index`` to ``content``."""
+    async def edit(self, index: int, content: str, *, attachments: bool = False) -> None:
+        """The user edited chat message ``index`` to ``content`` (``attachments``: with
+        files attached, which are not sent again: the chat says so)."""
         if self.switching:
             await tell(self.chat, BUSY_MESSAGE)
             return
         if not content.strip() or len(content) > MAX_EDIT_CHARS:
             await tell(self.chat, f"An edited message needs 1 to {MAX_EDIT_CHARS:,} characters.")
             return
-        await self._alone(self._edit(index, content), "The message could not be edited")
+        await self._alone(
+            self._edit(index, content, attachments), "The message could not be edited"
+        )
 
-    async def _edit(self, index: int, content: str) -> None:
+    async def _edit(self, index: int, content: str, attachments: bool) -> None:
         await self._settle()
         ordinal = await self._ordinal(index)
         if ordinal is None:
@@ -317,6 +320,8 @@ class SessionBranches:
         await self._show()
         if journal is not None and checkpoint is None:
             await tell(self.chat, "The files were not rewound: this message has no checkpoint.")
+        if attachments:
+            await tell(self.chat, "Attachments are not sent again with an edited message.")
         await self.session.send(content)
         await self._after_run()
 
@@ -388,11 +393,13 @@ def bind_branches(input: Any, branches: Callable[[], SessionBranches | None]) ->
     @reactive.effect
     @reactive.event(input.chat_message_edit)  # no ignore_init: see _prompts.session_prompts
     def _edit() -> None:
-        target, parsed = branches(), parse_edit(input.chat_message_edit())
+        value = input.chat_message_edit()
+        target, parsed = branches(), parse_edit(value)
         if parsed is None:
             logger.warning("a malformed edit input was refused")
         elif target is not None:
-            target.spawn(target.edit(*parsed))
+            attached = bool(value.get("attachments"))  # a mapping: parse_edit checked
+            target.spawn(target.edit(*parsed, attachments=attached))
 
     @reactive.effect
     @reactive.event(input.chat_message_navigate)
