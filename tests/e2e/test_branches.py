@@ -55,12 +55,14 @@ def files(folder: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def send_edit(page: Page, index: object, content: str, attachments: list[object] = []) -> None:  # noqa: B006
+def send_edit(
+    page: Page, index: object, content: str, attachments: tuple[object, ...] = ()
+) -> None:
     """What shinychat's client sends for an edit (``sendMessageEdit``)."""
     page.evaluate(
         "([index, content, attachments]) => Shiny.setInputValue('agent-chat_message_edit',"
         " {index, content, attachments, ts: Date.now()})",
-        [index, content, attachments],
+        [index, content, list(attachments)],
     )
 
 
@@ -168,7 +170,7 @@ def test_a_forged_edit_is_refused_and_changes_nothing(
     assert "a malformed edit input was refused" in app.log()
     say(chat, "hello", "You said: hello")  # the chat still works
     # An edit with attachments resends the text, and says the files are not sent again.
-    send_edit(page, 4, "hello again", [{"name": "x.txt", "mime": "text/plain"}])
+    send_edit(page, 4, "hello again", ({"name": "x.txt", "mime": "text/plain"},))
     chat.expect_latest_reply("You said: hello again", timeout=20_000)
     expect(chat.loc_replies.filter(has_text="Attachments are not sent again")).to_have_count(1)
 
