@@ -199,6 +199,31 @@ class AgentChat:
         """
         expect(self.loc_usage).to_contain_text(value, timeout=timeout)
 
+    def edit_message(self, index: int, text: str, *, timeout: float | None = None) -> None:
+        """Edit the user's message ``index`` (0: the first) to ``text`` and resend it, with
+        shinychat's own control (the kit may ask to confirm the files that go back).
+
+        Examples:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").edit_message(1, "Plot it by year")  # doctest: +SKIP
+        """
+        message = self.loc_user_messages.nth(index)
+        message.hover(timeout=timeout)
+        message.get_by_role("button", name="Edit message").click(timeout=timeout)
+        message.locator("[contenteditable='true']").fill(text, timeout=timeout)
+        message.get_by_role("button", name="Save and resend").click(timeout=timeout)
+
+    def versions(self, index: int) -> Locator:
+        """The "‹ 1 / 2 ›" under the user's message ``index`` (present once it was edited);
+        its buttons are named "Previous version" and "Next version".
+
+        Examples:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> nav = AgentChat(page, "agent").versions(1)  # doctest: +SKIP
+            >>> nav.get_by_role("button", name="Previous version").click()  # doctest: +SKIP
+        """
+        return self.loc_user_messages.nth(index).locator(".shiny-chat-sibling-nav")
+
 
 class _Modal:
     """What the kit's modals share: Shiny's single ``#shiny-modal`` and its buttons."""
