@@ -109,7 +109,12 @@ class AgentChat:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").send("What is in data.csv?")  # doctest: +SKIP
         """
-        self.chat.set_user_input(text, timeout=timeout)
+        # Filled at once and checked, not typed key by key (shinychat's set_user_input):
+        # on a busy machine the input may still be settling from the last reply (disabled
+        # for a moment, or the focus handed back from a closed prompt), and a keystroke
+        # landing then is lost, so the message sent would be cut short.
+        self.chat.loc_input.fill(text, timeout=timeout)
+        expect(self.chat.loc_input).to_have_value(text, timeout=timeout)
         self.chat.send_user_input(timeout=timeout)
 
     def stop(self, *, timeout: float | None = None) -> None:
