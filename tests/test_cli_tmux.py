@@ -117,7 +117,7 @@ def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
 def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(terminal: Tmux) -> None:
     work = terminal.workdir
     terminal.type('deputy --save session.json; echo "exit=$?"')
-    terminal.wait_for(r"Type a task\. Ctrl-C stops a run; /exit or Ctrl-D leaves\.")
+    terminal.wait_for(r"Type a task, or /help for the commands\. Ctrl-C stops a run; /exit or Ctrl-D leaves\.")
     assert "deputy · deputy/demo · standard · " in terminal.screen()
 
     # Ctrl-C at the approval stops that run; the session goes on.
