@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import CommandLineError, DeputyError
 from ..models import DEMO_MODEL, ChatModel, missing_credentials
@@ -84,8 +84,8 @@ class CliOptions(BaseModel):
     resume: Path | None = None
     save: Path | None = None
     tools: str = "standard"
-    max_requests: int = DEFAULT_MAX_REQUESTS
-    max_cost: float | None = None
+    max_requests: int = Field(default=DEFAULT_MAX_REQUESTS, ge=1)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     system_prompt: str | None = None
     no_ask: bool = False
     mcp_config: Path | None = None

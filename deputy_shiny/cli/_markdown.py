@@ -7,8 +7,9 @@ fenced code block) as soon as it is finished, the rest when the reply ends. The
 terminal scrolls as usual: nothing is redrawn, so the output reads the same in a
 scrollback, a ``tmux`` pane or a recording.
 
-What a model writes stays inert: terminal escape sequences are removed *before* rich
-sees the text (:func:`~deputy_shiny.cli._printer.terminal_safe`), rich markup in the
+What a model writes stays inert: terminal escape sequences are removed from each block,
+whole, *before* rich sees it (:func:`~deputy_shiny.cli._safe.terminal_safe`; an escape
+split over two chunks goes whole, its parameters too), rich markup in the
 text is not interpreted (Markdown renders text as text), and links are never
 terminal hyperlinks: ``[label](url)`` shows as ``label (url)``, so a person sees where
 a link goes and no click takes them somewhere else.
@@ -34,6 +35,8 @@ import re
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.segment import Segment, Segments
+
+from ._safe import terminal_safe
 
 __all__ = ["MarkdownStream", "split_finished"]
 
@@ -72,7 +75,8 @@ def split_finished(text: str) -> tuple[str, str]:
 class MarkdownStream:
     """Renders streamed Markdown on ``console``, each block once it is finished.
 
-    The text given to :meth:`feed` must already be terminal-safe.
+    The text given to :meth:`feed` is untrusted: each block is made terminal-safe
+    before it is rendered.
     """
 
     def __init__(self, console: Console) -> None:
@@ -97,10 +101,11 @@ class MarkdownStream:
         self._rendered = False
 
     def _render(self, text: str) -> None:
+        text = terminal_safe(text).strip("\n")
         if not text.strip():
             return
         lines = self.console.render_lines(
-            Markdown(text.strip("\n"), hyperlinks=False), pad=False, new_lines=True
+            Markdown(text, hyperlinks=False), pad=False, new_lines=True
         )
         while lines and _blank(lines[0]):  # rich starts a list with an empty line
             lines.pop(0)

@@ -58,42 +58,14 @@ from ..events import (
 )
 from ..usage import AgentUsage, format_cost
 from ._markdown import MarkdownStream
+from ._safe import safe_text, terminal_safe
 
-__all__ = ["EventPrinter", "terminal_safe", "usage_line"]
-
-# Escape sequences whole (CSI, OSC up to its terminator, the two-character ones), so
-# their parameters do not print either; then any control character left, C1 included
-# (U+009B starts a CSI on some terminals), and the bidirectional overrides that make
-# text read in another order than it is.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks, clipboard
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
-    r"|\x1b[ -~]?"  # any other escape
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # the one-byte (C1) CSI
-    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # the one-byte OSC
-)
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+__all__ = ["EventPrinter", "safe_text", "terminal_safe", "usage_line"]
 
 TOOL_OUTPUT_LINES = 8
 """Lines of a tool's output a result panel shows (the rest is counted, not shown)."""
 ARGUMENT_CHARS = 200
 """Characters of a call's arguments a call panel shows (an approval shows more)."""
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with escape sequences and control characters removed (newline and tab kept).
-
-    Examples:
-        >>> terminal_safe("\\x1b]0;pwned\\x07a\\x1b[2Jb\\rc\\u202ed")
-        'abcd'
-    """
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
-
-
-def safe_text(text: str, style: str = "") -> Text:
-    """A rich ``Text`` of untrusted ``text``: never markup, never an escape sequence."""
-    return Text(terminal_safe(text), style=style)
 
 
 _BLANK_RUN = re.compile(r"\s{8,}")
@@ -254,13 +226,14 @@ class EventPrinter:
             self._mid_line = False
 
     def _stream(self, text: str) -> None:
-        clean = terminal_safe(text)  # before any rendering: a model's escapes never reach rich
+        if self._markdown is not None:
+            self._streamed = self._streamed or bool(text)
+            self._markdown.feed(text)  # made terminal-safe a block at a time, before rich
+            return
+        clean = terminal_safe(text)
         if not clean:
             return
         self._streamed = True
-        if self._markdown is not None:
-            self._markdown.feed(clean)
-            return
         self.console.print(Text(clean), end="", soft_wrap=True)
         self.console.file.flush()
         self._mid_line = not clean.endswith("\n")
