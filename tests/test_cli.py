@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,21 @@ def test_model_written_escapes_and_links_stay_inert_in_markdown() -> None:
     assert "the docs (http://md-evil.example/x)" in plain  # the address shows, as text
     assert "http://auto-evil.example" in plain
     assert "[bold]not markup[/bold]" in plain and "click" in plain and "red" in plain
+
+
+def test_a_long_code_block_streams_in_time_proportional_to_its_length() -> None:
+    """A model writing a file in a code block: 100 KB in 8-character chunks. Each line is
+    looked at once (0.1 s on a quiet machine; rescanning the block per chunk took 56 s)."""
+    out = io.StringIO()
+    printer = EventPrinter(Console(file=out, width=80, color_system=None), markdown=True)
+    reply = "```text\n" + "".join(f"line {i} of the file\n" for i in range(5000)) + "```\n"
+    started = time.monotonic()
+    for i in range(0, len(reply), 8):
+        printer.handle(TextEvent(text=reply[i : i + 8], **IDS))
+    assert time.monotonic() - started < 5.0
+    assert out.getvalue() == ""  # the block is not finished until the reply ends
+    printer.handle(TextCompleteEvent(text=reply, **IDS))
+    assert "line 4999 of the file" in out.getvalue() and "```" not in out.getvalue()
 
 
 def test_plain_output_streams_markdown_as_written() -> None:

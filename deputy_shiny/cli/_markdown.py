@@ -56,20 +56,51 @@ def split_finished(text: str) -> tuple[str, str]:
         >>> split_finished("```\\ncode\\n```\\n\\nnext")
         ('```\\ncode\\n```\\n\\n', 'next')
     """
-    fence: str | None = None
-    cut = 0
-    at = 0
-    lines = text.split("\n")
-    for index, line in enumerate(lines[:-1]):  # the last piece has no newline yet
-        at += len(line) + 1
-        opened = _FENCE.match(line)
-        if fence is None and opened:
-            fence = opened.group(1)[0] * 3
-        elif fence is not None and line.strip().startswith(fence):
-            fence = None
-        elif fence is None and not line.strip() and index > 0:
-            cut = at
-    return text[:cut], text[cut:]
+    blocks = _Blocks()
+    blocks.add(text)
+    return blocks.take(), blocks.text
+
+
+class _Blocks:
+    """Streamed text, and where its finished blocks end.
+
+    Each line is looked at once, when its newline arrives: a long reply (a file in a
+    code block) costs time in proportion to its length, not to its length squared.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._scanned = 0  # the text before this is made of lines already looked at
+        self._fence: str | None = None  # the fence of the code block the text is in
+        self._cut = 0  # the finished blocks end here
+
+    def add(self, chunk: str) -> None:
+        """Append ``chunk``; note the blocks its complete lines finish."""
+        self.text += chunk
+        while (end := self.text.find("\n", self._scanned)) >= 0:
+            line = self.text[self._scanned : end]
+            self._scanned = end + 1
+            opened = _FENCE.match(line)
+            if self._fence is None and opened:
+                self._fence = opened.group(1)[0] * 3
+            elif self._fence is not None and line.strip().startswith(self._fence):
+                self._fence = None
+            elif self._fence is None and not line.strip():
+                self._cut = self._scanned
+
+    def take(self) -> str:
+        """The finished blocks, taken out of the text."""
+        done, self.text = self.text[: self._cut], self.text[self._cut :]
+        self._scanned -= self._cut
+        self._cut = 0
+        return done
+
+    def take_all(self) -> str:
+        """All the text, finished or not; the next text starts a new reply."""
+        rest, self.text = self.text, ""
+        self._scanned = self._cut = 0
+        self._fence = None
+        return rest
 
 
 class MarkdownStream:
@@ -81,23 +112,22 @@ class MarkdownStream:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._pending = ""
+        self._blocks = _Blocks()
         self._rendered = False  # a block of this reply is on screen: the next one is apart
 
     @property
     def pending(self) -> bool:
         """True while text waits for its block to finish."""
-        return bool(self._pending.strip())
+        return bool(self._blocks.text.strip())
 
     def feed(self, text: str) -> None:
         """Take a chunk; render the blocks it finishes."""
-        done, self._pending = split_finished(self._pending + text)
-        self._render(done)
+        self._blocks.add(text)
+        self._render(self._blocks.take())
 
     def flush(self) -> None:
         """Render what is left (the reply ended, or something else is about to print)."""
-        rest, self._pending = self._pending, ""
-        self._render(rest)
+        self._render(self._blocks.take_all())
         self._rendered = False
 
     def _render(self, text: str) -> None:
