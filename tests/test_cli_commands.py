@@ -253,23 +253,37 @@ async def test_system_prompt_and_dir_reach_the_model_and_the_tools(tmp_path: Pat
     assert seen[-1] == SYSTEM_PROMPT
 
 
-async def test_mcp_config_loads_its_servers_tools(tmp_path: Path) -> None:
+async def test_mcp_options_load_the_servers_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "mcp.json"
     server = {"command": sys.executable, "args": [str(SCRIPT)]}
-    config.write_text(json.dumps({"mcpServers": {"faulty": server}}))
+    broken = {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}
+    config.write_text(json.dumps({"mcpServers": {"faulty": server, "broken": broken}}))
     term, out = session([])
-    options = parse_args(["--mcp-config", str(config)])
-    agent, _ = build_agent(options, Recorder().model, term.prompts, tmp_path)
-    try:
-        await load_mcp(options, agent, term.console)
-        assert {"pid", "environment"} <= set(agent.mcp_tools())
-        assert {"pid", "environment"} <= set(agent.get_tools())
-        assert "MCP: 4 tools: " in out.getvalue()
-    finally:
-        await agent.aclose()
+    # --mcp reads the default config ($DEPUTY_MCP_CONFIG); --mcp-server picks servers.
+    monkeypatch.setenv("DEPUTY_MCP_CONFIG", str(config))
+    for argv in (["--mcp-config", str(config), "--mcp-server", "faulty"], ["-M"]):
+        options = parse_args(argv)
+        assert options.mcp
+        agent, _ = build_agent(options, Recorder().model, term.prompts, tmp_path)
+        try:
+            await load_mcp(options, agent, term.console)
+            assert {"pid", "environment"} <= set(agent.mcp_tools())
+            assert {"pid", "environment"} <= set(agent.get_tools())
+        finally:
+            await agent.aclose()
+    text = out.getvalue()
+    assert text.count("MCP: 4 tools: ") == 2
+    assert text.count("MCP: ") == 3 and "broken" in text  # the server that failed: a note
+    with pytest.raises(CommandLineError, match=r"--mcp-server nope: not in the MCP config"):
+        build_agent(
+            parse_args(["-M", "--mcp-server", "faulty,nope"]), "deputy/demo", term.prompts, tmp_path
+        )
     config.write_text('{"mcpServers": {"x": {"args": []}}}')  # no command, no url
     with pytest.raises(CommandLineError, match=r'--mcp-config .*mcp\.json: .*needs "command"'):
-        build_agent(options, Recorder().model, term.prompts, tmp_path)
+        build_agent(parse_args(["-C", str(config)]), "deputy/demo", term.prompts, tmp_path)
+    assert not parse_args([]).mcp
 
 
 def test_options_through_the_command(

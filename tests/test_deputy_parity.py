@@ -256,6 +256,9 @@ def test_cli_options_as_deputys(tmp_path: Path) -> None:
     assert (options.system_prompt, options.no_ask, options.dir) == ("Be terse.", True, tmp_path)
     assert options.verbose and options.no_color and options.debug
     assert parse_args(["-y", "Be kind."]).system_prompt == "Be kind."
+    servers = parse_args(["--mcp-server", "git, time", "--mcp-server", "git"])
+    assert servers.mcp and servers.mcp_server == ("git", "time")  # deputy's split_csv_values
+    assert parse_args(["-M"]).mcp and parse_args(["-M"]).mcp_config is None
     defaults = parse_args(["run", "a task"])  # deputy's -x TASK is `deputy run TASK` here
     assert (defaults.tools, defaults.max_requests, defaults.permissions) == (
         "standard",

@@ -8,10 +8,10 @@ status 2 (argparse's own convention), never a traceback.
 
 The flags are deputy's (its ``exec/deputy``), with its meanings: ``--tools`` (a preset),
 ``--max-requests`` and ``--max-cost`` (each run's limits), ``--system-prompt`` or
-``--system-prompt-file``, ``--no-ask`` (no ``ask_user``), ``--mcp-config`` (load its
-MCP servers' tools), ``--dir`` (the working folder), ``--verbose``, ``--no-color``,
-``--debug`` / ``--debug-file``; plus ``--model``, ``--permissions``, ``--resume`` and
-``--save``.
+``--system-prompt-file``, ``--no-ask`` (no ``ask_user``), ``--mcp`` / ``--mcp-config``
+/ ``--mcp-server`` (load MCP servers' tools), ``--dir`` (the working folder),
+``--verbose``, ``--no-color``, ``--debug`` / ``--debug-file``; plus ``--model``,
+``--permissions``, ``--resume`` and ``--save``.
 
 The model: ``--model``, else ``DEPUTY_MODEL``, else the offline demo model
 ``deputy/demo``. A model named with ``--model`` must be usable (a known provider, its
@@ -67,7 +67,11 @@ class CliOptions(BaseModel):
         system_prompt: The system prompt (``--system-prompt``, or the file's text), or
             None for the terminal's own.
         no_ask: True to leave out ``ask_user`` (nobody answers questions).
-        mcp_config: An MCP configuration whose servers' tools to load, or None.
+        mcp: True to load MCP servers' tools (``--mcp``, or ``--mcp-config`` or
+            ``--mcp-server`` given).
+        mcp_config: The MCP configuration to read, or None for the default one
+            (``$DEPUTY_MCP_CONFIG``, else ``~/.config/mcptools/config.json``).
+        mcp_server: The servers to load (none named: all of the configuration's).
         dir: The working folder (resolved); None for the current one.
         verbose: Show tool calls, results and each request in full.
         no_color: Print plain text: no colour, no styles, Markdown as written.
@@ -88,7 +92,9 @@ class CliOptions(BaseModel):
     max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     system_prompt: str | None = None
     no_ask: bool = False
+    mcp: bool = False
     mcp_config: Path | None = None
+    mcp_server: tuple[str, ...] = ()
     dir: Path | None = None
     verbose: bool = False
     no_color: bool = False
@@ -145,11 +151,25 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "-A", "--no-ask", action="store_true", help="no ask_user tool: the agent asks nothing"
     )
     parser.add_argument(
+        "-M",
+        "--mcp",
+        action="store_true",
+        help="load the tools of the MCP servers in the default config "
+        "($DEPUTY_MCP_CONFIG, else ~/.config/mcptools/config.json)",
+    )
+    parser.add_argument(
         "-C",
         "--mcp-config",
         type=Path,
         metavar="FILE",
         help='load the tools of the MCP servers in FILE ({"mcpServers": {...}})',
+    )
+    parser.add_argument(
+        "--mcp-server",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="load only this server (repeatable, or comma-separated; default: all)",
     )
     parser.add_argument(
         "-d", "--dir", type=Path, metavar="DIR", help="the working folder (default: this one)"
@@ -203,6 +223,9 @@ def parse_args(argv: Sequence[str]) -> CliOptions:
         args.insert(0, "chat")  # `deputy` and `deputy --model M` open a session
     values = vars(build_parser().parse_args(args))
     prompt_file = values.pop("system_prompt_file")
+    servers = [n.strip() for given in values["mcp_server"] for n in given.split(",")]
+    values["mcp_server"] = tuple(dict.fromkeys(n for n in servers if n))
+    values["mcp"] = bool(values["mcp"] or values["mcp_config"] or values["mcp_server"])
     if prompt_file is not None:
         values["system_prompt"] = _read_prompt(prompt_file)
     elif values["system_prompt"] is not None and not values["system_prompt"].strip():

@@ -6,7 +6,7 @@ or the session on one event loop with the Ctrl-C handler installed.
 
 The agent works in the current directory (``--dir``) with the tools of ``--tools``
 (default ``standard``: the file tools, plus sandboxed ``run_bash`` in the terminal),
-then ``ask_user`` (not with ``--no-ask``) and the tools of ``--mcp-config``'s servers;
+then ``ask_user`` (not with ``--no-ask``) and the tools of MCP servers (``--mcp``);
 code tools are left out, with a note, where the sandbox is unavailable. Reads run
 freely; writes, code and the web ask in the terminal first, in every permission
 mode, and a hook blocks dangerous shell commands. Each run may make
@@ -23,6 +23,7 @@ import asyncio
 import logging
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,13 +93,10 @@ def build_agent(
     options: CliOptions, model: ModelLike, prompts: TerminalPrompts, working_dir: Path
 ) -> tuple[Agent, str | None]:
     """The terminal's agent, with ``--resume`` loaded; and a note when code tools are
-    left out. ``--mcp-config`` is checked here and loaded by :func:`load_mcp`."""
+    left out. The MCP options are checked here and loaded by :func:`load_mcp`."""
     tools, note = terminal_tools(options, prompts)
-    if options.mcp_config is not None:
-        try:
-            load_mcp_config(options.mcp_config)
-        except (DeputyError, OSError) as exc:
-            raise CommandLineError(f"--mcp-config {options.mcp_config}: {exc}") from None
+    if options.mcp:
+        _check_mcp(options)
     agent = Agent(
         model,
         tools=tools,
@@ -123,15 +121,33 @@ def build_agent(
     return agent, note
 
 
+def _check_mcp(options: CliOptions) -> None:
+    """The MCP configuration reads, and names every ``--mcp-server``."""
+    flag = f"--mcp-config {options.mcp_config}" if options.mcp_config else "--mcp"
+    try:
+        config = load_mcp_config(options.mcp_config)
+    except (DeputyError, OSError) as exc:
+        raise CommandLineError(f"{flag}: {exc}") from None
+    unknown = [n for n in options.mcp_server if n not in config.names()]
+    if unknown:
+        known = ", ".join(config.names()) or "none"
+        raise CommandLineError(
+            f"--mcp-server {', '.join(unknown)}: not in the MCP config (its servers: {known})"
+        )
+
+
 async def load_mcp(options: CliOptions, agent: Agent, console: Console) -> None:
-    """Load ``--mcp-config``'s servers' tools into ``agent``, saying what came of it."""
-    if options.mcp_config is None:
+    """Load the MCP servers' tools into ``agent`` (``--mcp``, ``--mcp-config``,
+    ``--mcp-server``), saying what came of it."""
+    if not options.mcp:
         return
-    await agent.load_mcp_async(options.mcp_config)
+    with warnings.catch_warnings():  # a server that fails: the note below says it once
+        warnings.simplefilter("ignore")
+        await agent.load_mcp_async(options.mcp_config, servers=list(options.mcp_server) or None)
     record = agent.mcp_status()[-1]
     if record.error or record.status != "connected":
         problem = record.error or f"no tools ({record.status})"
-        console.print(safe_text(f"MCP {options.mcp_config}: {problem}", "yellow"), soft_wrap=True)
+        console.print(safe_text(f"MCP: {problem}", "yellow"), soft_wrap=True)
     if record.tools:
         names = ", ".join(record.tools)
         console.print(safe_text(f"MCP: {plural(len(record.tools), 'tool')}: {names}", "dim"))
