@@ -289,6 +289,7 @@ class SessionConversation:
         self._renewing: asyncio.Task[None] | None = None
         self._lost = False  # a newer session (maybe in another process) took it over
         self._renew_failing = False
+        self._listed_turns = -1  # the turns when the list last moved it up (-1: unknown)
         # Called when the list changed (the drawer shows it again).
         self.listing_changed: Callable[[], Awaitable[None]] | None = None
 
@@ -506,6 +507,7 @@ class SessionConversation:
         try:
             await agent.load_session_async(path)
             self.loaded = True
+            self._listed_turns = len(agent.get_turns())  # opening it does not move it up
         except DeputyError as exc:
             kept = path.with_name(f"session.json.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
             try:
@@ -539,6 +541,7 @@ class SessionConversation:
                 "a new one started."
             )
         self.loaded = True
+        self._listed_turns = len(agent.get_turns())  # opening it does not move it up
         return None
 
     async def save(self, agent: Agent) -> str | None:
@@ -549,10 +552,13 @@ class SessionConversation:
             return None
         if not self.folder.kept:
             return None  # nothing was ever sent: nothing to keep
-        try:
-            await self.listing.touched()  # to the top of the user's list
-        except DeputyError as exc:
-            logger.warning("the conversation list could not be updated: %s", exc)
+        turns = len(agent.get_turns())
+        if turns != self._listed_turns:  # a new message: to the top of the user's list
+            try:
+                await self.listing.touched()
+                self._listed_turns = turns
+            except DeputyError as exc:
+                logger.warning("the conversation list could not be updated: %s", exc)
         if isinstance(self.folder, StoredFolder):
             return await self._save_stored(agent, self.folder)
         try:
