@@ -208,11 +208,14 @@ def parse_listing(record: StoredRecord | None, cutoff: float) -> Listing:
     raw = record.payload.get("entries")
     entries = [e for e in map(_entry, raw if isinstance(raw, list) else []) if e is not None]
     listing = Listing(revision=record.revision, active=valid_id(record.payload.get("active")))
+    seen: set[str] = set()
     for entry in entries:
         if entry.updated < cutoff:
             listing.dropped.append(entry.id)
-        else:
-            listing.put(entry)
+        elif entry.id not in seen:  # sorted once below (a put per entry would sort each)
+            seen.add(entry.id)
+            listing.entries.append(entry)
+    listing.entries.sort(key=lambda e: e.updated, reverse=True)
     if listing.active in listing.dropped:
         listing.active = None
     return listing
