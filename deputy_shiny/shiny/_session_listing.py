@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..persistence.store import Store
@@ -168,15 +169,11 @@ class SessionListing:
     async def select(self, value: object) -> bool:
         """Make ``value`` (an id from the browser) the conversation the next page opens;
         False (logged) when it is not one of this user's."""
-        conversation_id = await self._own(value, "open")
-        if conversation_id is None:
-            return False
 
-        def change(listing: Listing) -> None:
+        def change(listing: Listing, conversation_id: str) -> None:
             listing.active = conversation_id
 
-        await self._change(change)
-        return True
+        return await self._owned(value, "open", change) is not None
 
     async def start_new(self) -> None:
         """The next page opens a new conversation (listed from its first message)."""
@@ -188,38 +185,42 @@ class SessionListing:
 
     async def rename(self, value: object, title: object) -> bool:
         """Rename one of this user's conversations; False when refused."""
-        conversation_id = await self._own(value, "rename")
         text = clean_title(title)
-        if conversation_id is None or text is None:
-            return False
 
-        def change(listing: Listing) -> None:
+        def change(listing: Listing, conversation_id: str) -> None:
             entry = listing.find(conversation_id)
-            if entry is not None:
+            if entry is not None and text is not None:
                 listing.put(ConversationEntry(entry.id, text, entry.created, entry.updated))
 
-        await self._change(change)
-        return True
+        return await self._owned(value, "rename", change) is not None and text is not None
 
     async def delete(self, value: object) -> str | None:
         """Take one of this user's conversations off the list (the caller deletes its
         records and folders); its id, or None when refused."""
-        conversation_id = await self._own(value, "delete")
-        if conversation_id is None:
-            return None
 
-        def change(listing: Listing) -> None:
+        def change(listing: Listing, conversation_id: str) -> None:
             listing.remove(conversation_id)
 
-        await self._change(change)
-        return conversation_id
+        return await self._owned(value, "delete", change)
 
-    async def _own(self, value: object, what: str) -> str | None:
-        """``value`` when it is an id in this user's list, else None (logged: a forged
-        id, another user's, or one deleted meanwhile)."""
+    async def _owned(
+        self, value: object, what: str, change: Callable[[Listing, str], None]
+    ) -> str | None:
+        """Apply ``change`` to the list when ``value`` is an id in this user's list (one
+        read, one write); else None, nothing written, and logged (a forged id, another
+        user's, or one deleted meanwhile)."""
         conversation_id = valid_id(value)
-        listing = await self.read() if conversation_id is not None else None
-        if listing is None or conversation_id is None or listing.find(conversation_id) is None:
+
+        def checked(listing: Listing) -> None:
+            if conversation_id is None or listing.find(conversation_id) is None:
+                raise _NotOwned
+            change(listing, conversation_id)
+
+        try:
+            if conversation_id is None:
+                raise _NotOwned
+            await self._change(checked)
+        except _NotOwned:
             logger.warning(
                 "refused to %s a conversation that is not in this user's list (%r)",
                 what,
@@ -227,3 +228,7 @@ class SessionListing:
             )
             return None
         return conversation_id
+
+
+class _NotOwned(Exception):
+    """An id that is not in the user's list (the list is not written)."""
