@@ -19,6 +19,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel, HistoryDrawer
 from tests.e2e.conftest import AppServer
+from tests.e2e.test_a11y import serious_violations
 
 _STORE_DIR = tempfile.mkdtemp(prefix="deputy-e2e-drawer-")
 atexit.register(shutil.rmtree, _STORE_DIR, True)
@@ -114,6 +115,7 @@ def test_rename_search_and_delete(user: BrowserContext, app: AppServer) -> None:
     say(chat, "buy <b>bread</b>")  # a title is text, never markup
     drawer.expect_titles(["buy <b>bread</b>", "plan the trip"])
     expect(drawer.loc.locator("b")).to_have_count(0)
+    assert serious_violations(page) == []  # the open drawer, by axe-core
 
     drawer.rename("plan the trip", "Holiday\u0007 plans")
     drawer.expect_titles(["buy <b>bread</b>", "Holiday plans"])
