@@ -55,6 +55,7 @@ from ._chat_start import (
 )
 from ._conversations import KitPersistence
 from ._export import conversation_json, conversation_markdown
+from ._history_drawer import serve_history_drawer
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._origin import normalize_allowed_origins, session_foreign_origin
@@ -220,9 +221,9 @@ class AgentChatHandle(kit_module.ExpressInert):
         return rewind
 
     async def new_conversation(self) -> None:
-        """Start over: the page reloads with an empty chat. With ``persistence`` the
-        saved conversation (transcript, waiting approvals, checkpoints) is forgotten and
-        the workspace's files stay; without it the new session gets a new workspace."""
+        """Start over: the page reloads with an empty chat and a new workspace. With
+        ``persistence`` the conversation left stays in the user's list (the chat's
+        history drawer), to switch back to."""
         if self._conversation is not None:
             await self._conversation.start_new()
         elif self._session is not None:
@@ -319,8 +320,9 @@ def agent_chat_server(
         persistence: Keep each user's conversation (a
             :class:`~deputy_shiny.shiny.KitPersistence`): it is saved after every run and
             comes back on a reload, with its workspace and any approval still waiting
-            (as a modal, decided once). The factory passes the user's ids and folders
-            on with ``Agent(model, **ctx.agent_options())``.
+            (as a modal, decided once); each user's conversations are listed in the
+            chat's history drawer. The factory passes the user's ids and folders on
+            with ``Agent(model, **ctx.agent_options())``.
         allowed_origins: Origins (``https://portal.example``) other than the app's own
             whose pages may open this app's chat (e.g. a page that embeds it). A session
             opened by any other origin's page (its websocket's ``Origin``) is refused:
@@ -336,9 +338,7 @@ def agent_chat_server(
             ``""`` names no chat.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
-    running = reactive.value(False, name="deputy_running")
-    usage_value = reactive.value(AgentUsage(), name="deputy_usage")
-    tool_events = reactive.value(0, name="deputy_tool_events")
+    running, usage_value, tool_events = _handle_values()
     origins = normalize_origins(allowed_image_origins)
     interval = check_flush_interval(flush_interval)
     autoconnect = tuple(mcp_servers)
@@ -395,7 +395,19 @@ def agent_chat_server(
         _session=session,
         _chat_session=chat_session,
     )
+    serve_history_drawer(input, session, chat, link.handle, conversation)
     return link.handle
+
+
+def _handle_values() -> tuple[
+    reactive.Value[bool], reactive.Value[AgentUsage], reactive.Value[int]
+]:
+    """The handle's reactive values: running, usage, tool events."""
+    return (
+        reactive.value(False, name="deputy_running"),
+        reactive.value(AgentUsage(), name="deputy_usage"),
+        reactive.value(0, name="deputy_tool_events"),
+    )
 
 
 def _session_hooks(session: Session) -> dict[str, Any]:
