@@ -251,11 +251,11 @@ def agent_chat_ui(
     running), it returns once that warm-up is done, so the app serves warm.
     """
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
-    # No history selector: the kit turns shinychat's history on only for its edit control.
+    # shinychat's history button shows only where the server serves the drawer (saved
+    # conversations); the edit control turns its history on everywhere (deputy_shiny.css).
     options = {
         "enable_cancel": True,
         "placeholder": "Ask the agent something",
-        "show_history": False,
         **chat_ui_options,
     }
     # One fill item that is itself a fillable container: the chat grows into what its

@@ -421,7 +421,8 @@ class _ChatSession:
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).
-                note = await conversation.keep_async(message)
+                title = message.text if isinstance(message, PendingMessage) else message
+                note = await conversation.keep_async(title)
                 if note:
                     yield note_chunk(note)
             except StoreUnavailableError as exc:

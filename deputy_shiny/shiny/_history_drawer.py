@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["history_update", "serve_history_drawer"]
+__all__ = ["history_update", "listed", "serve_history_drawer"]
 
 STOP_WAIT = 10.0
 """Seconds a switch waits for a stopped run to end."""
@@ -113,11 +113,8 @@ class _Drawer:
         chat, conversation = self.chat, self.conversation
         if chat is None or conversation is None:
             return
-        listing = await conversation.listing.read()
-        current = conversation.listing.current
-        active = current if listing.find(current) is not None else None
         # shinychat's private action; its browser side renders titles as text.
-        await chat._send_action(history_update(listing.entries, active))  # type: ignore[arg-type]
+        await chat._send_action(await listed(conversation))  # type: ignore[arg-type]
 
     async def first_list(self) -> None:
         if self.conversation is not None:
@@ -170,6 +167,15 @@ class _Drawer:
         await self.send_list()
 
 
+async def listed(conversation: SessionConversation) -> dict[str, Any]:
+    """The drawer's ``history_update`` for ``conversation``'s user: their list, the
+    current conversation marked (the edit control sends it too, so it never blanks it)."""
+    listing = await conversation.listing.read()
+    current = conversation.listing.current
+    active = current if listing.find(current) is not None else None
+    return history_update(listing.entries, active)
+
+
 def serve_history_drawer(
     input: Any,
     session: Any,
@@ -183,6 +189,9 @@ def serve_history_drawer(
         return
     drawer = _Drawer(chat, handle, conversation)
     conversation.listing_changed = drawer.send_list
+    # The drawer's button shows only on a chat whose drawer is served (the edit control
+    # turns shinychat's history on without one): see deputy_shiny.css.
+    session.send_custom_message("deputy-drawer", {"id": chat.id})
     drawer.spawn(drawer.first_list, "show the conversations")
 
     def payload(name: str) -> dict[str, Any] | None:
