@@ -121,7 +121,7 @@ class AgentChat:
         # for a moment, or the focus handed back from a closed prompt), and a keystroke
         # landing then is lost, so the message sent would be cut short.
         self.chat.loc_input.fill(text, timeout=timeout)
-        expect(self.chat.loc_input).to_have_value(text, timeout=timeout)
+        expect(self.chat.loc_input).to_have_text(text, timeout=timeout)
         self.chat.send_user_input(timeout=timeout)
 
     def stop(self, *, timeout: float | None = None) -> None:
