@@ -54,10 +54,9 @@ from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_
 from ._session_asks import SessionAsks
 from ._session_budget import SessionBudget
 from ._session_conversation import (
-    STORE_DOWN_AT_START,
-    STORE_DOWN_MESSAGE,
     SessionConversation,
 )
+from ._strings import DEFAULT_STRINGS, KitStrings
 from ._transcript import transcript_messages
 from ._values import cheap_value_names
 
@@ -65,10 +64,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ChatView", "HandleValues", "_ChatSession", "tell", "tell_logged"]
 
-BUSY_MESSAGE = "The agent is still working; stop it first or wait."
-WAITING_MESSAGE = "An approval is waiting: decide it first, then ask again."
-ELSEWHERE_MESSAGE = "This conversation is open in another window."
-TAKEN_OVER_MESSAGE = "This conversation was opened in another window; it continues there."
+BUSY_MESSAGE = DEFAULT_STRINGS.busy
 END_WAIT_POLLS = 200  # x 0.05 s: how long the end waits for an interrupted run
 
 
@@ -142,6 +138,7 @@ class _ChatSession:
             shown); see :func:`~._render.render_events`.
         tool_scope: Where the app's own tools run (the session that called
             ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
+        strings: The words of the notes it writes (the app's ``KitStrings``).
 
     Examples:
         >>> _ChatSession.__name__
@@ -165,6 +162,7 @@ class _ChatSession:
         close_session: Callable[[], Awaitable[None]],
         send_progress: ProgressSender | None = None,
         tool_scope: ToolScope | None = None,
+        strings: KitStrings = DEFAULT_STRINGS,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -180,6 +178,7 @@ class _ChatSession:
         self._close_session = close_session
         self.send_progress = send_progress
         self.tool_scope = tool_scope
+        self.strings = strings
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -244,18 +243,14 @@ class _ChatSession:
             conversation.sweep_soon()
             try:
                 if not await conversation.take_over(self._close_for_newer):
-                    await tell(
-                        self.chat,
-                        "This conversation is open in another window that did not let go. "
-                        "Close it there, then reload this page.",
-                    )
+                    await tell(self.chat, self.strings.not_let_go)
                     return
                 note = await conversation.load(self.agent)
             except StoreUnavailableError as exc:
                 # Nothing is held or loaded, so nothing is saved over what the store has.
                 logger.warning("the conversation store cannot be reached: %s", exc)
                 conversation.release()
-                await tell(self.chat, STORE_DOWN_AT_START)
+                await tell(self.chat, self.strings.store_down_at_start)
                 return
             if note:
                 await tell(self.chat, note)
@@ -285,7 +280,7 @@ class _ChatSession:
 
     async def _close_for_newer(self) -> None:
         with contextlib.suppress(Exception):
-            await tell(self.chat, TAKEN_OVER_MESSAGE)
+            await tell(self.chat, self.strings.taken_over)
         await self._close_session()
 
     async def saved(self) -> None:
@@ -300,7 +295,7 @@ class _ChatSession:
     async def submit(self, user_input: str) -> None:
         """The user sent ``user_input``: stream its run, unless one is in progress."""
         if self.agent.running or self.streams or self.starting:
-            await tell(self.chat, BUSY_MESSAGE)
+            await tell(self.chat, self.strings.busy)
             return
         await self._stream_message(self.stream(user_input))
 
@@ -309,7 +304,7 @@ class _ChatSession:
         inert, as a restored one is) and runs as if typed. False, with the busy note, when
         a run is in progress."""
         if self.agent.running or self.streams or self.starting:
-            await tell(self.chat, BUSY_MESSAGE)
+            await tell(self.chat, self.strings.busy)
             return False
         # Busy from now on: the stream task starts later, and a second click may come first.
         self.starting = True
@@ -392,11 +387,11 @@ class _ChatSession:
         if conversation is not None:
             await conversation.ready.wait()
             if not conversation.usable:
-                yield note_chunk(ELSEWHERE_MESSAGE)
+                yield note_chunk(self.strings.open_elsewhere)
                 return
         if message is not None and self.restored_waiting:
             # Sent while the conversation came back: its approval is decided first.
-            yield note_chunk(WAITING_MESSAGE)
+            yield note_chunk(self.strings.approval_waiting)
             return
         if self.budget is not None and message is not None:
             refusal = await self.budget.check()
@@ -410,10 +405,10 @@ class _ChatSession:
                 await conversation.keep_async()
             except StoreUnavailableError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
-                yield note_chunk(STORE_DOWN_MESSAGE)
+                yield note_chunk(self.strings.store_down)
             except DeputyError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
-                yield note_chunk("This conversation could not be saved.")
+                yield note_chunk(self.strings.not_saved)
         events = None if message is None else self.agent.run(message)
         while True:
             if events is not None:
@@ -424,6 +419,7 @@ class _ChatSession:
                     on_event=self._on_event,
                     flush_interval=self.flush_interval,
                     on_progress=self.send_progress,
+                    strings=self.strings,
                 ):
                     yield chunk
                 if not paused:

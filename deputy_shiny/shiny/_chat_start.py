@@ -31,10 +31,10 @@ from ..persistence.store import Store
 from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, Question
 from ._conversations import KitPersistence
-from ._escape import markdown_text
 from ._mcp_session import SessionMcp
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation, _NotSaved
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 logger = logging.getLogger(__name__)
 
@@ -249,11 +249,13 @@ def start_agent(
     conversation: SessionConversation | None,
     session: Session,
     keep_workspace: bool,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> Agent | str:
-    """:func:`make_agent`, or when it raised, the line the chat shows instead (markdown
-    made safe: the error quotes the app's code or data). The traceback goes to the log,
-    and what the session opened for the agent is let go: the saved conversation at once
-    (a reload may take it), a fresh workspace when the session ends."""
+    """:func:`make_agent`, or when it raised, the line the chat shows instead (plain
+    text, for the chat to escape: the error quotes the app's code or data). The
+    traceback goes to the log, and what the session opened for the agent is let go: the
+    saved conversation at once (a reload may take it), a fresh workspace when the
+    session ends."""
     try:
         return make_agent(agent_factory, ctx, persistent=conversation is not None)
     except Exception as exc:
@@ -264,7 +266,7 @@ def start_agent(
             conversation.release()
         elif not keep_workspace:
             session.on_ended(functools.partial(_remove_workspace, ctx.working_dir))
-        return markdown_text(factory_failure(exc))
+        return factory_failure(exc, strings)
 
 
 async def _remove_workspace(working_dir: Path) -> None:
@@ -297,7 +299,7 @@ def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
         )
 
 
-def factory_failure(exc: BaseException) -> str:
+def factory_failure(exc: BaseException, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """What the chat says when ``agent_factory`` raised ``exc``: one plain line (the
     error's type and the first line of its message, cut short), for the chat to escape;
     the traceback belongs in the server log.
@@ -314,7 +316,7 @@ def factory_failure(exc: BaseException) -> str:
     if len(first) > FAILURE_CHARS:
         first = first[: FAILURE_CHARS - 1] + "…"
     what = type(exc).__name__ + (f": {first}" if first else "")
-    return f"The agent could not be started ({what}). The server log has the details."
+    return strings.format("agent_not_started", error=what)
 
 
 def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any], stacklevel: int = 2) -> None:

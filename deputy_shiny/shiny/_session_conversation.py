@@ -72,6 +72,7 @@ from ._stored_conversations import (
     stored_session,
     sweep_store,
 )
+from ._strings import DEFAULT_STRINGS
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -80,15 +81,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["STORE_DOWN_MESSAGE", "SessionConversation", "UserKey", "resolve_user"]
 
-STORE_DOWN_MESSAGE = (
-    "The conversation store cannot be reached just now, so this reply was not saved. "
-    "Nothing saved before is lost, and the conversation is saved again after a reply "
-    "once the store is back."
-)
-STORE_DOWN_AT_START = (
-    "The conversation store cannot be reached just now, so this conversation is not "
-    "saved; reload the page once it is back to continue the saved one."
-)
+STORE_DOWN_MESSAGE = DEFAULT_STRINGS.store_down
+STORE_DOWN_AT_START = DEFAULT_STRINGS.store_down_at_start
 
 TAKEOVER_SECONDS = 20.0
 """How long a new session waits for the older session of the same user to let go."""
