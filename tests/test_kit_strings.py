@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,7 +213,8 @@ def test_the_panels_words_come_from_the_mapping() -> None:
     assert unmarked(row, "helper", "chore", "running", "assistant", "grep", "event") == []
     empty = str(subagent_row({**delegation, "restored": True}, [], [], "t", strings))
     assert unmarked(empty, "helper", "chore", "running") == []
-    for shown in [("not_lead",), ("denied",), ("rows", [])]:
+    states: list[tuple[Any, ...]] = [("not_lead",), ("denied",), ("rows", [])]
+    for shown in states:
         assert unmarked(str(subagent_panel(shown, "t", strings))) == []
 
 
