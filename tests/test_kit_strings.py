@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from deputy_shiny.approvals import ApprovalRequest
-from deputy_shiny.errors import ConfigurationError
+from deputy_shiny.errors import ApprovalDecidedError, ApprovalResumeError, ConfigurationError
 from deputy_shiny.events import WaitingEvent
 from deputy_shiny.persistence.checkpoints import FileCheckpoint
 from deputy_shiny.shiny import KitStrings
+from deputy_shiny.shiny._budget import UserBudget, budget_line, budget_refusal
 from deputy_shiny.shiny._chat_module import _usage_text
+from deputy_shiny.shiny._chat_session import resume_failure
 from deputy_shiny.shiny._chat_start import factory_failure
 from deputy_shiny.shiny._conversation_panel import checkpoint_rows, conversation_panel_ui
 from deputy_shiny.shiny._mcp_panel import _row as mcp_row
@@ -189,6 +191,22 @@ def test_the_notes_and_the_usage_line_come_from_the_mapping() -> None:
         assert unmarked(note, "h:1") == [] and "45" in note
     assert unmarked(_usage_text(AgentUsage(), strings), "unknown", "$0.00") == []
     assert unmarked(factory_failure(ValueError("bad"), strings), "ValueError", "bad") == []
+    decided = ApprovalDecidedError("decided")
+    assert unmarked(resume_failure(decided, strings)) == []
+    gone = ApprovalResumeError("x cannot resume this approval here: gone")
+    assert unmarked(resume_failure(gone, strings), "gone") == []
+
+
+def test_the_budgets_words_come_from_the_mapping() -> None:
+    strings = marked()
+    budget = UserBudget(max_requests_per_day=5, max_tokens_per_day=9, max_cost_per_day=1.0)
+    spent = {"requests": 5.0, "tokens": 9.0, "cost": 1.0}
+    for anonymous in (False, True):
+        note = budget_refusal(budget, spent, anonymous=anonymous, strings=strings) or ""
+        assert "⟦budget_spent" in note and unmarked(note) == []
+    line = budget_line(budget, spent, strings)
+    assert line.count("⟦") == 4 and unmarked(line) == []
+    assert budget_line(budget, spent) == "Today: 5 of 5 requests · 9 of 9 tokens · $1.00 of $1.00"
 
 
 def test_the_panels_words_come_from_the_mapping() -> None:

@@ -353,8 +353,8 @@ def agent_chat_server(
     mcp = _session_mcp(mcp_config, chat, autoconnect)
     prompts = session_prompts(session)
     asks = SessionAsks(prompts, approval_timeout, label, strings, default_name=str(session.ns))
-    conversation, not_saved = open_conversation(persistence, session)
-    budget, budget_value = _budget(persistence, session, conversation)
+    conversation, not_saved = open_conversation(persistence, session, strings)
+    budget, budget_value = _budget(persistence, session, conversation, strings)
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces, strings)
@@ -481,11 +481,16 @@ class _SessionLink:
 
 
 def _budget(
-    persistence: KitPersistence | None, session: Session, conversation: SessionConversation | None
+    persistence: KitPersistence | None,
+    session: Session,
+    conversation: SessionConversation | None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> tuple[SessionBudget | None, reactive.Value[str] | None]:
     """The session's budget, saved or not (with ``KitPersistence(budget=)``), and the
-    value its usage line is shown in."""
+    value its usage line is shown in (its notes in ``strings``)."""
     budget = session_budget(persistence, session, conversation)
+    if budget is not None:
+        budget.strings = strings
     return budget, None if budget is None else reactive.value("", name="deputy_budget")
 
 

@@ -355,12 +355,14 @@ class _ChatSession:
             # Decided elsewhere, or one this agent cannot resume (its tools changed).
             logger.warning("a waiting approval could not be resumed: %s", exc)
             self._give_up_shown()
-            yield note_chunk(resume_failure(exc))
+            yield note_chunk(resume_failure(exc, self.strings))
         except DeputyError as exc:
             # Its record cannot be read (damaged, or removed meanwhile).
             logger.warning("a waiting approval could not be resumed: %s", exc)
             self._give_up_shown()
-            yield note_chunk(f"The approval could not be resumed ({type(exc).__name__}).")
+            yield note_chunk(
+                self.strings.format("approval_resume_failed", error=type(exc).__name__)
+            )
         finally:
             self.streams -= 1
             if message is None:
@@ -528,9 +530,9 @@ async def _until_paused(
             await close()
 
 
-def resume_failure(exc: ApprovalResumeError) -> str:
+def resume_failure(exc: ApprovalResumeError, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """What the chat says when a waiting approval cannot be resumed (no server paths)."""
     if isinstance(exc, ApprovalDecidedError):
-        return "This approval was decided already (in another window); it runs only once."
+        return strings.approval_decided_elsewhere
     reasons = str(exc).split("cannot resume this approval here: ", 1)[-1]
-    return f"This approval can no longer be resumed here: {reasons}"
+    return strings.format("approval_not_resumable", reasons=reasons)

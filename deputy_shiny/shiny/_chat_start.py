@@ -168,7 +168,7 @@ class AgentChatContext:
 
 
 def open_conversation(
-    persistence: KitPersistence | None, session: Session
+    persistence: KitPersistence | None, session: Session, strings: KitStrings = DEFAULT_STRINGS
 ) -> tuple[SessionConversation | None, str | None]:
     """The session's saved conversation (None without persistence), and why it is not
     saved when the user cannot be told safely (the session then runs unsaved, and the
@@ -176,9 +176,11 @@ def open_conversation(
     if persistence is None:
         return None, None
     try:
-        return SessionConversation(persistence, session, str(session.ns) or "chat"), None
+        conversation = SessionConversation(persistence, session, str(session.ns) or "chat")
     except _NotSaved as exc:
-        return None, str(exc)
+        return None, getattr(strings, exc.field)
+    conversation.strings = strings
+    return conversation, None
 
 
 def new_workspace(workspace_root: str | os.PathLike[str] | None) -> Path:

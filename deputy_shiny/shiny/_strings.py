@@ -59,6 +59,17 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
         "new_confirm_body": ("files",),
         "more_checkpoints": ("count",),
         "mcp_tools": ("count",),
+        "budget_spent": ("amount",),
+        "budget_spent_anonymous": ("amount",),
+        "budget_requests": ("spent", "limit"),
+        "budget_tokens": ("spent", "limit"),
+        "budget_cost": ("spent", "limit"),
+        "budget_today": ("amounts",),
+        "not_saved_because": ("error",),
+        "restore_failed": ("error",),
+        "restore_failed_kept": ("error",),
+        "approval_not_resumable": ("reasons",),
+        "approval_resume_failed": ("error",),
         "subagent_usage": ("requests", "tokens"),
         "subagent_calls": ("role", "tool"),
         "subagent_result": ("tool",),
@@ -127,6 +138,31 @@ class KitStrings(FrozenConfig):
         "Close it there, then reload this page."
     )
     not_saved: str = "This conversation could not be saved."
+    not_saved_because: str = "This conversation could not be saved ({error})."
+    not_saved_signed_in_only: str = (
+        "Conversations are saved here for signed-in users only; this one ends with the page."
+    )
+    not_saved_no_connection: str = "This session has no browser connection, so nothing is saved."
+    not_saved_cookie_twice: str = (
+        "This browser sent its conversation cookie twice (another page may have set "
+        "one), so this conversation is not saved. Clearing this site's cookies fixes it."
+    )
+    not_saved_no_storage: str = (
+        "This browser keeps no local storage for this page, so this conversation is not saved."
+    )
+    not_saved_here: str = "This conversation cannot be saved on this server."
+    restore_failed: str = (
+        "Your saved conversation could not be restored ({error}); a new one started."
+    )
+    restore_failed_kept: str = (
+        "Your saved conversation could not be restored ({error}); it was kept on the "
+        "server, and a new one started."
+    )
+    approval_decided_elsewhere: str = (
+        "This approval was decided already (in another window); it runs only once."
+    )
+    approval_not_resumable: str = "This approval can no longer be resumed here: {reasons}"
+    approval_resume_failed: str = "The approval could not be resumed ({error})."
     store_down: str = (
         "The conversation store cannot be reached just now, so this reply was not saved. "
         "Nothing saved before is lost, and the conversation is saved again after a reply "
@@ -170,6 +206,20 @@ class KitStrings(FrozenConfig):
     )
     stopped_card_title: str = "Stopped: {tool}"
     stopped_card_output: str = "Stopped: the run ended before this call finished."
+    # Daily budgets (KitPersistence(budget=)): the refusal, and the usage line's part.
+    budget_unknown: str = (
+        "Your daily budget cannot be checked just now (the store cannot be reached), so "
+        "nothing was sent; try again in a moment."
+    )
+    budget_spent: str = "Your daily budget is spent ({amount} today); it renews at midnight UTC."
+    budget_spent_anonymous: str = (
+        "The daily budget of visitors who are not signed in is spent ({amount} today); it "
+        "renews at midnight UTC."
+    )
+    budget_requests: str = "{spent} of {limit} requests"
+    budget_tokens: str = "{spent} of {limit} tokens"
+    budget_cost: str = "${spent} of ${limit}"
+    budget_today: str = "Today: {amounts}"
     # The usage line under the chat.
     usage_line: str = (
         "Requests: {requests} · Tokens: {tokens} · Tool calls: {tool_calls} · Cost: {cost}"
