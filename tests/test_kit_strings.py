@@ -16,7 +16,7 @@ from deputy_shiny.events import WaitingEvent
 from deputy_shiny.persistence.checkpoints import FileCheckpoint
 from deputy_shiny.shiny import KitStrings
 from deputy_shiny.shiny._budget import UserBudget, budget_line, budget_refusal
-from deputy_shiny.shiny._chat_module import _usage_text
+from deputy_shiny.shiny._chat_module import FOREIGN_MESSAGE, _foreign_note, _usage_text
 from deputy_shiny.shiny._chat_session import resume_failure
 from deputy_shiny.shiny._chat_start import factory_failure
 from deputy_shiny.shiny._conversation_panel import checkpoint_rows, conversation_panel_ui
@@ -195,6 +195,13 @@ def test_the_notes_and_the_usage_line_come_from_the_mapping() -> None:
     assert unmarked(resume_failure(decided, strings)) == []
     gone = ApprovalResumeError("x cannot resume this approval here: gone")
     assert unmarked(resume_failure(gone, strings), "gone") == []
+
+
+def test_the_refusal_of_another_sites_page_shows_the_apps_words_as_text() -> None:
+    assert _foreign_note(KitStrings()) == FOREIGN_MESSAGE  # the kit's prose, as before
+    hostile = _foreign_note(KitStrings(foreign_page="Nur hier <img src=x> ![a](https://e.x/)"))
+    assert "\\<img" in hostile and "\\!\\[a\\]" in hostile
+    assert re.search(r"(?<!\\)[<!\[]", hostile) is None  # no markup left unescaped
 
 
 def test_the_budgets_words_come_from_the_mapping() -> None:

@@ -348,7 +348,7 @@ def agent_chat_server(
     if session.is_stub_session():
         return _handle_without_agent(*_handle_values(), strings)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
-        return _session_without_agent(strings.foreign_page, strings)
+        return _session_without_agent(_foreign_note(strings), strings)
     chat = _new_chat()
     mcp = _session_mcp(mcp_config, chat, autoconnect)
     prompts = session_prompts(session)
@@ -397,6 +397,13 @@ def agent_chat_server(
         _chat_session=chat_session,
     )
     return link.handle
+
+
+def _foreign_note(strings: KitStrings) -> str:
+    """The refusal another origin's page sees, as markdown: the kit's English as
+    written (plain prose), an app's own words escaped (they show as text)."""
+    text = strings.foreign_page
+    return text if text == FOREIGN_MESSAGE else markdown_text(text)
 
 
 def _handle_values() -> tuple[
@@ -577,11 +584,9 @@ def _handle_without_agent(
 
 def _session_without_agent(message: str, strings: KitStrings = DEFAULT_STRINGS) -> AgentChatHandle:
     """A session that gets no agent (another origin's page, or a factory that raised):
-    ``message`` (plain text, escaped here: it may quote the app's error, or be the app's
-    own words) in the chat, and nothing else (no conversation, no prompts); what it
-    sends is answered with the same line, so the input never waits on a reply that
-    cannot come."""
-    message = markdown_text(message)
+    ``message`` (markdown the kit made safe) in the chat, and nothing else (no
+    conversation, no prompts); what it sends is answered with the same line, so the
+    input never waits on a reply that cannot come."""
     values = _handle_values()
     chat = _new_chat()
 

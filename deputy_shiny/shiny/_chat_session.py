@@ -53,9 +53,7 @@ from ._prompts import PromptClosed, SessionPrompts
 from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_events
 from ._session_asks import SessionAsks
 from ._session_budget import SessionBudget
-from ._session_conversation import (
-    SessionConversation,
-)
+from ._session_conversation import SessionConversation
 from ._strings import DEFAULT_STRINGS, KitStrings
 from ._transcript import transcript_messages
 from ._values import cheap_value_names

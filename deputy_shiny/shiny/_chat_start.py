@@ -31,6 +31,7 @@ from ..persistence.store import Store
 from ..sandbox import prepare_workspace
 from ..tools.interactive import AskUserContext, Question
 from ._conversations import KitPersistence
+from ._escape import markdown_text
 from ._mcp_session import SessionMcp
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation, _NotSaved
@@ -253,11 +254,10 @@ def start_agent(
     keep_workspace: bool,
     strings: KitStrings = DEFAULT_STRINGS,
 ) -> Agent | str:
-    """:func:`make_agent`, or when it raised, the line the chat shows instead (plain
-    text, for the chat to escape: the error quotes the app's code or data). The
-    traceback goes to the log, and what the session opened for the agent is let go: the
-    saved conversation at once (a reload may take it), a fresh workspace when the
-    session ends."""
+    """:func:`make_agent`, or when it raised, the line the chat shows instead (markdown
+    made safe: the error quotes the app's code or data). The traceback goes to the log,
+    and what the session opened for the agent is let go: the saved conversation at once
+    (a reload may take it), a fresh workspace when the session ends."""
     try:
         return make_agent(agent_factory, ctx, persistent=conversation is not None)
     except Exception as exc:
@@ -268,7 +268,7 @@ def start_agent(
             conversation.release()
         elif not keep_workspace:
             session.on_ended(functools.partial(_remove_workspace, ctx.working_dir))
-        return factory_failure(exc, strings)
+        return markdown_text(factory_failure(exc, strings))
 
 
 async def _remove_workspace(working_dir: Path) -> None:

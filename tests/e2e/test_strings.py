@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from playwright.sync_api import Dialog, Page, expect
 
-from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, QuestionModal
+from deputy_shiny.shiny.playwright import ApprovalModal, QuestionModal
 from tests.e2e.apps.strings import HOSTILE
 from tests.e2e.attacker import AttackerSite, attacker_site
 from tests.e2e.conftest import AppServer, open_chat
+from tests.e2e.test_framing import in_frame
 
 E2E_APPS = ("strings.py",)
 
@@ -104,19 +105,13 @@ def test_the_scripts_own_line_speaks_german_as_text(
     page: Page, app: AppServer, elsewhere: AttackerSite
 ) -> None:
     page.goto(elsewhere.frame_url(app.url))
-    frame_element = page.wait_for_selector("iframe")
-    assert frame_element is not None
-    frame = frame_element.content_frame()
-    assert frame is not None
-    chat = AgentChat(frame, "agent")  # type: ignore[arg-type]
-    chat.expect_ready()
+    chat, modal = in_frame(page)
     chat.send("write framed.txt hallo")
-    modal = ApprovalModal(frame)  # type: ignore[arg-type]
     modal.expect_open("write_file")
     modal.action("approve").click()  # framed by another site: refused, and said why
     note = modal.loc.locator(".deputy-framed")
     expect(note).to_have_text(
         f"{HOSTILE} Diese App ist in eine fremde Seite eingebettet: hier wird nichts entschieden."
     )
-    assert frame.locator("img[src=x]").count() == 0
+    assert modal.loc_modal.locator("img").count() == 0
     expect(modal.loc).to_be_visible()  # still waiting: nothing was decided
