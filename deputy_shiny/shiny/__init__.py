@@ -22,6 +22,7 @@ from ._mcp_session import McpServerState, McpServerView, SessionMcp
 from ._mode import allowed_modes, permission_mode_server, permission_mode_ui
 from ._render import render_events
 from ._source_refs import install as _install_source_refs
+from ._strings import KitStrings
 from ._subagent_panel import subagent_panel_server, subagent_panel_ui
 
 # shiny reads each reactive function's source for its spans as the function's Calc,
@@ -35,6 +36,7 @@ __all__ = [
     "DailyAllowance",
     "ImageGuard",
     "KitPersistence",
+    "KitStrings",
     "McpServerState",
     "McpServerView",
     "SessionMcp",

@@ -38,6 +38,8 @@ import hashlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._strings import DEFAULT_STRINGS, KitStrings
+
 __all__ = [
     "DailyAllowance",
     "UserBudget",
@@ -139,14 +141,18 @@ def _limits(budget: DailyAllowance, totals: dict[str, float]) -> list[tuple[str,
     return found
 
 
-def _words(what: str, spent: float, limit: float) -> str:
+def _words(what: str, spent: float, limit: float, strings: KitStrings) -> str:
     if what == "cost":
-        return f"${spent:.2f} of ${limit:.2f}"
-    return f"{spent:,.0f} of {limit:,.0f} {what}"
+        return strings.format("budget_cost", spent=f"{spent:.2f}", limit=f"{limit:.2f}")
+    return strings.format(f"budget_{what}", spent=f"{spent:,.0f}", limit=f"{limit:,.0f}")
 
 
 def budget_refusal(
-    budget: DailyAllowance, totals: dict[str, float], *, anonymous: bool = False
+    budget: DailyAllowance,
+    totals: dict[str, float],
+    *,
+    anonymous: bool = False,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> str | None:
     """The note that refuses a request when today's ``totals`` reached a limit, else
     None (``anonymous``: the limit all anonymous visitors share).
@@ -159,15 +165,16 @@ def budget_refusal(
     """
     for what, spent, limit in _limits(budget, totals):
         if spent >= limit:
-            whose = "Your daily budget"
-            if anonymous:
-                whose = "The daily budget of visitors who are not signed in"
-            words = _words(what, spent, limit)
-            return f"{whose} is spent ({words} today); it renews at midnight UTC."
+            words = _words(what, spent, limit, strings)
+            name = "budget_spent_anonymous" if anonymous else "budget_spent"
+            return strings.format(name, amount=words)
     return None
 
 
-def budget_line(budget: DailyAllowance, totals: dict[str, float]) -> str:
+def budget_line(
+    budget: DailyAllowance, totals: dict[str, float], strings: KitStrings = DEFAULT_STRINGS
+) -> str:
     """Today's spend against the budget, for the usage line."""
-    parts = [_words(what, spent, limit) for what, spent, limit in _limits(budget, totals)]
-    return "Today: " + " · ".join(parts) if parts else ""
+    limits = _limits(budget, totals)
+    parts = [_words(what, spent, limit, strings) for what, spent, limit in limits]
+    return strings.format("budget_today", amounts=" · ".join(parts)) if parts else ""

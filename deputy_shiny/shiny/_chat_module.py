@@ -54,6 +54,7 @@ from ._chat_start import (
     start_agent,
 )
 from ._conversations import KitPersistence
+from ._escape import markdown_text
 from ._export import conversation_json, conversation_markdown
 from ._history_drawer import serve_history_drawer
 from ._image_guard import normalize_origins
@@ -65,15 +66,13 @@ from ._session_asks import SessionAsks
 from ._session_branches import SessionBranches, bind_branches
 from ._session_budget import SessionBudget, session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
+from ._strings import DEFAULT_STRINGS, KitStrings
 from ._values import cheap_value_names
 from ._warm import warm_up_before_serving, warm_up_in_background
 
 logger = logging.getLogger(__name__)
 
-FOREIGN_MESSAGE = (
-    "This chat works only on its own page: this page is from another site, so it gets "
-    "no conversation here."
-)
+FOREIGN_MESSAGE = DEFAULT_STRINGS.foreign_page
 
 
 def kit_dependency() -> HTMLDependency:
@@ -107,6 +106,8 @@ class AgentChatHandle(kit_module.ExpressInert):
         budget: Today's spend against the user's budget, as the usage line words it
             (``"Today: 3 of 50 requests · $0.02 of $1.00"``; empty until the first
             read), for an app's own meter; None without ``KitPersistence(budget=)``.
+        strings: The kit's words (``agent_chat_server(strings=)``): the panels served
+            for this chat use them.
 
     The shinychat ``Chat`` inside is not handed out: what it could do that bypasses the
     agent (append markup, or messages the agent never sees) goes through the narrow
@@ -135,6 +136,7 @@ class AgentChatHandle(kit_module.ExpressInert):
     working_dir: Path | None
     mcp: SessionMcp
     budget: reactive.Value[str] | None = None
+    strings: KitStrings = field(default=DEFAULT_STRINGS, repr=False)
     _prompts: SessionPrompts | None = field(default=None, repr=False)
     _conversation: SessionConversation | None = field(default=None, repr=False)
     _session: Session | None = field(default=None, repr=False)
@@ -205,7 +207,7 @@ class AgentChatHandle(kit_module.ExpressInert):
         Await it from a task, never from a reactive effect."""
         if self._prompts is None:
             return False
-        return await self._prompts.confirm(title, body, confirm_label)
+        return await self._prompts.confirm(title, body, confirm_label, self.strings)
 
     async def rewind_files(self, checkpoint_id: str) -> FileRewind:
         """``agent.rewind_files`` (not during a run), then the conversation is saved."""
@@ -232,7 +234,10 @@ class AgentChatHandle(kit_module.ExpressInert):
 
 @kit_module.ui
 def agent_chat_ui(
-    *, attachments: bool | Iterable[str] | AttachmentPolicy | None = None, **chat_ui_options: Any
+    *,
+    attachments: bool | Iterable[str] | AttachmentPolicy | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
+    **chat_ui_options: Any,
 ) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
 
@@ -244,7 +249,9 @@ def agent_chat_ui(
     every kind, a list of kinds (``["image", "pdf", "csv"]``) or an
     :class:`~deputy_shiny.shiny.AttachmentPolicy` with its caps; the kit checks each file
     by its content, saves it in the workspace's ``uploads/`` and names it in the user's
-    turn (images also go to a model that takes them). Extra keyword arguments go to
+    turn (images also go to a model that takes them). ``strings`` (the app's
+    :class:`KitStrings`, the same object as the server's) word what the page shows before
+    the server answers (the input's placeholder). Extra keyword arguments go to
     shinychat's ``chat_ui``. The first call (or the first
     ``agent_chat_server``) starts importing litellm in a worker thread, so the first
     reply does not wait for it. Called as an app module is imported (no event loop
@@ -253,11 +260,7 @@ def agent_chat_ui(
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
     # shinychat's history button shows only where the server serves the drawer (saved
     # conversations); the edit control turns its history on everywhere (deputy_shiny.css).
-    options = {
-        "enable_cancel": True,
-        "placeholder": "Ask the agent something",
-        **chat_ui_options,
-    }
+    options = {"enable_cancel": True, "placeholder": strings.input_placeholder, **chat_ui_options}
     # One fill item that is itself a fillable container: the chat grows into what its
     # container leaves and the usage line keeps its own height under it.
     chat = ui.div(
@@ -268,11 +271,13 @@ def agent_chat_ui(
     return TagList(kit_dependency(), as_fillable_container(as_fill_item(chat)))
 
 
-def _usage_text(usage: AgentUsage) -> str:
-    cost = format_cost(usage)  # the one wording, shared with the reference app's meter
-    return (
-        f"Requests: {usage.requests} · Tokens: {usage.total_tokens} · "
-        f"Tool calls: {usage.tool_calls} · Cost: {cost}"
+def _usage_text(usage: AgentUsage, strings: KitStrings = DEFAULT_STRINGS) -> str:
+    return strings.format(
+        "usage_line",
+        requests=usage.requests,
+        tokens=usage.total_tokens,
+        tool_calls=usage.tool_calls,
+        cost=format_cost(usage),  # the one wording, shared with the reference app's meter
     )
 
 
@@ -294,6 +299,7 @@ def agent_chat_server(
     allowed_origins: Iterable[str] = (),
     trust_forwarded: bool = False,
     label: str | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> AgentChatHandle:
     """Bind one Agent per browser session to the chat placed by ``agent_chat_ui(id)``.
 
@@ -336,32 +342,30 @@ def agent_chat_server(
             has more than one chat (with one, the modal names no asker). A page's chats
             share one modal queue, and a waiting modal leaves the other chats usable.
             ``""`` names no chat.
+        strings: Every word the kit shows (:class:`KitStrings`), for another language;
+            give ``agent_chat_ui`` and the panels the same. Default: English.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
-    running, usage_value, tool_events = _handle_values()
     origins = normalize_origins(allowed_image_origins)
     interval = check_flush_interval(flush_interval)
-    autoconnect = tuple(mcp_servers)
-    if autoconnect and mcp_config is None:
-        raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
+    autoconnect = _autoconnect(mcp_servers, mcp_config)
     allowed = normalize_allowed_origins(allowed_origins)
     if session.is_stub_session():
-        return _handle_without_agent(running, usage_value, tool_events)
+        return _handle_without_agent(*_handle_values(), strings)
     if session_foreign_origin(session, allowed, trust_forwarded=trust_forwarded) is not None:
-        return _session_without_agent(running, usage_value, tool_events, FOREIGN_MESSAGE)
+        return _session_without_agent(_foreign_note(strings), strings)
     chat = _new_chat()
-    mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
-    for name in autoconnect:
-        mcp.check_server(name)  # an unknown name is the app's error, raised at once
+    mcp = _session_mcp(mcp_config, chat, autoconnect)
     prompts = session_prompts(session)
-    asks = SessionAsks(prompts, approval_timeout, label, default_name=str(session.ns))
-    conversation, not_saved = open_conversation(persistence, session)
-    budget, budget_value = _budget(persistence, session, conversation)
+    asks = SessionAsks(prompts, approval_timeout, label, strings, default_name=str(session.ns))
+    conversation, not_saved = open_conversation(persistence, session, strings)
+    budget, budget_value = _budget(persistence, session, conversation, strings)
     working_dir = session_workspace(conversation, workspace_root)
     ctx = chat_context(session, working_dir, asks, mcp, conversation)
-    agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces)
+    agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces, strings)
     if isinstance(agent, str):  # the factory raised: the chat says so, in one line
-        return _session_without_agent(running, usage_value, tool_events, agent)
+        return _session_without_agent(agent, strings)
+    running, usage_value, tool_events = _handle_values()
     chat_session = _ChatSession(
         agent=agent,
         chat=chat,
@@ -374,11 +378,12 @@ def agent_chat_server(
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
+        strings=strings,
         **_session_hooks(session),
     )
     link = _SessionLink(chat_session)
     _bind_chat_inputs(input, session, chat, link)
-    _bind_stop_and_usage(input, link, usage_value, budget_value)
+    _bind_stop_and_usage(input, link, usage_value, budget_value, strings)
     chat_session.start(autoconnect, not_saved)
     link.cancel_end = session.on_ended(link.end)
     link.handle = AgentChatHandle(
@@ -390,6 +395,7 @@ def agent_chat_server(
         working_dir,
         mcp,
         budget_value,
+        strings,
         _prompts=prompts,
         _conversation=conversation,
         _session=session,
@@ -399,15 +405,40 @@ def agent_chat_server(
     return link.handle
 
 
+def _foreign_note(strings: KitStrings) -> str:
+    """The refusal another origin's page sees, as markdown: the kit's English as
+    written (plain prose), an app's own words escaped (they show as text)."""
+    text = strings.foreign_page
+    return text if text == FOREIGN_MESSAGE else markdown_text(text)
+
+
 def _handle_values() -> tuple[
     reactive.Value[bool], reactive.Value[AgentUsage], reactive.Value[int]
 ]:
-    """The handle's reactive values: running, usage, tool events."""
+    """The handle's ``running``, ``usage`` and ``tool_events`` (named: see ``_values``)."""
     return (
         reactive.value(False, name="deputy_running"),
         reactive.value(AgentUsage(), name="deputy_usage"),
         reactive.value(0, name="deputy_tool_events"),
     )
+
+
+def _autoconnect(mcp_servers: Iterable[str], mcp_config: object) -> tuple[str, ...]:
+    """The servers to connect as each session starts (they need a config naming them)."""
+    autoconnect = tuple(mcp_servers)
+    if autoconnect and mcp_config is None:
+        raise ConfigurationError("mcp_servers needs mcp_config (the config that names them)")
+    return autoconnect
+
+
+def _session_mcp(
+    mcp_config: McpConfigInput | McpConfig | None, chat: Chat, autoconnect: tuple[str, ...]
+) -> SessionMcp:
+    """The session's MCP connections; a failure is told in ``chat``."""
+    mcp = SessionMcp(mcp_config, on_failure=functools.partial(tell, chat))
+    for name in autoconnect:
+        mcp.check_server(name)  # an unknown name is the app's error, raised at once
+    return mcp
 
 
 def _session_hooks(session: Session) -> dict[str, Any]:
@@ -468,11 +499,16 @@ class _SessionLink:
 
 
 def _budget(
-    persistence: KitPersistence | None, session: Session, conversation: SessionConversation | None
+    persistence: KitPersistence | None,
+    session: Session,
+    conversation: SessionConversation | None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> tuple[SessionBudget | None, reactive.Value[str] | None]:
     """The session's budget, saved or not (with ``KitPersistence(budget=)``), and the
-    value its usage line is shown in."""
+    value its usage line is shown in (its notes in ``strings``)."""
     budget = session_budget(persistence, session, conversation)
+    if budget is not None:
+        budget.strings = strings
     return budget, None if budget is None else reactive.value("", name="deputy_budget")
 
 
@@ -481,6 +517,7 @@ def _bind_stop_and_usage(
     chat_session: _SessionLink,
     usage_value: reactive.Value[AgentUsage],
     budget_value: reactive.Value[str] | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> None:
     """The stop button stops the run; the usage line shows the conversation's usage
     (and, with a budget, today's spend against it)."""
@@ -492,7 +529,7 @@ def _bind_stop_and_usage(
 
     @render.text
     def usage() -> str:
-        text = _usage_text(usage_value())
+        text = _usage_text(usage_value(), strings)
         today = "" if budget_value is None else budget_value()
         return f"{text} · {today}" if today else text
 
@@ -560,6 +597,7 @@ def _handle_without_agent(
     running: reactive.Value[bool],
     usage_value: reactive.Value[AgentUsage],
     tool_events: reactive.Value[int],
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> AgentChatHandle:
     """The handle of a session that gets no agent (Express's stub, another origin's page)."""
     return AgentChatHandle(
@@ -570,19 +608,16 @@ def _handle_without_agent(
         tool_events,
         None,
         SessionMcp(None),
+        strings=strings,
     )
 
 
-def _session_without_agent(
-    running: reactive.Value[bool],
-    usage_value: reactive.Value[AgentUsage],
-    tool_events: reactive.Value[int],
-    message: str,
-) -> AgentChatHandle:
+def _session_without_agent(message: str, strings: KitStrings = DEFAULT_STRINGS) -> AgentChatHandle:
     """A session that gets no agent (another origin's page, or a factory that raised):
     ``message`` (markdown the kit made safe) in the chat, and nothing else (no
     conversation, no prompts); what it sends is answered with the same line, so the
     input never waits on a reply that cannot come."""
+    values = _handle_values()
     chat = _new_chat()
 
     @chat.on_user_submit
@@ -595,9 +630,9 @@ def _session_without_agent(
 
     @render.text
     def usage() -> str:
-        return _usage_text(usage_value())
+        return _usage_text(values[1](), strings)
 
-    return _handle_without_agent(running, usage_value, tool_events)
+    return _handle_without_agent(*values, strings)
 
 
 __all__ = ["AgentChatContext", "AgentChatHandle", "agent_chat_server", "agent_chat_ui"]

@@ -55,11 +55,8 @@ from ._prompts import PromptClosed, SessionPrompts
 from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_events
 from ._session_asks import SessionAsks
 from ._session_budget import SessionBudget
-from ._session_conversation import (
-    STORE_DOWN_AT_START,
-    STORE_DOWN_MESSAGE,
-    SessionConversation,
-)
+from ._session_conversation import SessionConversation
+from ._strings import DEFAULT_STRINGS, KitStrings
 from ._transcript import transcript_messages
 from ._values import cheap_value_names
 
@@ -67,10 +64,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ChatView", "HandleValues", "_ChatSession", "tell", "tell_logged"]
 
-BUSY_MESSAGE = "The agent is still working; stop it first or wait."
-WAITING_MESSAGE = "An approval is waiting: decide it first, then ask again."
-ELSEWHERE_MESSAGE = "This conversation is open in another window."
-TAKEN_OVER_MESSAGE = "This conversation was opened in another window; it continues there."
+BUSY_MESSAGE = DEFAULT_STRINGS.busy
 END_WAIT_POLLS = 200  # x 0.05 s: how long the end waits for an interrupted run
 
 
@@ -146,6 +140,7 @@ class _ChatSession:
             ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
         chat_id: The chat's namespaced id: the attachments ``agent_chat_ui`` declared
             for it are accepted (None: none are).
+        strings: The words of the notes it writes (the app's ``KitStrings``).
 
     Examples:
         >>> _ChatSession.__name__
@@ -170,6 +165,7 @@ class _ChatSession:
         send_progress: ProgressSender | None = None,
         tool_scope: ToolScope | None = None,
         chat_id: str | None = None,
+        strings: KitStrings = DEFAULT_STRINGS,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -185,6 +181,7 @@ class _ChatSession:
         self._close_session = close_session
         self.send_progress = send_progress
         self.tool_scope = tool_scope
+        self.strings = strings
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -251,18 +248,14 @@ class _ChatSession:
             conversation.sweep_soon()
             try:
                 if not await conversation.take_over(self._close_for_newer):
-                    await tell(
-                        self.chat,
-                        "This conversation is open in another window that did not let go. "
-                        "Close it there, then reload this page.",
-                    )
+                    await tell(self.chat, self.strings.not_let_go)
                     return
                 note = await conversation.load(self.agent)
             except StoreUnavailableError as exc:
                 # Nothing is held or loaded, so nothing is saved over what the store has.
                 logger.warning("the conversation store cannot be reached: %s", exc)
                 conversation.release()
-                await tell(self.chat, STORE_DOWN_AT_START)
+                await tell(self.chat, self.strings.store_down_at_start)
                 return
             if note:
                 await tell(self.chat, note)
@@ -294,7 +287,7 @@ class _ChatSession:
 
     async def _close_for_newer(self) -> None:
         with contextlib.suppress(Exception):
-            await tell(self.chat, TAKEN_OVER_MESSAGE)
+            await tell(self.chat, self.strings.taken_over)
         await self._close_session()
 
     async def saved(self) -> None:
@@ -311,7 +304,7 @@ class _ChatSession:
         run, unless one is in progress. The attachments are checked and saved in the
         stream (``_attachments``); a chat that offers none refuses them there."""
         if self.agent.running or self.streams or self.starting:
-            await tell(self.chat, BUSY_MESSAGE)
+            await tell(self.chat, self.strings.busy)
             return
         message: str | PendingMessage = user_input
         if attachments:
@@ -323,7 +316,7 @@ class _ChatSession:
         inert, as a restored one is) and runs as if typed. False, with the busy note, when
         a run is in progress."""
         if self.agent.running or self.streams or self.starting:
-            await tell(self.chat, BUSY_MESSAGE)
+            await tell(self.chat, self.strings.busy)
             return False
         # Busy from now on: the stream task starts later, and a second click may come first.
         self.starting = True
@@ -374,12 +367,14 @@ class _ChatSession:
             # Decided elsewhere, or one this agent cannot resume (its tools changed).
             logger.warning("a waiting approval could not be resumed: %s", exc)
             self._give_up_shown()
-            yield note_chunk(resume_failure(exc))
+            yield note_chunk(resume_failure(exc, self.strings))
         except DeputyError as exc:
             # Its record cannot be read (damaged, or removed meanwhile).
             logger.warning("a waiting approval could not be resumed: %s", exc)
             self._give_up_shown()
-            yield note_chunk(f"The approval could not be resumed ({type(exc).__name__}).")
+            yield note_chunk(
+                self.strings.format("approval_resume_failed", error=type(exc).__name__)
+            )
         finally:
             self.streams -= 1
             if message is None:
@@ -406,11 +401,11 @@ class _ChatSession:
         if conversation is not None:
             await conversation.ready.wait()
             if not conversation.usable:
-                yield note_chunk(ELSEWHERE_MESSAGE)
+                yield note_chunk(self.strings.open_elsewhere)
                 return
         if message is not None and self.restored_waiting:
             # Sent while the conversation came back: its approval is decided first.
-            yield note_chunk(WAITING_MESSAGE)
+            yield note_chunk(self.strings.approval_waiting)
             return
         if self.budget is not None and message is not None:
             refusal = await self.budget.check()
@@ -427,10 +422,10 @@ class _ChatSession:
                     yield note_chunk(note)
             except StoreUnavailableError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
-                yield note_chunk(STORE_DOWN_MESSAGE)
+                yield note_chunk(self.strings.store_down)
             except DeputyError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
-                yield note_chunk("This conversation could not be saved.")
+                yield note_chunk(self.strings.not_saved)
         task: str | list[UserContent] | None = None
         if isinstance(message, PendingMessage):
             resolved = await message.resolve(self.agent, self.chat)
@@ -450,6 +445,7 @@ class _ChatSession:
                     on_event=self._on_event,
                     flush_interval=self.flush_interval,
                     on_progress=self.send_progress,
+                    strings=self.strings,
                 ):
                     yield chunk
                 if not paused:
@@ -558,9 +554,9 @@ async def _until_paused(
             await close()
 
 
-def resume_failure(exc: ApprovalResumeError) -> str:
+def resume_failure(exc: ApprovalResumeError, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """What the chat says when a waiting approval cannot be resumed (no server paths)."""
     if isinstance(exc, ApprovalDecidedError):
-        return "This approval was decided already (in another window); it runs only once."
+        return strings.approval_decided_elsewhere
     reasons = str(exc).split("cannot resume this approval here: ", 1)[-1]
-    return f"This approval can no longer be resumed here: {reasons}"
+    return strings.format("approval_not_resumable", reasons=reasons)

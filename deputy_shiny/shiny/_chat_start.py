@@ -35,6 +35,7 @@ from ._escape import markdown_text
 from ._mcp_session import SessionMcp
 from ._session_asks import SessionAsks
 from ._session_conversation import SessionConversation, _NotSaved
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class AgentChatContext:
 
 
 def open_conversation(
-    persistence: KitPersistence | None, session: Session
+    persistence: KitPersistence | None, session: Session, strings: KitStrings = DEFAULT_STRINGS
 ) -> tuple[SessionConversation | None, str | None]:
     """The session's saved conversation (None without persistence), and why it is not
     saved when the user cannot be told safely (the session then runs unsaved, and the
@@ -176,9 +177,11 @@ def open_conversation(
     if persistence is None:
         return None, None
     try:
-        return SessionConversation(persistence, session, str(session.ns) or "chat"), None
+        conversation = SessionConversation(persistence, session, str(session.ns) or "chat")
     except _NotSaved as exc:
-        return None, str(exc)
+        return None, getattr(strings, exc.field)
+    conversation.strings = strings
+    return conversation, None
 
 
 def new_workspace(workspace_root: str | os.PathLike[str] | None) -> Path:
@@ -249,6 +252,7 @@ def start_agent(
     conversation: SessionConversation | None,
     session: Session,
     keep_workspace: bool,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> Agent | str:
     """:func:`make_agent`, or when it raised, the line the chat shows instead (markdown
     made safe: the error quotes the app's code or data). The traceback goes to the log,
@@ -264,7 +268,7 @@ def start_agent(
             conversation.release()
         elif not keep_workspace:
             session.on_ended(functools.partial(_remove_workspace, ctx.working_dir))
-        return markdown_text(factory_failure(exc))
+        return markdown_text(factory_failure(exc, strings))
 
 
 async def _remove_workspace(working_dir: Path) -> None:
@@ -297,7 +301,7 @@ def _check_persistent_agent(agent: Agent, ctx: AgentChatContext) -> None:
         )
 
 
-def factory_failure(exc: BaseException) -> str:
+def factory_failure(exc: BaseException, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """What the chat says when ``agent_factory`` raised ``exc``: one plain line (the
     error's type and the first line of its message, cut short), for the chat to escape;
     the traceback belongs in the server log.
@@ -314,7 +318,7 @@ def factory_failure(exc: BaseException) -> str:
     if len(first) > FAILURE_CHARS:
         first = first[: FAILURE_CHARS - 1] + "…"
     what = type(exc).__name__ + (f": {first}" if first else "")
-    return f"The agent could not be started ({what}). The server log has the details."
+    return strings.format("agent_not_started", error=what)
 
 
 def _warn_unbound_ask_user(agent: Agent, bound: Callable[..., Any], stacklevel: int = 2) -> None:

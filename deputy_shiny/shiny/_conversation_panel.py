@@ -45,6 +45,7 @@ from ..errors import DeputyError
 from ..persistence.checkpoints import FileCheckpoint
 from . import _module as kit_module
 from ._chat_module import AgentChatHandle
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -78,16 +79,19 @@ def _download_button(kind: str, label: str) -> Tag:
 
 
 @kit_module.ui
-def conversation_panel_ui() -> Tag:
-    """The panel's buttons and checkpoint list, for :func:`conversation_panel_server`."""
+def conversation_panel_ui(*, strings: KitStrings = DEFAULT_STRINGS) -> Tag:
+    """The panel's buttons and checkpoint list, for :func:`conversation_panel_server`
+    (``strings``: the app's :class:`KitStrings`, as given to ``agent_chat_server``)."""
     return tags.div(
         ui.input_action_button(
-            "new", "New conversation", class_="btn-sm btn-outline-primary deputy-new-conversation"
+            "new",
+            strings.new_conversation,
+            class_="btn-sm btn-outline-primary deputy-new-conversation",
         ),
         tags.div(
-            tags.span("Download conversation", class_="deputy-muted"),
-            _download_button("markdown", "Markdown"),
-            _download_button("json", "JSON"),
+            tags.span(strings.download_conversation, class_="deputy-muted"),
+            _download_button("markdown", strings.download_markdown),
+            _download_button("json", strings.download_json),
             class_="deputy-download-conversation",
         ),
         # The "Rewind files" heading comes with the list: no section where the agent
@@ -97,20 +101,26 @@ def conversation_panel_ui() -> Tag:
     )
 
 
-def _label(checkpoint: FileCheckpoint, number: int) -> str:
-    name = checkpoint.name or (f"Start of run {number}" if checkpoint.run_id else "Checkpoint")
+def _label(checkpoint: FileCheckpoint, number: int, strings: KitStrings) -> str:
+    run = strings.format("checkpoint_run", number=number)
+    name = checkpoint.name or (run if checkpoint.run_id else strings.checkpoint)
     return f"{name} · {time.strftime('%H:%M:%S', time.localtime(checkpoint.created_at))}"
 
 
-def _changes(count: int) -> str:
-    return (
-        "no file changes after it"
-        if count == 0
-        else ("1 file change after it" if count == 1 else f"{count} file changes after it")
-    )
+def _changes(count: int, strings: KitStrings) -> str:
+    if count == 0:
+        return strings.changes_after_none
+    if count == 1:
+        return strings.changes_after_one
+    return strings.format("changes_after_many", count=count)
 
 
-def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool) -> TagList:
+def checkpoint_rows(
+    checkpoints: list[FileCheckpoint],
+    input_id: str,
+    busy: bool,
+    strings: KitStrings = DEFAULT_STRINGS,
+) -> TagList:
     """The list: the runs that changed files (and checkpoints made by hand), newest
     first, with a Rewind button each (off while the agent works); past
     :data:`SHOWN_FIRST`, the older ones fold under "more".
@@ -129,22 +139,24 @@ def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool
     ]
     if not numbered:
         return TagList(
-            _REWIND_HEADING,
+            _rewind_heading(strings),
             tags.p(
-                "No file changes to rewind: each run that changes files is listed here.",
+                strings.no_checkpoints,
                 class_="deputy-muted deputy-hint deputy-no-checkpoints",
             ),
         )
     rows = [
-        _checkpoint_row(checkpoint, number, checkpoints, input_id, busy)
+        _checkpoint_row(checkpoint, number, checkpoints, input_id, busy, strings)
         for number, checkpoint in reversed(numbered[-MAX_SHOWN:])
     ]
-    listed = TagList(_REWIND_HEADING, tags.ul(*rows[:SHOWN_FIRST], class_=_LIST_CLASS))
+    listed = TagList(_rewind_heading(strings), tags.ul(*rows[:SHOWN_FIRST], class_=_LIST_CLASS))
     if rows[SHOWN_FIRST:]:
         more = rows[SHOWN_FIRST:]
         listed.append(
             tags.details(
-                tags.summary(f"{len(more)} more", class_="deputy-muted"),
+                tags.summary(
+                    strings.format("more_checkpoints", count=len(more)), class_="deputy-muted"
+                ),
                 tags.ul(*more, class_=_LIST_CLASS),
                 class_="deputy-more-checkpoints",
             )
@@ -152,7 +164,9 @@ def checkpoint_rows(checkpoints: list[FileCheckpoint], input_id: str, busy: bool
     return listed
 
 
-def rewind_section(agent: Agent | None, input_id: str, busy: bool) -> TagList:
+def rewind_section(
+    agent: Agent | None, input_id: str, busy: bool, strings: KitStrings = DEFAULT_STRINGS
+) -> TagList:
     """The "Rewind files" section for ``agent``: nothing at all when it keeps no file
     checkpoints (an app that never asked for them sees no section saying they are off).
 
@@ -163,10 +177,13 @@ def rewind_section(agent: Agent | None, input_id: str, busy: bool) -> TagList:
     """
     if agent is None or agent.file_checkpoints is None:
         return TagList()
-    return checkpoint_rows(agent.list_checkpoints(), input_id, busy)
+    return checkpoint_rows(agent.list_checkpoints(), input_id, busy, strings)
 
 
-_REWIND_HEADING = tags.h3("Rewind files", class_="deputy-subsection-title")
+def _rewind_heading(strings: KitStrings) -> Tag:
+    return tags.h3(strings.rewind_heading, class_="deputy-subsection-title")
+
+
 _LIST_CLASS = "list-unstyled deputy-checkpoints"
 
 
@@ -176,13 +193,14 @@ def _checkpoint_row(
     checkpoints: list[FileCheckpoint],
     input_id: str,
     busy: bool,
+    strings: KitStrings,
 ) -> Tag:
     later = sum(c.changes for c in checkpoints[number - 1 :])
     return tags.li(
-        tags.div(_label(checkpoint, number), class_="deputy-checkpoint-label"),
-        tags.div(_changes(later), class_="deputy-muted deputy-checkpoint-changes"),
+        tags.div(_label(checkpoint, number, strings), class_="deputy-checkpoint-label"),
+        tags.div(_changes(later, strings), class_="deputy-muted deputy-checkpoint-changes"),
         tags.button(
-            "Rewind",
+            strings.rewind,
             type="button",
             class_="btn btn-sm btn-outline-danger deputy-rewind",
             disabled=busy or later == 0,
@@ -238,6 +256,7 @@ def conversation_panel_server(
     if session.is_stub_session():
         return
     input_id = session.ns("rewind")
+    strings = handle.strings
     changed = reactive.value(0, name="deputy_conversation_changed")
     tasks: set[asyncio.Task[Any]] = set()
 
@@ -257,7 +276,7 @@ def conversation_panel_server(
         handle.tool_events()
         busy = handle.running()
         changed()
-        return rewind_section(handle.agent, input_id, busy)
+        return rewind_section(handle.agent, input_id, busy, strings)
 
     # The file is built when the browser asks for it (a request over this session's own
     # websocket: no URL serves it), from the agent's turns, never from the page. Shiny
@@ -266,11 +285,7 @@ def conversation_panel_server(
 
     async def rewind(checkpoint_id: str) -> None:
         confirmed = await handle.confirm(
-            "Rewind files?",
-            "The files the agent wrote or edited since this checkpoint go back to how "
-            "they were then (files it created are deleted), and later checkpoints are "
-            "dropped. The conversation stays as it is.",
-            "Rewind",
+            strings.rewind_confirm_title, strings.rewind_confirm_body, strings.rewind
         )
         if not confirmed:
             return
@@ -278,22 +293,22 @@ def conversation_panel_server(
             result = await handle.rewind_files(checkpoint_id)
         except DeputyError as exc:
             logger.warning("rewind refused: %s", exc)
-            ui.notification_show(f"Rewind refused: {exc}", type="error", duration=8)
+            refused = strings.format("rewind_refused", error=str(exc))
+            ui.notification_show(refused, type="error", duration=8)
         else:
             count = result.restored_changes
-            ui.notification_show(
-                f"Rewound: {count} file change{'' if count == 1 else 's'} undone.", duration=5
+            done = (
+                strings.rewound_one if count == 1 else strings.format("rewound_many", count=count)
             )
+            ui.notification_show(done, duration=5)
         await bump()
 
     async def start_new() -> None:
+        files = strings.new_files_kept if handle.persistent else strings.new_files_deleted
         confirmed = await handle.confirm(
-            "Start a new conversation?",
-            "This one stays in your conversations (the history drawer), with its files."
-            if handle.persistent
-            else "The chat and its file checkpoints are cleared, and this session's "
-            "workspace and its files are deleted.",
-            "Start anew",
+            strings.new_confirm_title,
+            strings.format("new_confirm_body", files=files),
+            strings.new_confirm_button,
         )
         if confirmed:
             await handle.new_conversation()
@@ -310,7 +325,7 @@ def conversation_panel_server(
     @reactive.event(input.new, ignore_init=True)
     def _new() -> None:
         if handle.running():
-            ui.notification_show("The agent is working: stop it first.", duration=5)
+            ui.notification_show(strings.agent_working, duration=5)
             return
         spawn(start_new())
 

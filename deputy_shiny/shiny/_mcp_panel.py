@@ -26,6 +26,7 @@ from ..errors import McpError
 from . import _module as kit_module
 from ._chat_module import AgentChatHandle, kit_dependency
 from ._mcp_session import McpServerView
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["mcp_panel_server", "mcp_panel_ui"]
 
@@ -44,11 +45,11 @@ def mcp_panel_ui() -> TagList:
     return TagList(kit_dependency(), ui.div(ui.output_ui("servers"), class_="deputy-mcp-panel"))
 
 
-def _row(view: McpServerView, input_id: str) -> Tag:
+def _row(view: McpServerView, input_id: str, strings: KitStrings = DEFAULT_STRINGS) -> Tag:
     busy = view.state == "connecting"
     action = "disconnect" if view.state == "connected" else "connect"
     button = tags.button(
-        "Disconnect" if action == "disconnect" else "Connect",
+        strings.mcp_disconnect if action == "disconnect" else strings.mcp_connect,
         type="button",
         class_="btn btn-sm btn-outline-secondary deputy-mcp-button",
         data_deputy_mcp=action,
@@ -61,12 +62,13 @@ def _row(view: McpServerView, input_id: str) -> Tag:
         view.state,
         class_=f"badge {_STATE_CLASS.get(view.state, 'text-bg-secondary')} deputy-mcp-state",
     )
-    details = [tags.span(f"{view.tools} tools", class_="deputy-mcp-tools text-muted small")]
+    tools = strings.format("mcp_tools", count=view.tools)
+    details = [tags.span(tools, class_="deputy-mcp-tools text-muted small")]
     if view.refused:
         # Text children: htmltools escapes them (tool names come from the server).
         details.append(
             tags.div(
-                f"Refused (the agent already has these names): {', '.join(view.refused)}",
+                strings.format("mcp_refused", names=", ".join(view.refused)),
                 class_="deputy-mcp-refused text-warning-emphasis small",
             )
         )
@@ -93,8 +95,8 @@ def mcp_panel_server(input: Any, output: Any, session: Any, handle: AgentChatHan
         mcp.version()  # re-render whenever a connection changes
         views = mcp.views()
         if not views:
-            return tags.p("No MCP servers are configured.", class_="text-muted small")
-        return tags.div(*[_row(view, input_id) for view in views])
+            return tags.p(handle.strings.mcp_none, class_="text-muted small")
+        return tags.div(*[_row(view, input_id, handle.strings) for view in views])
 
     async def act(server: str, action: str) -> None:
         try:

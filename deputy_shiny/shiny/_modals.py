@@ -18,22 +18,33 @@ from shiny import ui
 
 from ..approvals import ApprovalRequest
 from ..tools.interactive import Question
+from ._strings import DEFAULT_STRINGS, KitStrings
 
+# An annotation -> (its badge when true, when false): the class names the badge, the
+# app's strings word it.
 _BADGES = {
     "read_only_hint": ("read-only", "writes"),
     "destructive_hint": ("destructive", None),
     "open_world_hint": ("open-world", None),
     "idempotent_hint": ("idempotent", None),
 }
+_BADGE_WORDS = {
+    "read-only": "badge_read_only",
+    "writes": "badge_writes",
+    "destructive": "badge_destructive",
+    "open-world": "badge_open_world",
+    "idempotent": "badge_idempotent",
+}
 
 
-def _badges(annotations: dict[str, bool]) -> list[Tag]:
+def _badges(annotations: dict[str, bool], strings: KitStrings) -> list[Tag]:
     out = []
     for key, (when_true, when_false) in _BADGES.items():
         value = annotations.get(key)
-        label = when_true if value else when_false if value is False else None
-        if label:
-            out.append(tags.span(label, class_=f"badge deputy-badge deputy-badge-{label}"))
+        badge = when_true if value else when_false if value is False else None
+        if badge:
+            label = getattr(strings, _BADGE_WORDS[badge])
+            out.append(tags.span(label, class_=f"badge deputy-badge deputy-badge-{badge}"))
     return out
 
 
@@ -92,27 +103,35 @@ def _argument_field(name: str, value: Any, kind: str | None, field_id: str) -> T
     return tags.div(label, pre, class_="mb-2 deputy-arg")
 
 
-def waiting_text(waiting: int) -> str:
+def waiting_text(waiting: int, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """The modal's count line: "1 of N waiting" from 2 on, else nothing.
 
     Examples:
         >>> waiting_text(3), waiting_text(1)
         ('1 of 3 waiting', '')
     """
-    return f"1 of {waiting} waiting" if waiting > 1 else ""
+    return strings.format("waiting_count", count=waiting) if waiting > 1 else ""
 
 
-def _waiting(waiting: int) -> Tag | None:
+def _waiting(waiting: int, strings: KitStrings) -> Tag | None:
     # deputy_shiny.js rewrites (or adds, or removes) this line when the count changes.
-    text = waiting_text(waiting)
+    text = waiting_text(waiting, strings)
     return tags.p(text, class_="deputy-waiting text-muted small") if text else None
 
 
-def _asker(chat: str | None) -> Tag | None:
+def _asker(chat: str | None, strings: KitStrings) -> Tag | None:
     """Which chat of the page asks (several chats share the session's one modal queue)."""
     if not chat:
         return None
-    return tags.p("Asked by ", tags.strong(chat), class_="deputy-asker small")
+    # The chat's name in bold wherever the translation puts it ("{chat} fragt").
+    before, _, after = strings.format("asked_by", chat="\0").partition("\0")
+    return tags.p(before, tags.strong(chat), after, class_="deputy-asker small")
+
+
+def _framed(strings: KitStrings) -> dict[str, str]:
+    """The line the kit's script shows in a modal of a page another site frames: data
+    (an attribute it reads as text), never markup."""
+    return {"data-deputy-framed": strings.framed}
 
 
 TITLE_ID = "deputy-modal-title"
@@ -155,7 +174,12 @@ def modeless(modal: Tag) -> Tag:
     return modal.add_class("deputy-modeless")
 
 
-def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None = None) -> Tag:
+def approval_modal(
+    request: ApprovalRequest,
+    waiting: int = 1,
+    chat: str | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
+) -> Tag:
     """The approval modal for one pending call, naming the ``chat`` that asks.
 
     ``waiting`` counts the prompts waiting in this session, this one included (calls
@@ -172,14 +196,14 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None 
         for n, (name, value) in enumerate(request.arguments.items())
     ]
     body = tags.div(
-        _waiting(waiting),
-        _asker(chat),
+        _waiting(waiting, strings),
+        _asker(chat, strings),
         tags.p(request.description, class_="deputy-tool-description"),
-        tags.div(*_badges(request.annotations), class_="deputy-badges mb-2"),
-        tags.p(tags.strong("Why: "), request.reason, class_="deputy-reason"),
-        tags.div(*fields, class_="deputy-args") if fields else tags.p("No arguments."),
+        tags.div(*_badges(request.annotations, strings), class_="deputy-badges mb-2"),
+        tags.p(tags.strong(strings.why + " "), request.reason, class_="deputy-reason"),
+        tags.div(*fields, class_="deputy-args") if fields else tags.p(strings.no_arguments),
         tags.label(
-            "Message to the model if you deny (optional)",
+            strings.deny_message_label,
             class_="form-label mt-2",
             for_="deputy-deny-message",
         ),
@@ -188,19 +212,25 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None 
         ),
         tags.div(
             tags.button(
-                "Approve", type="button", class_="btn btn-primary", data_deputy_action="approve"
+                strings.approve,
+                type="button",
+                class_="btn btn-primary",
+                data_deputy_action="approve",
             ),
             tags.button(
-                "Deny", type="button", class_="btn btn-outline-danger", data_deputy_action="deny"
+                strings.deny,
+                type="button",
+                class_="btn btn-outline-danger",
+                data_deputy_action="deny",
             ),
             tags.button(
-                "Always allow",
+                strings.always_allow,
                 type="button",
                 class_="btn btn-outline-secondary",
                 data_deputy_action="always",
             ),
             tags.button(
-                "Stop the run",
+                strings.stop_run,
                 type="button",
                 class_="btn btn-danger ms-auto",
                 data_deputy_action="stop",
@@ -209,14 +239,18 @@ def approval_modal(request: ApprovalRequest, waiting: int = 1, chat: str | None 
         ),
         class_="deputy-approval",
         data_request_id=request.request_id,
+        **_framed(strings),
     )
-    return modeless(
-        ui.modal(body, title=f"Allow {request.tool_name}?", easy_close=False, footer=None, size="l")
-    )
+    title = strings.format("approval_title", tool=request.tool_name)
+    return modeless(ui.modal(body, title=title, easy_close=False, footer=None, size="l"))
 
 
 def questions_modal(
-    request_id: str, questions: list[Question], waiting: int = 1, chat: str | None = None
+    request_id: str,
+    questions: list[Question],
+    waiting: int = 1,
+    chat: str | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> Tag:
     """The ask_user form: radio buttons (or checkboxes for multi-select) plus "Other",
     naming the ``chat`` that asks and how many prompts wait (see :func:`approval_modal`)."""
@@ -250,25 +284,27 @@ def questions_modal(
                 tags.input(
                     type="text",
                     class_="form-control mt-1 deputy-other",
-                    placeholder="Other (type your own answer)",
-                    aria_label="Other (type your own answer)",
+                    placeholder=strings.other_answer,
+                    aria_label=strings.other_answer,
                 ),
                 class_="deputy-question mb-3",
                 data_multi="true" if question.multi_select else "false",
             )
         )
     body = tags.div(
-        _waiting(waiting),
-        _asker(chat),
+        _waiting(waiting, strings),
+        _asker(chat, strings),
         *sets,
-        _buttons(("Submit", "submit", "btn-primary"), _CANCEL),
+        _buttons((strings.submit, "submit", "btn-primary"), _cancel(strings)),
         class_="deputy-questions",
         data_request_id=request_id,
+        **_framed(strings),
     )
-    return modeless(ui.modal(body, title="The agent has a question", easy_close=False, footer=None))
+    return modeless(ui.modal(body, title=strings.question_title, easy_close=False, footer=None))
 
 
-_CANCEL = ("Cancel", "cancel", "btn-outline-secondary")
+def _cancel(strings: KitStrings) -> tuple[str, str, str]:
+    return (strings.cancel, "cancel", "btn-outline-secondary")
 
 
 def _buttons(*buttons: tuple[str, str, str]) -> Tag:
@@ -282,7 +318,13 @@ def _buttons(*buttons: tuple[str, str, str]) -> Tag:
     )
 
 
-def confirm_modal(request_id: str, title: str, body: str, confirm_label: str) -> Tag:
+def confirm_modal(
+    request_id: str,
+    title: str,
+    body: str,
+    confirm_label: str,
+    strings: KitStrings = DEFAULT_STRINGS,
+) -> Tag:
     """A yes/no question from the app itself (rewind files, start anew); its answer's
     action is ``"confirm"`` or ``"cancel"``.
 
@@ -292,8 +334,9 @@ def confirm_modal(request_id: str, title: str, body: str, confirm_label: str) ->
     """
     content = tags.div(
         tags.p(body, class_="deputy-confirm-text"),
-        _buttons((confirm_label, "confirm", "btn-danger"), _CANCEL),
+        _buttons((confirm_label, "confirm", "btn-danger"), _cancel(strings)),
         class_="deputy-confirm",
         data_request_id=request_id,
+        **_framed(strings),
     )
     return modeless(ui.modal(content, title=title, easy_close=False, footer=None))

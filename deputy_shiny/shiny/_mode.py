@@ -20,17 +20,17 @@ from ..agent import Agent
 from ..errors import ConfigurationError
 from ..permissions import allowed_modes
 from . import _module as kit_module
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["allowed_modes", "permission_mode_server", "permission_mode_ui"]
 
-_LABELS = {"readonly": "Read-only"}
+
+def _label(mode: str, strings: KitStrings) -> str:
+    label: str = getattr(strings, f"mode_{mode}", mode)
+    return label
 
 
-def _label(mode: str) -> str:
-    return _LABELS.get(mode, mode.capitalize())
-
-
-def hint_text(initial: str, mode: str) -> str:
+def hint_text(initial: str, mode: str, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """Why modes the session started with are no longer offered ("" when none are gone).
 
     Examples:
@@ -42,33 +42,46 @@ def hint_text(initial: str, mode: str) -> str:
     if not initial or not mode:
         return ""
     now = set(allowed_modes(mode))
-    gone = [_label(m) for m in allowed_modes(initial) if m not in now]
+    gone = [_label(m, strings) for m in allowed_modes(initial) if m not in now]
     if not gone:
         return ""
-    names = gone[0] if len(gone) == 1 else ", ".join(gone[:-1]) + " and " + gone[-1]
-    verb = "is" if len(gone) == 1 else "are"
-    return f"The mode only narrows during a session: {names} {verb} no longer offered."
+    if len(gone) == 1:
+        return strings.format("mode_hint_one", modes=gone[0])
+    names = strings.format("mode_names_and", first=", ".join(gone[:-1]), last=gone[-1])
+    return strings.format("mode_hint_many", modes=names)
 
 
 @kit_module.ui
-def permission_mode_ui(label: str = "Permission mode") -> ui.TagList:
+def permission_mode_ui(
+    label: str | None = None, *, strings: KitStrings = DEFAULT_STRINGS
+) -> ui.TagList:
     """A select showing the agent's permission mode (filled in by the server), and a
-    hint saying why wider modes are gone once the mode narrowed."""
+    hint saying why wider modes are gone once the mode narrowed. ``label`` is the
+    select's (default: ``strings.mode_label``, "Permission mode")."""
     return ui.TagList(
-        ui.input_select("mode", label, choices=[], width="100%"),
+        ui.input_select(
+            "mode", strings.mode_label if label is None else label, choices=[], width="100%"
+        ),
         ui.output_text("hint", inline=False).add_class("deputy-mode-hint text-muted small"),
     )
 
 
 @kit_module.server
 def permission_mode_server(
-    input: Any, output: Any, session: Any, agent: Agent | Callable[[], Agent | None]
+    input: Any,
+    output: Any,
+    session: Any,
+    agent: Agent | Callable[[], Agent | None],
+    *,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> reactive.Value[str]:
     """Keep the select in step with the agent; switching calls ``set_permission_mode``.
 
     ``agent`` may be the Agent or a function returning it (e.g. ``lambda: handle.agent``).
     The new mode applies from the next tool call. Returns the current mode (a
     ``reactive.Value`` that Shiny Express renders as nothing, so a bare call is fine).
+    ``strings`` (the app's :class:`KitStrings`, e.g. ``handle.strings``) word the modes
+    and the hint.
     """
     current: reactive.Value[str] = kit_module.InertValue("", name="deputy_permission_mode")
     initial: list[str] = []  # the mode the session started with
@@ -77,7 +90,7 @@ def permission_mode_server(
         return agent if isinstance(agent, Agent) else agent()
 
     def _show(mode: str) -> None:
-        choices: dict[str, str] = {m: _label(m) for m in allowed_modes(mode)}
+        choices: dict[str, str] = {m: _label(m, strings) for m in allowed_modes(mode)}
         ui.update_select("mode", choices=choices, selected=mode)
         current.set(mode)
 
@@ -91,7 +104,7 @@ def permission_mode_server(
 
     @render.text
     def hint() -> str:
-        return hint_text(initial[0] if initial else "", current())
+        return hint_text(initial[0] if initial else "", current(), strings)
 
     @reactive.effect
     @reactive.event(input.mode)  # no ignore_init: it never subscribes to an unset input

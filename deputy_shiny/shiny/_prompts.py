@@ -39,6 +39,7 @@ from .._util.timeouts import timeout
 from ..approvals import new_request_id
 from ..errors import PromptClosed
 from ._modals import confirm_modal, waiting_text
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class _Prompt:
     group: str | None = None  # the run it belongs to: "Stop the run" answers them all
     also_waiting: int = 0  # calls behind it that are not queued yet (same response)
     shown_waiting: int = 0  # the count its modal shows now (0: not shown yet)
+    strings: KitStrings = DEFAULT_STRINGS  # the asking chat's words (its count line)
     # The answer's proof that the kit's script sent it (see the module docstring).
     key: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
 
@@ -97,13 +99,14 @@ class SessionPrompts:
         *,
         group: str | None = None,
         also_waiting: int = 0,
+        strings: KitStrings = DEFAULT_STRINGS,
     ) -> dict[str, Any]:
         """Show ``modal`` (after those queued before it) and wait for its answer.
 
         ``modal`` may be a factory taking the number of prompts waiting (this one,
         those queued behind it, and ``also_waiting`` more not queued yet). An answer
         whose action is ``"stop"`` also answers, with ``"stop"``, every queued prompt of
-        the same ``group`` (a run).
+        the same ``group`` (a run). ``strings`` word the modal's count line as it changes.
 
         Raises:
             TimeoutError: nobody answered within ``wait_seconds``.
@@ -113,7 +116,7 @@ class SessionPrompts:
             raise PromptClosed("the browser session has ended")
         factory = modal if callable(modal) else (lambda _waiting, tag=modal: tag)
         future = asyncio.get_running_loop().create_future()
-        prompt = _Prompt(request_id, factory, future, group, also_waiting)
+        prompt = _Prompt(request_id, factory, future, group, also_waiting, strings=strings)
         self._queue.append(prompt)
         await self._changed()
         try:
@@ -131,14 +134,15 @@ class SessionPrompts:
                     ui.modal_remove(session=self._session)
             await self._changed()
 
-    async def confirm(self, title: str, body: str, confirm_label: str) -> bool:
+    async def confirm(
+        self, title: str, body: str, confirm_label: str, strings: KitStrings = DEFAULT_STRINGS
+    ) -> bool:
         """A yes/no question of the app's own (queued behind any approval): False when
         the user cancels, or the session ends or times out first."""
         request_id = new_request_id()
+        modal = confirm_modal(request_id, title, body, confirm_label, strings)
         try:
-            answer = await self.ask(
-                request_id, confirm_modal(request_id, title, body, confirm_label), None
-            )
+            answer = await self.ask(request_id, modal, None, strings=strings)
         except (PromptClosed, TimeoutError):
             return False
         return answer.get("action") == "confirm"
@@ -174,7 +178,7 @@ class SessionPrompts:
         current.shown_waiting = waiting
         message: dict[str, object] = {
             "request_id": current.request_id,
-            "text": waiting_text(waiting),
+            "text": waiting_text(waiting, current.strings),
         }
         try:
             await self._session.send_custom_message(WAITING_MESSAGE, message)

@@ -63,6 +63,7 @@ from ..events import (
 )
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 DEFAULT_FLUSH_INTERVAL = 0.04
 """Seconds between text updates a chat session sends (the agent chat module's default):
@@ -76,17 +77,18 @@ PROGRESS_MESSAGE = "deputy-tool-progress"
 ProgressSender = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one :data:`PROGRESS_MESSAGE` payload to the browser (the kit's session)."""
 
+# A run's stop reason -> the KitStrings field that words its note.
 _STOP_NOTES = {
-    "interrupted": "Stopped.",
-    "request_limit": "Stopped: the request limit for one run was reached.",
-    "tool_call_limit": "Stopped: the tool-call limit for one run was reached.",
-    "input_token_limit": "Stopped: the input-token limit was reached.",
-    "output_token_limit": "Stopped: the output-token limit was reached.",
-    "total_token_limit": "Stopped: the token limit was reached.",
-    "cost_limit": "Stopped: the cost limit was reached.",
-    "cost_unavailable": "Stopped: the provider reports no cost, so the cost limit can't be kept.",
-    "tool_loop": "Stopped: the model kept repeating the same tool call.",
-    "hook_requested_stop": "Stopped by a hook.",
+    "interrupted": "stopped",
+    "request_limit": "stopped_request_limit",
+    "tool_call_limit": "stopped_tool_call_limit",
+    "input_token_limit": "stopped_input_token_limit",
+    "output_token_limit": "stopped_output_token_limit",
+    "total_token_limit": "stopped_total_token_limit",
+    "cost_limit": "stopped_cost_limit",
+    "cost_unavailable": "stopped_cost_unavailable",
+    "tool_loop": "stopped_tool_loop",
+    "hook_requested_stop": "stopped_by_hook",
 }
 
 
@@ -164,7 +166,7 @@ def tool_result_block(
     return ChatMessage(content="", blocks=[block])  # type: ignore[list-item]
 
 
-def stop_note(reason: str, message: str) -> str | None:
+def stop_note(reason: str, message: str, strings: KitStrings = DEFAULT_STRINGS) -> str | None:
     """The note shown when a run ends other than ``complete`` (None when it completed).
 
     A failure is one line: the engine's message is already one (the log has the
@@ -178,12 +180,17 @@ def stop_note(reason: str, message: str) -> str | None:
         return None
     line = _first_line(message)
     if reason == "provider_error":
-        return f"The model request failed: {line}" if line else "The model request failed."
+        if line:
+            return strings.format("model_request_failed_because", error=line)
+        return strings.model_request_failed
     if reason == "error":
-        return f"The run failed: {line}" if line else "The run failed."
+        return strings.format("run_failed_because", error=line) if line else strings.run_failed
     if reason == "budget_limit":  # the budget's own note says whose, and until when
-        return line or "Stopped: the budget is spent."
-    return _STOP_NOTES.get(reason, f"Stopped: {line or reason}.")
+        return line or strings.stopped_budget
+    if reason in _STOP_NOTES:
+        text: str = getattr(strings, _STOP_NOTES[reason])
+        return text
+    return strings.format("stopped_because", reason=line or reason)
 
 
 def _first_line(text: str) -> str:
@@ -212,12 +219,13 @@ async def render_events(
     on_event: Callable[[AgentEvent], Any] | None = None,
     flush_interval: float = 0.0,
     on_progress: ProgressSender | None = None,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> AsyncGenerator[str | ChatMessage, None]:
     """Turn a run's events into shinychat chunks; ``on_event`` sees every event first.
 
     ``on_progress`` sends a running card's ``tool_progress`` to the browser, where the
     kit's script shows it in the card (:data:`PROGRESS_MESSAGE`); without it, progress
-    is not shown.
+    is not shown. ``strings`` word the notes and stopped cards (the app's ``KitStrings``).
 
     ``flush_interval`` (seconds) coalesces text: at most one text chunk every that long,
     what arrives meanwhile is buffered and goes out when the interval has passed, even if
@@ -242,7 +250,7 @@ async def render_events(
     # has ended: a denied call's card is then sent whole, titled with its denial, so it
     # stands alone. Every denial's result starts with "Denied: " (the engine's format).
     waiting: dict[str, ToolStartEvent] = {}
-    cards = _Cards()
+    cards = _Cards(strings)
     paced = _Paced(events, interval, on_event)
     try:
         while True:
@@ -270,7 +278,9 @@ async def render_events(
             update = None
             if isinstance(event, ToolProgressEvent | ToolEndEvent) and on_progress is not None:
                 update = cards.progress(event)
-            chunks = _event_chunks(event, waiting, cards, progress=on_progress is not None)
+            chunks = _event_chunks(
+                event, waiting, cards, progress=on_progress is not None, strings=strings
+            )
             # Text first, in order: nothing waits. A card starts a new markdown document
             # in the browser, so the guard starts afresh after it.
             card = bool(chunks) and isinstance(chunks[0], ChatMessage)
@@ -302,6 +312,7 @@ def _event_chunks(
     cards: _Cards,
     *,
     progress: bool = False,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> list[str | ChatMessage]:
     """The chunks a non-text event shows: tool cards, a stop note (or none)."""
     if isinstance(event, ToolStartEvent):
@@ -329,25 +340,30 @@ def _event_chunks(
         )
         return chunks
     elif isinstance(event, RetryEvent):
-        line = f"{_first_line(event.error)} — retrying ({event.attempt} of {event.attempts})…"
+        line = strings.format(
+            "retrying",
+            error=_first_line(event.error),
+            attempt=event.attempt,
+            attempts=event.attempts,
+        )
         # A blank line after it: the retried reply's text must not join the quote.
         return [note_chunk(line) + "\n"]
     elif isinstance(event, WaitingEvent):
-        return [note_chunk(waiting_note(event)) + "\n"]
+        return [note_chunk(waiting_note(event, strings)) + "\n"]
     elif isinstance(event, WarningEvent):
         # A muted note, as a retry's: the message quoted as inert text.
-        return [note_chunk(f"Warning: {_first_line(event.message)}") + "\n"]
+        return [note_chunk(strings.format("warning", message=_first_line(event.message))) + "\n"]
     elif isinstance(event, StopEvent):
         # Every card resolves as the run ends: a call still running was stopped.
         ended: list[str | ChatMessage] = list(cards.stopped())
-        note = stop_note(event.stop_reason, event.message)
+        note = stop_note(event.stop_reason, event.message, strings)
         if note:
             ended.append(note_chunk(note))
         return ended
     return []
 
 
-def waiting_note(event: WaitingEvent) -> str:
+def waiting_note(event: WaitingEvent, strings: KitStrings = DEFAULT_STRINGS) -> str:
     """The note the chat shows while the provider sends nothing.
 
     Examples:
@@ -356,27 +372,25 @@ def waiting_note(event: WaitingEvent) -> str:
         >>> waiting_note(event)
         'Still waiting for 127.0.0.1:8000 (45 s)… Stop to give up'
     """
-    what = f"the rest of the reply from {event.host}" if event.started else event.host
-    return f"Still waiting for {what} ({event.seconds:.0f} s)… Stop to give up"
+    name = "still_waiting_rest" if event.started else "still_waiting"
+    return strings.format(name, host=event.host, seconds=f"{event.seconds:.0f}")
 
 
-def _stopped_block(start: ToolStartEvent) -> ChatMessage:
-    message = tool_result_block(_card(start), start.tool_name, STOPPED_OUTPUT, is_error=True)
+def _stopped_block(start: ToolStartEvent, strings: KitStrings) -> ChatMessage:
+    output = strings.stopped_card_output
+    message = tool_result_block(_card(start), start.tool_name, output, is_error=True)
     result: dict[str, Any] = message.blocks[0]  # type: ignore[assignment]
     # The card's header says so ("Stopped: <tool>" rather than "Used <tool>"); escaped,
     # as shinychat renders a title as HTML.
-    result["title"] = html_text(f"Stopped: {start.tool_name}")
+    result["title"] = html_text(strings.format("stopped_card_title", tool=start.tool_name))
     return message
-
-
-STOPPED_OUTPUT = "Stopped: the run ended before this call finished."
-"""What a card whose call never finished shows (the user stopped the run, say)."""
 
 
 class _Cards:
     """The cards shown as running (request sent, no result yet), by call id."""
 
-    def __init__(self) -> None:
+    def __init__(self, strings: KitStrings = DEFAULT_STRINGS) -> None:
+        self.strings = strings
         self.running: dict[str, ToolStartEvent] = {}
         self.reported: set[str] = set()  # running cards that showed progress
 
@@ -397,7 +411,7 @@ class _Cards:
 
     def stopped(self) -> list[ChatMessage]:
         """A "stopped" result for each card still running; none run any more."""
-        ended = [_stopped_block(start) for start in self.running.values()]
+        ended = [_stopped_block(start, self.strings) for start in self.running.values()]
         self.running.clear()
         return ended
 

@@ -16,6 +16,7 @@ from ..tools.interactive import AskUserContext, AskUserDeclined, Question
 from ._answers import decision_from_answer
 from ._modals import approval_modal, questions_modal
 from ._prompts import ModalFactory, PromptClosed, SessionPrompts
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["SessionAsks"]
 
@@ -27,6 +28,7 @@ class SessionAsks:
         prompts: The session's modal queue.
         wait_seconds: How long a prompt may wait (None: as long as the session lasts).
         chat: The asking chat's name (the app's ``label``), shown in its modals.
+        strings: The words of its modals (the app's ``KitStrings``).
         default_name: The name shown when ``chat`` is None (the module id), but only
             while several chats share the session's queue: with one chat on the page,
             "Asked by chat" says nothing.
@@ -41,6 +43,7 @@ class SessionAsks:
         prompts: SessionPrompts,
         wait_seconds: float | None,
         chat: str | None = None,
+        strings: KitStrings = DEFAULT_STRINGS,
         *,
         default_name: str | None = None,
     ) -> None:
@@ -48,6 +51,7 @@ class SessionAsks:
         self.wait_seconds = wait_seconds
         self._label = chat
         self._default_name = default_name
+        self.strings = strings
         if default_name is not None:
             prompts.chats.add(default_name)
         # This chat's prompts now waiting: the page's other chats share the queue, and
@@ -72,7 +76,12 @@ class SessionAsks:
         self.waiting.add(request_id)
         try:
             return await self.prompts.ask(
-                request_id, modal, self.wait_seconds, group=group, also_waiting=also_waiting
+                request_id,
+                modal,
+                self.wait_seconds,
+                group=group,
+                also_waiting=also_waiting,
+                strings=self.strings,
             )
         finally:
             self.waiting.discard(request_id)
@@ -92,7 +101,7 @@ class SessionAsks:
         """
         return await self._ask(
             request.request_id,
-            lambda waiting: approval_modal(request, waiting, self.chat),
+            lambda waiting: approval_modal(request, waiting, self.chat, self.strings),
             request.run_id,
             request.calls_after,
         )
@@ -115,7 +124,9 @@ class SessionAsks:
         try:
             answer = await self._ask(
                 request_id,
-                lambda waiting: questions_modal(request_id, questions, waiting, self.chat),
+                lambda waiting: questions_modal(
+                    request_id, questions, waiting, self.chat, self.strings
+                ),
                 context.run_id,
             )
         except (PromptClosed, TimeoutError):

@@ -238,7 +238,9 @@ class SessionBranches:
         """Whether to switch: confirmed when files go back (``paths``), and the
         conversation still ``turns`` with no run (none was sent while the confirm waited:
         else the chat says it is busy, and nothing changes)."""
-        if paths and not await self.session.prompts.confirm(title, body, label):
+        if paths and not await self.session.prompts.confirm(
+            title, body, label, self.session.strings
+        ):
             return False
         if self._busy() or self.session.agent.get_turns() != turns:
             await tell(self.chat, BUSY_MESSAGE)

@@ -55,15 +55,13 @@ from ._budget import (
 from ._conversations import KitPersistence, kit_store
 from ._kit_store import KitStore
 from ._session_conversation import SessionConversation, _NotSaved, resolve_user
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["BUDGET_UNKNOWN_MESSAGE", "SessionBudget", "account", "session_budget"]
 
-BUDGET_UNKNOWN_MESSAGE = (
-    "Your daily budget cannot be checked just now (the store cannot be reached), so "
-    "nothing was sent; try again in a moment."
-)
+BUDGET_UNKNOWN_MESSAGE = DEFAULT_STRINGS.budget_unknown
 
 ANONYMOUS = budget_user("anonymous", "everyone")
 """The counters every anonymous visitor of the deployment draws on together."""
@@ -94,6 +92,9 @@ class SessionBudget:
         accounts: What each request draws on, the first one's line shown to the user.
     """
 
+    strings: KitStrings = DEFAULT_STRINGS
+    """The words of its notes (the app's ``KitStrings``; the chat module sets them)."""
+
     def __init__(self, link: KitStore | None, accounts: Sequence[_Account]) -> None:
         self._link = link
         self._accounts = tuple(accounts)
@@ -112,8 +113,8 @@ class SessionBudget:
                 totals = await self._totals(held.name)
             except (DeputyError, OSError) as exc:
                 logger.warning("the budget could not be checked: %s", exc)
-                return BUDGET_UNKNOWN_MESSAGE
-            note = budget_refusal(held.allowance, totals, anonymous=held.anonymous)
+                return self.strings.budget_unknown
+            note = self._refusal(held, totals)
             if note is not None:
                 return note
         return None
@@ -132,13 +133,14 @@ class SessionBudget:
         notes = [note for _, note in results if note is not None]
         if not notes:
             return None
+        unknown = self.strings.budget_unknown
         for held, note in results:
-            if note != BUDGET_UNKNOWN_MESSAGE:  # charged: it is not sent, so it is theirs again
+            if note != unknown:  # charged: it is not sent, so it is theirs again
                 try:
                     await self._add(held.name, {"requests": -1.0})
                 except (DeputyError, OSError) as exc:
                     logger.warning("a refused request stays charged: %s", exc)
-        return BUDGET_UNKNOWN_MESSAGE if BUDGET_UNKNOWN_MESSAGE in notes else notes[0]
+        return unknown if unknown in notes else notes[0]
 
     async def _charge_request(self, held: _Account) -> tuple[_Account, str | None]:
         """One request charged to ``held``: the note that refuses it, if any."""
@@ -148,9 +150,14 @@ class SessionBudget:
         except (DeputyError, OSError) as exc:
             logger.warning("a request could not be charged to the budget: %s", exc)
             _merge(held.pending, taken)  # charged with a later request
-            return held, BUDGET_UNKNOWN_MESSAGE
+            return held, self.strings.budget_unknown
         before = {**totals, "requests": totals.get("requests", 0.0) - 1.0}
-        return held, budget_refusal(held.allowance, before, anonymous=held.anonymous)
+        return held, self._refusal(held, before)
+
+    def _refusal(self, held: _Account, totals: dict[str, float]) -> str | None:
+        return budget_refusal(
+            held.allowance, totals, anonymous=held.anonymous, strings=self.strings
+        )
 
     def settle(self, usage: TurnUsage) -> None:
         """A request ended: its tokens and cost, charged with the next request (or
@@ -174,7 +181,7 @@ class SessionBudget:
                 _merge(held.pending, taken)
                 return None
             if line is None:
-                line = budget_line(held.allowance, totals)
+                line = budget_line(held.allowance, totals, self.strings)
         return line
 
 

@@ -72,6 +72,7 @@ from ._stored_conversations import (
     stored_session,
     sweep_store,
 )
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -80,15 +81,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["STORE_DOWN_MESSAGE", "SessionConversation", "UserKey", "resolve_user"]
 
-STORE_DOWN_MESSAGE = (
-    "The conversation store cannot be reached just now, so this reply was not saved. "
-    "Nothing saved before is lost, and the conversation is saved again after a reply "
-    "once the store is back."
-)
-STORE_DOWN_AT_START = (
-    "The conversation store cannot be reached just now, so this conversation is not "
-    "saved; reload the page once it is back to continue the saved one."
-)
+STORE_DOWN_MESSAGE = DEFAULT_STRINGS.store_down
 
 TAKEOVER_SECONDS = 20.0
 """How long a new session waits for the older session of the same user to let go."""
@@ -115,7 +108,12 @@ _warned_connect: set[Path] = set()
 
 
 class _NotSaved(Exception):
-    """This session's conversation is not saved; the message says why (for the chat)."""
+    """This session's conversation is not saved; the message says why (for the chat),
+    in the words of the :class:`KitStrings` field ``field``."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(getattr(DEFAULT_STRINGS, field))
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -167,9 +165,7 @@ def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
     if user is not None:
         return UserKey("user", user)
     if not anonymous_allowed(persistence):
-        raise _NotSaved(
-            "Conversations are saved here for signed-in users only; this one ends with the page."
-        )
+        raise _NotSaved("not_saved_signed_in_only")
     root = session.root_scope()
     issued = _issued.get(root.id)
     if issued is not None:
@@ -177,18 +173,13 @@ def resolve_user(persistence: KitPersistence, session: Session) -> UserKey:
     # Only a real (App) session has an HTTP connection; its websocket carries the cookies.
     http_conn = getattr(root, "http_conn", None)
     if http_conn is None:
-        raise _NotSaved("This session has no browser connection, so nothing is saved.")
+        raise _NotSaved("not_saved_no_connection")
     claim = read_claim(http_conn.headers.get("cookie"))
     if claim.status == "duplicate":
         logger.warning("a browser sent a conversation cookie twice (planted?); not saved")
-        raise _NotSaved(
-            "This browser sent its conversation cookie twice (another page may have set "
-            "one), so this conversation is not saved. Clearing this site's cookies fixes it."
-        )
+        raise _NotSaved("not_saved_cookie_twice")
     if claim.status == "no_binding":
-        raise _NotSaved(
-            "This browser keeps no local storage for this page, so this conversation is not saved."
-        )
+        raise _NotSaved("not_saved_no_storage")
     assert claim.binding is not None
     key = _key_for(persistence)
     known = token_id(key, claim.token, claim.binding)
@@ -250,6 +241,9 @@ class SessionConversation:
         'SessionConversation'
     """
 
+    strings: KitStrings = DEFAULT_STRINGS
+    """The words of its notes (the app's ``KitStrings``; ``open_conversation`` sets them)."""
+
     def __init__(self, persistence: KitPersistence, session: Session, chat_id: str) -> None:
         """Raises:
         _NotSaved: the user cannot be told safely, or their folder cannot be made.
@@ -273,10 +267,10 @@ class SessionConversation:
                 self.folder = open_stored(persistence, self._link, user.kind, user.key, chat_key)
         except StoreUnavailableError as exc:
             logger.warning("the conversation store cannot be reached: %s", exc)
-            raise _NotSaved(STORE_DOWN_AT_START) from None
+            raise _NotSaved("store_down_at_start") from None
         except PersistenceError as exc:
             logger.warning("a conversation folder could not be opened: %s", exc)
-            raise _NotSaved("This conversation cannot be saved on this server.") from None
+            raise _NotSaved("not_saved_here") from None
         _open.setdefault(self.folder.directory, weakref.WeakSet()).add(self)
         self.ready = asyncio.Event()  # set once restored (or found unusable)
         self.usable = False  # True while this session holds the folder
@@ -516,10 +510,7 @@ class SessionConversation:
                 kept = path
             logger.warning("a saved conversation could not be restored: %s", exc)
             self.loaded = True  # a new conversation starts; the old one is kept aside
-            return (
-                "Your saved conversation could not be restored "
-                f"({type(exc).__name__}); it was kept on the server, and a new one started."
-            )
+            return self.strings.format("restore_failed_kept", error=type(exc).__name__)
         return None
 
     async def _load_stored(self, agent: Agent, folder: StoredFolder) -> str | None:
@@ -536,10 +527,7 @@ class SessionConversation:
         except DeputyError as exc:
             logger.warning("a saved conversation could not be restored: %s", exc)
             self.loaded = True  # a new conversation starts (saved over the damaged one)
-            return (
-                f"Your saved conversation could not be restored ({type(exc).__name__}); "
-                "a new one started."
-            )
+            return self.strings.format("restore_failed", error=type(exc).__name__)
         self.loaded = True
         self._listed_turns = len(agent.get_turns())  # opening it does not move it up
         return None
@@ -566,10 +554,10 @@ class SessionConversation:
             self.folder.touch()
         except DeputyError as exc:
             logger.warning("the conversation could not be saved: %s", exc)
-            return f"This conversation could not be saved ({type(exc).__name__})."
+            return self.strings.format("not_saved_because", error=type(exc).__name__)
         except OSError as exc:
             logger.warning("the conversation could not be saved: %s", exc)
-            return "This conversation could not be saved."
+            return self.strings.not_saved
         return None
 
     async def _save_stored(self, agent: Agent, folder: StoredFolder) -> str | None:
@@ -591,10 +579,10 @@ class SessionConversation:
             renewed = await self._link.run(write)
         except StoreUnavailableError as exc:
             logger.warning("the conversation could not be saved: %s", exc)
-            return STORE_DOWN_MESSAGE
+            return self.strings.store_down
         except DeputyError as exc:
             logger.warning("the conversation could not be saved: %s", exc)
-            return f"This conversation could not be saved ({type(exc).__name__})."
+            return self.strings.format("not_saved_because", error=type(exc).__name__)
         if renewed is None:
             self._taken_over()
             return None

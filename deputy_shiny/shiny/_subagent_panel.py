@@ -44,6 +44,7 @@ from ..delegation import DELEGATE_TOOL, DelegationSubscription
 from ..errors import DelegationDisclosureError, DelegationError
 from ..messages import Turn
 from . import _module as kit_module
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["subagent_panel_server", "subagent_panel_ui"]
 
@@ -70,9 +71,6 @@ _STATUS_CLASS = {
     "not_started": "text-bg-secondary",
 }
 _LIVE = ("running", "queued")
-_DENIED_NOTE = "You may not see this agent's delegations."
-_NONE_NOTE = "No delegations yet."
-_NOT_LEAD_NOTE = "There is no agent in this session yet."
 
 AgentArg = Agent | Callable[[], Agent | None] | None
 """The agent, or a zero-argument function returning it."""
@@ -100,13 +98,15 @@ def _clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def _usage_text(usage: Any) -> str:
+def _usage_text(usage: Any, strings: KitStrings) -> str:
     if not isinstance(usage, dict):
         return ""
-    return f"{usage.get('requests', 0)} requests · {usage.get('total_tokens', 0)} tokens"
+    return strings.format(
+        "subagent_usage", requests=usage.get("requests", 0), tokens=usage.get("total_tokens", 0)
+    )
 
 
-def _transcript(turns: Any) -> Tag:
+def _transcript(turns: Any, strings: KitStrings) -> Tag:
     """A transcript (``inspect_subagents(..., transcript=True)``) as escaped text."""
     entries: list[Tag] = []
     for turn in turns if isinstance(turns, list) else ():
@@ -119,11 +119,11 @@ def _transcript(turns: Any) -> Tag:
             if kind == "text":
                 label, body = role, str(content.get("text", ""))
             elif kind == "tool_request":
-                label = f"{role} calls {content.get('name', '?')}"
+                label = strings.format("subagent_calls", role=role, tool=content.get("name", "?"))
                 body = str(content.get("raw_arguments") or content.get("arguments") or "")
             elif kind == "tool_result":
-                error = " (error)" if content.get("is_error") else ""
-                label = f"{content.get('name', '?')} result{error}"
+                name = "subagent_result_error" if content.get("is_error") else "subagent_result"
+                label = strings.format(name, tool=content.get("name", "?"))
                 body = str(content.get("output"))
             else:
                 continue
@@ -137,7 +137,7 @@ def _transcript(turns: Any) -> Tag:
                 )
             )
     if not entries:
-        entries.append(tags.p("Nothing yet.", class_="text-muted small"))
+        entries.append(tags.p(strings.subagent_transcript_empty, class_="text-muted small"))
     return tags.div(*entries, class_="deputy-subagent-transcript")
 
 
@@ -152,7 +152,13 @@ def _button(label: str, action: str, delegation_id: str, input_id: str) -> Tag:
     )
 
 
-def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str) -> Tag:
+def _row(
+    view: dict[str, Any],
+    events: list[str],
+    transcript: Any,
+    input_id: str,
+    strings: KitStrings = DEFAULT_STRINGS,
+) -> Tag:
     """One delegation (a view from ``inspect_subagents``) as a row of the panel."""
     delegation_id = str(view.get("delegation_id", ""))
     observed = view.get("observed") or {}
@@ -164,7 +170,9 @@ def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str
             status,
             class_=f"badge {_STATUS_CLASS.get(status, 'text-bg-secondary')} deputy-subagent-status",
         ),
-        tags.span(_usage_text(observed.get("usage")), class_="deputy-subagent-usage small"),
+        tags.span(
+            _usage_text(observed.get("usage"), strings), class_="deputy-subagent-usage small"
+        ),
         class_="d-flex flex-wrap align-items-center gap-2",
     )
     body: list[Any] = [header, tags.div(_clip(task, TASK_CHARS), class_="deputy-subagent-task")]
@@ -176,21 +184,23 @@ def _row(view: dict[str, Any], events: list[str], transcript: Any, input_id: str
             )
         )
     if view.get("restored"):  # from the saved conversation: its records are gone
-        body.append(tags.div("From the saved conversation.", class_="text-muted small"))
+        body.append(tags.div(strings.subagent_from_saved, class_="text-muted small"))
         return tags.div(*body, class_="deputy-subagent mb-2", data_status=status)
     buttons = [
         _button(
-            "Hide transcript" if transcript is not None else "Transcript",
+            strings.subagent_hide_transcript
+            if transcript is not None
+            else strings.subagent_transcript,
             "transcript",
             delegation_id,
             input_id,
         )
     ]
     if status in _LIVE:
-        buttons.append(_button("Stop", "interrupt", delegation_id, input_id))
+        buttons.append(_button(strings.subagent_stop, "interrupt", delegation_id, input_id))
     body.append(tags.div(*buttons, class_="d-flex gap-2"))
     if transcript is not None:
-        body.append(_transcript(transcript))
+        body.append(_transcript(transcript, strings))
     return tags.div(
         *body,
         class_="deputy-subagent mb-2",
@@ -403,19 +413,19 @@ class _SubagentPanel:
         return ("rows", rows)
 
 
-def _panel(shown: tuple[Any, ...], input_id: str) -> Tag:
+def _panel(shown: tuple[Any, ...], input_id: str, strings: KitStrings = DEFAULT_STRINGS) -> Tag:
     """The panel's content for what :meth:`_SubagentPanel.poll` said to show."""
     kind, *rest = shown
     if kind == "loading":
         return tags.p("…", class_="text-muted small")
     if kind == "not_lead":
-        return tags.p(_NOT_LEAD_NOTE, class_="text-muted small deputy-subagent-note")
+        return tags.p(strings.subagents_no_agent, class_="text-muted small deputy-subagent-note")
     if kind == "denied":
-        return tags.p(_DENIED_NOTE, class_="text-muted small deputy-subagent-note")
+        return tags.p(strings.subagents_denied, class_="text-muted small deputy-subagent-note")
     rows = rest[0]
     if not rows:
-        return tags.p(_NONE_NOTE, class_="text-muted small deputy-subagent-note")
-    return tags.div(*[_row(view, events, t, input_id) for view, events, t in rows])
+        return tags.p(strings.subagents_none, class_="text-muted small deputy-subagent-note")
+    return tags.div(*[_row(view, events, t, input_id, strings) for view, events, t in rows])
 
 
 async def _tick(tick: reactive.Value[int], interval: float, due: Callable[[], bool]) -> None:
@@ -441,6 +451,7 @@ def subagent_panel_server(
     requester: Any,
     *,
     interval: float = 0.4,
+    strings: KitStrings = DEFAULT_STRINGS,
 ) -> None:
     """Show ``agent``'s delegations, as ``requester`` may see them, while they run.
 
@@ -451,6 +462,7 @@ def subagent_panel_server(
         requester: Whom the lead's disclosure policy judges: a value, or a function
             returning it (e.g. ``session.user``, else the session id).
         interval: Seconds between polls of the lead.
+        strings: The panel's words (the app's :class:`KitStrings`, e.g. ``handle.strings``).
 
     Examples:
         >>> from shiny import App, ui
@@ -500,7 +512,7 @@ def subagent_panel_server(
 
     @render.ui
     def delegations() -> Tag:
-        return _panel(shown(), input_id)
+        return _panel(shown(), input_id, strings)
 
     @reactive.effect
     @reactive.event(input.action)  # no ignore_init: see _prompts.session_prompts

@@ -253,6 +253,11 @@ class _Modal:
         """The modal's button whose accessible name is exactly ``name``."""
         return self.loc_modal.get_by_role("button", name=name, exact=True)
 
+    def action(self, action: str) -> Locator:
+        """The modal's button for ``action`` (``approve``, ``deny``, ``always``, ``stop``,
+        ``submit``, ``cancel``, ``confirm``), whatever its words (``KitStrings``)."""
+        return self.loc_modal.locator(f"button[data-deputy-action={_css_string(action)}]")
+
     def request_id(self, *, timeout: float | None = None) -> str:
         """The ``data-request-id`` of the open modal (the kit's routing key).
 
@@ -365,7 +370,7 @@ class ApprovalModal(_Modal):
             >>> ApprovalModal(page).approve(timeout=5_000)  # doctest: +SKIP
         """
         expect(self.loc).to_be_visible(timeout=timeout)
-        self.button("Approve").click(timeout=timeout)
+        self.action("approve").click(timeout=timeout)
 
     def deny(self, message: str | None = None, *, timeout: float | None = None) -> None:
         """Type the optional ``message`` for the model, then click "Deny".
@@ -377,7 +382,7 @@ class ApprovalModal(_Modal):
         expect(self.loc).to_be_visible(timeout=timeout)
         if message is not None:
             self.loc_deny_message.fill(message, timeout=timeout)
-        self.button("Deny").click(timeout=timeout)
+        self.action("deny").click(timeout=timeout)
 
     def always_allow(self, *, timeout: float | None = None) -> None:
         """Click "Always allow" (approves this tool for the rest of the conversation).
@@ -387,7 +392,7 @@ class ApprovalModal(_Modal):
             >>> ApprovalModal(page).always_allow()  # doctest: +SKIP
         """
         expect(self.loc).to_be_visible(timeout=timeout)
-        self.button("Always allow").click(timeout=timeout)
+        self.action("always").click(timeout=timeout)
 
     def stop_run(self, *, timeout: float | None = None) -> None:
         """Click "Stop the run": deny this call and every call waiting behind it.
@@ -397,7 +402,7 @@ class ApprovalModal(_Modal):
             >>> ApprovalModal(page).stop_run()  # doctest: +SKIP
         """
         expect(self.loc).to_be_visible(timeout=timeout)
-        self.button("Stop the run").click(timeout=timeout)
+        self.action("stop").click(timeout=timeout)
 
 
 class QuestionModal(_Modal):
@@ -472,7 +477,7 @@ class QuestionModal(_Modal):
             >>> QuestionModal(page).submit()  # doctest: +SKIP
         """
         expect(self.loc).to_be_visible(timeout=timeout)
-        self.button("Submit").click(timeout=timeout)
+        self.action("submit").click(timeout=timeout)
 
     def cancel(self, *, timeout: float | None = None) -> None:
         """Click "Cancel" (the model is told the user declined to answer).
@@ -482,7 +487,7 @@ class QuestionModal(_Modal):
             >>> QuestionModal(page).cancel()  # doctest: +SKIP
         """
         expect(self.loc).to_be_visible(timeout=timeout)
-        self.button("Cancel").click(timeout=timeout)
+        self.action("cancel").click(timeout=timeout)
 
 
 class SubagentPanel:

@@ -280,8 +280,9 @@
     if (root.querySelector(".deputy-framed")) return;
     const note = document.createElement("p");
     note.className = "deputy-framed text-danger small";
-    note.textContent = "This app is shown inside another site's page, so it takes no " +
-      "decision here. Open it in a tab of its own to answer.";
+    // The words (KitStrings.framed: the app's language) come as the modal's data, every
+    // kit modal carries them, and they show as text.
+    note.textContent = root.dataset.deputyFramed || "";
     root.prepend(note);
   }
 
