@@ -191,7 +191,8 @@ def serve_history_drawer(
     conversation.listing_changed = drawer.send_list
     # The drawer's button shows only on a chat whose drawer is served (the edit control
     # turns shinychat's history on without one): see deputy_shiny.css.
-    session.send_custom_message("deputy-drawer", {"id": chat.id})
+    show_button = lambda: session.send_custom_message("deputy-drawer", {"id": chat.id})  # noqa: E731
+    drawer.spawn(show_button, "show the drawer's button")
     drawer.spawn(drawer.first_list, "show the conversations")
 
     def payload(name: str) -> dict[str, Any] | None:
