@@ -418,7 +418,15 @@ class Compactor:
         reason = "auto" if automatic else "manual"
         for event in self._events(CompactionStartEvent, reason=reason, tokens=tokens_before):
             yield event
-        details = {"tokens": tokens_before, "turns_to_remove": len(removed)}
+        # As deputy's turns_to_compact / turns_to_keep: the turns themselves (copies), so
+        # a hook can write the summary; compact_count as its context's.
+        details = {
+            "tokens": tokens_before,
+            "turns_to_remove": len(removed),
+            "compact_count": len(removed),
+            "turns_to_compact": [turn.model_copy(deep=True) for turn in removed],
+            "turns_to_keep": [turn.model_copy(deep=True) for turn in conversation.turns[start:]],
+        }
         method = "supplied"
         used_model: str | None = None
         if summary is None:

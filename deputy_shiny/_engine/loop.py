@@ -210,6 +210,8 @@ class Engine(ToolCalls):
             run_context=options.run_context,
             emit=partial(self._emit, st),
             guard=self.interrupter.guard,
+            usage=st.meter.usage,
+            limits=options.limits,
         )
         factory = observer_factory()
         if factory is not None:  # tracing on (instrument()): nests under the current span
@@ -258,7 +260,7 @@ class Engine(ToolCalls):
                 st.stop("error", message)
             self._make_consistent(st)
             st.stop("complete")
-            for event in await limit_notice(st):  # a limit ended it: the Notification hook
+            for event in await limit_notice(st):  # a limit or provider ended it: Notification
                 yield event
             for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
                 yield event
@@ -401,10 +403,9 @@ class Engine(ToolCalls):
         def hook_context(event: str, **extra: Any) -> HookContext:
             return HookContext(
                 event=event,
-                agent_id=deps.agent_id,
-                session_id=deps.session_id,
                 run_context=run_context,
-                **extra,
+                total_turns=len(conversation.turns),
+                **{**deps.hook_fields(), **extra},
             )
 
         compactor = Compactor(

@@ -327,6 +327,11 @@ class ToolCalls:
             result = ContentToolResult(call_id=request.id, name=request.name, output=output)
         except ToolInvocationError as exc:
             failed, result = True, error_result(request, str(exc))
+            code = getattr(exc, "notice_code", None)  # e.g. the checkpoint journal refused
+            if isinstance(code, str):
+                extra.extend(
+                    await notify(st, code, str(exc), tool_name=request.name, call_id=request.id)
+                )
         except Exception as exc:
             failed, result = True, error_result(request, f"Error: {type(exc).__name__}: {exc}")
         duration = time.monotonic() - started
@@ -337,18 +342,11 @@ class ToolCalls:
             result = result.model_copy(
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}
             )
-        result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
+        result, hook_runs, stop = await st.gate.after_call(tool, arguments, result, failed)
         runtime = st.deps.context
         if runtime is not None and runtime.is_large(result):  # offload (a file write)
             result = await asyncio.to_thread(runtime.shape_result, result)
-        return Outcome(
-            result,
-            duration,
-            hook_run,
-            "PostToolUseFailure" if failed else "PostToolUse",
-            stop,
-            extra,
-        )
+        return Outcome(result, duration, hook_runs, stop, extra)
 
     def _trusted_result(
         self,
@@ -391,8 +389,8 @@ class ToolCalls:
 
     def _finish_call_events(self, st: RunState, outcome: Outcome) -> list[AgentEvent]:
         events: list[AgentEvent] = list(outcome.events)
-        if outcome.hook_run is not None:
-            events.extend(st.gate.hook_events(outcome.hook_event, outcome.hook_run))
+        for run in outcome.hook_runs:
+            events.extend(st.gate.hook_events(run.event, run))
         if outcome.stop is not None:
             st.hook_stop = outcome.stop
         events.append(self._finish_call(st, outcome))

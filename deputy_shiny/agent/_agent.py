@@ -382,10 +382,13 @@ class Agent(
     def _firer(self) -> HookFirer:
         """What fires this agent's hooks outside a run (made at the first change)."""
         if self._hook_firer is None:
-            self._hook_firer = HookFirer(
-                self._hooks, lambda: (self._agent_id, self._session_id, self._run_context)
-            )
+            self._hook_firer = HookFirer(self._hooks, self._hook_fields)
         return self._hook_firer
+
+    def _hook_fields(self) -> dict[str, Any]:
+        """A hook context's fields outside a run: the next run's, without its usage."""
+        fields = self._run_deps().hook_fields()
+        return {**fields, "run_context": self._run_context, "total_turns": len(self.get_turns())}
 
     def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.

@@ -9,7 +9,7 @@ of the ``trusted_results`` policy. The work is done in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..persistence.sessions import Commit
 from ..persistence.store import Store
 from ..persistence.store_bridge import scope_for
 from ..trusted import TrustedResults, check_trusted_tools
+from ._config_change import HookFirer
 from ._guard import Guard
 from ._tool_registry import ToolSetCheck
 
@@ -131,6 +132,7 @@ class CheckpointMethods:
     """An Agent's file checkpoint methods, façades over its :class:`FileCheckpoints`."""
 
     _checkpoints: FileCheckpoints  # made by Agent.__init__
+    _firer: Callable[[], HookFirer]  # Agent's: fires hooks outside a run
 
     @property
     def file_checkpoints(self) -> FileJournal | None:
@@ -154,7 +156,15 @@ class CheckpointMethods:
             >>> [c.name for c in agent.list_checkpoints()]
             ['before the refactor']
         """
-        return self._checkpoints.checkpoint(name, metadata)
+        checkpoint_id = self._checkpoints.checkpoint(name, metadata)
+        made = next(c for c in self._checkpoints.all() if c.id == checkpoint_id)
+        self._firer().notify(  # as deputy
+            "file_checkpoint_created",
+            f"Created file checkpoint {checkpoint_id}.",
+            checkpoint_id=checkpoint_id,
+            checkpoint_name=made.name,
+        )
+        return checkpoint_id
 
     def list_checkpoints(self) -> list[FileCheckpoint]:
         """The file checkpoints, oldest first: id, name, metadata, created_at, run_id and
@@ -182,4 +192,12 @@ class CheckpointMethods:
             >>> agent.rewind_files(agent.checkpoint()).restored_changes
             0
         """
-        return self._checkpoints.rewind(checkpoint_id)
+        rewound = self._checkpoints.rewind(checkpoint_id)
+        self._firer().notify(  # as deputy
+            "files_rewound",
+            f"Rewound {rewound.restored_changes} file change(s) to {rewound.checkpoint.id}.",
+            checkpoint_id=rewound.checkpoint.id,
+            restored_changes=rewound.restored_changes,
+            paths=list(rewound.paths),
+        )
+        return rewound

@@ -49,15 +49,17 @@ from ..errors import InvalidHookError
 from ._context import HookContext
 from ._events import HOOK_EVENTS, TOOL_HOOK_EVENTS, HookPoint
 from ._matcher import DEFAULT_HOOK_TIMEOUT, HookMatcher
-from ._registry import HookCallRecord, HookRegistry, HookRun
+from ._registry import MAX_ERROR_LOG, HookCallRecord, HookError, HookRegistry, HookRun
 from ._results import HookResultPostToolUse, HookResultPreCompact, HookResultPreToolUse
 
 __all__ = [
     "DEFAULT_HOOK_TIMEOUT",
     "HOOK_EVENTS",
+    "MAX_ERROR_LOG",
     "TOOL_HOOK_EVENTS",
     "HookCallRecord",
     "HookContext",
+    "HookError",
     "HookMatcher",
     "HookPoint",
     "HookRegistry",

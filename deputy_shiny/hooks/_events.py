@@ -31,7 +31,8 @@ only its first; both get the run's ``run_id``, and ``SessionEnd`` the stop reaso
 
 ``PreCompact`` fires before compaction summarises the conversation (its callback may
 return :class:`HookResultPreCompact` to cancel or supply the summary; ``reason`` is
-``"auto"`` or ``"manual"``, ``details`` has ``tokens`` and ``turns_to_remove``), and
+``"auto"`` or ``"manual"``, ``details`` has ``tokens``, ``turns_to_remove`` and, as
+deputy's arguments, ``turns_to_compact`` and ``turns_to_keep``: copies of the turns), and
 ``PostCompact`` after it (``details``: the
 :class:`~deputy_shiny.context.CompactionRecord` as a dict).
 
@@ -47,8 +48,13 @@ reply, as in deputy; ``context.details`` holds ``message`` (for people), ``level
 - ``cost_limit_warning``: the run has spent 90% of its cost limit (``usage``,
   ``limit``); ``compact_fallback``: compaction used a plain digest (``error``), both
   also ``warning`` events;
-- ``permission_mode_changed`` (level ``info``): ``set_permission_mode`` narrowed the
-  mode (``previous_mode``, ``permission_mode``).
+- ``provider_error``: a failed model request ended the run (``usage``);
+- ``file_checkpoint_capture_failed``: the checkpoint journal refused a file a tool was
+  about to write (``tool_name``, ``call_id``), so the call failed;
+- at level ``info``: ``permission_mode_changed`` (``set_permission_mode`` narrowed the
+  mode: ``previous_mode``, ``permission_mode``), ``file_checkpoint_created``
+  (``agent.checkpoint()``: ``checkpoint_id``, ``checkpoint_name``) and ``files_rewound``
+  (``agent.rewind_files()``: ``checkpoint_id``, ``restored_changes``, ``paths``).
 
 ``ConfigChange`` fires when the agent's configuration changes at runtime:
 ``details`` holds ``key`` (``"permission_mode"`` or ``"model"``), ``old_value`` and
@@ -56,7 +62,13 @@ reply, as in deputy; ``context.details`` holds ``message`` (for people), ``level
 no event loop runs in the calling thread; inside one they run in a task of their own,
 so the call that changed the configuration never waits for them.
 
-``SubagentStart`` and ``SubagentStop`` fire as a lead agent starts and ends a subagent.
+``SubagentStart`` and ``SubagentStop`` fire as a lead agent starts and ends a subagent
+(``details``: ``subagent``, ``task``, ``delegation_id``; at ``SubagentStop`` also
+``result``, the subagent's :class:`~deputy_shiny.AgentResult`, None if it never ran).
+
+``PostToolUse`` fires after every tool call, as in deputy: on a failure its
+``tool_output`` is None and ``context.error`` holds the error; ``PostToolUseFailure``
+fires after it when the call failed.
 
 ``events.HookEvent`` is the *event record* the engine emits after a hook ran; this is
 the name of the hook point.

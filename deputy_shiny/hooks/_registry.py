@@ -8,6 +8,7 @@ import dataclasses
 import inspect
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +41,8 @@ def _describe(value: Any) -> dict[str, Any]:
     elif isinstance(value, HookResultPostToolUse):
         out["updated_tool_output"] = value.updated_tool_output is not None
         out["suppress_output"] = value.suppress_output
+        if value.additional_context is not None:
+            out["additional_context"] = True
     elif isinstance(value, HookResultPreCompact):
         out["summary"] = value.summary is not None
     else:
@@ -204,6 +207,35 @@ def _error_text(exc: BaseException) -> str:
     )
 
 
+MAX_ERROR_LOG = 1000
+"""The most failures :meth:`HookRegistry.last_errors` keeps (the oldest go first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookError:
+    """One failed callback in a registry's error log (:meth:`HookRegistry.last_errors`).
+
+    Attributes:
+        event: The hook event.
+        tool_name: The tool, for tool events (None otherwise).
+        error: What went wrong (an exception's type and message, or the timeout).
+        timestamp: When it failed (seconds since the epoch).
+        callback: The callback's name.
+        outcome: ``"error"`` (raised, or returned the wrong type) or ``"timeout"``.
+
+    Examples:
+        >>> HookError("Stop", None, "ValueError: boom", 0.0, "save", "error").event
+        'Stop'
+    """
+
+    event: str
+    tool_name: str | None
+    error: str
+    timestamp: float
+    callback: str
+    outcome: Outcome
+
+
 class HookRegistry:
     """An agent's hooks, in the order added; runs the ones that match an event.
 
@@ -220,6 +252,7 @@ class HookRegistry:
 
     def __init__(self, matchers: Iterable[HookMatcher] = ()) -> None:
         self._lock = threading.Lock()
+        self._errors: deque[HookError] = deque(maxlen=MAX_ERROR_LOG)
         self._matchers: tuple[HookMatcher, ...] = ()
         self.add(matchers)
 
@@ -304,6 +337,32 @@ class HookRegistry:
         _check_event(event)
         return tuple(m for m in self._matchers if m.event == event and m.matches(tool_name))
 
+    def last_errors(self) -> list[HookError]:
+        """Every callback failure since the registry was made or :meth:`clear_errors`,
+        oldest first (as deputy's ``last_errors()``; at most :data:`MAX_ERROR_LOG`).
+
+        Failures never stop a run (a failed ``PreToolUse`` or ``PermissionRequest``
+        hook denies the call instead), so an app checks here that its audit and
+        logging hooks work.
+
+        Examples:
+            >>> import asyncio
+            >>> registry = HookRegistry([HookMatcher("Stop", lambda context: 1 / 0)])
+            >>> _ = asyncio.run(registry.run("Stop", context=HookContext(event="Stop")))
+            >>> [(e.event, e.error) for e in registry.last_errors()]
+            [('Stop', 'ZeroDivisionError: division by zero')]
+            >>> registry.clear_errors()
+            >>> registry.last_errors()
+            []
+        """
+        with self._lock:
+            return list(self._errors)
+
+    def clear_errors(self) -> None:
+        """Empty the error log (see :meth:`last_errors`)."""
+        with self._lock:
+            self._errors.clear()
+
     def __len__(self) -> int:
         return len(self._matchers)
 
@@ -312,6 +371,19 @@ class HookRegistry:
 
     def __repr__(self) -> str:
         return f"HookRegistry({list(self._matchers)!r})"
+
+    def _log_error(self, event: str, tool_name: str | None, record: HookCallRecord) -> None:
+        with self._lock:
+            self._errors.append(
+                HookError(
+                    event,
+                    tool_name,
+                    record.error or record.outcome,
+                    time.time(),
+                    record.matcher.name,
+                    record.outcome,
+                )
+            )
 
     async def run(
         self,
@@ -389,6 +461,8 @@ class HookRegistry:
                 records.append(HookCallRecord(index, matcher, "result", None, duration, value))
                 return HookRun(event, tool_name, value, index, matcher, tuple(records))
             records.append(record)
+            if record.outcome in ("error", "timeout"):
+                self._log_error(event, tool_name, record)
             if stop_on_failure and record.outcome != "none":
                 break
         return HookRun(event, tool_name, records=tuple(records))

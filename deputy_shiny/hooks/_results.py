@@ -45,19 +45,27 @@ class HookResultPostToolUse(FrozenConfig):
     Attributes:
         updated_tool_output: Replaces the output the model sees (None keeps it).
         suppress_output: True withholds the output from the model.
+        additional_context: Text added to what the model sees with the tool result (as
+            deputy's; after the output, or after the withheld-output note).
         continue_: False ends the run after this call (stop reason
             ``hook_requested_stop``).
         stop_reason: The message recorded when ``continue_`` is False.
 
+    Unlike deputy's, where the model keeps the tool's own output, ``updated_tool_output``
+    and ``suppress_output`` change what the model sees, not only the ``tool_end`` event.
+
     Examples:
         >>> HookResultPostToolUse(updated_tool_output="[redacted]").updated_tool_output
         '[redacted]'
+        >>> HookResultPostToolUse(additional_context="Check the log too.").additional_context
+        'Check the log too.'
     """
 
     _config_error: ClassVar[type[ConfigurationError]] = InvalidHookError
 
     updated_tool_output: Any = None
     suppress_output: bool = Field(default=False, strict=True)
+    additional_context: str | None = Field(default=None, strict=True)
     continue_: bool = Field(default=True, strict=True)
     stop_reason: str | None = Field(default=None, strict=True)
 
