@@ -4,16 +4,24 @@ user porting R code reaches for, each checked against what it reports."""
 from __future__ import annotations
 
 import asyncio
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from deputy_shiny import Agent, AgentResult, ContextPolicy, Permissions, UsageLimits
 from deputy_shiny._engine.compaction import _turn_tokens, context_tokens
 from deputy_shiny.agent._delegation.host import DelegationHost
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
-from deputy_shiny.errors import ConfigurationError, InvalidHookError, ProviderError
+from deputy_shiny.errors import (
+    ConfigurationError,
+    InvalidHookError,
+    InvalidToolError,
+    ProviderError,
+    ToolArgumentsError,
+)
 from deputy_shiny.hooks import (
     HookContext,
     HookMatcher,
@@ -24,8 +32,13 @@ from deputy_shiny.hooks_builtin import hook_block_dangerous_bash, hook_limit_fil
 from deputy_shiny.messages import user_turn
 from deputy_shiny.permissions import PermissionResultDeny
 from deputy_shiny.testing import ProviderFailure, ScriptedModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import Tool, tool_write_file
-from tests.helpers import local_tool
+from deputy_shiny.tools import Tool, tool, tool_write_file
+from tests.helpers import READ_ONLY, local_tool
+
+
+class Stop(BaseModel):
+    city: str
+    nights: int
 
 
 def _add(a: int, b: int) -> int:
@@ -526,3 +539,52 @@ def test_limit_file_writes_takes_a_directory_as_deputys(tmp_path: Path) -> None:
     hook = hook_limit_file_writes(tmp_path / "output")
     context = HookContext(event="PreToolUse", working_dir=tmp_path)
     assert hook.callback("write_file", {"path": "output/out/x.txt"}, context) is not None
+
+
+# --------------------------------------------------------------------------- tools (#37)
+
+
+def test_tool_takes_its_description_by_position_as_ellmers(tmp_path: Path) -> None:
+    # ellmer: tool(add, "Add two numbers together")
+    add_tool = tool(_add, "Add two numbers together", annotations=READ_ONLY)
+    assert (add_tool.name, add_tool.description) == ("_add", "Add two numbers together")
+    assert add_tool.parameters["required"] == ["a", "b"]
+    agent = Agent(
+        ScriptedModel([_call("_add", {"a": 2, "b": 3}), "5"]),
+        tools=[add_tool],
+        working_dir=tmp_path,
+    )
+    assert agent.run_sync("2 + 3?").tool_results()[0].output == "5"
+    with pytest.raises(InvalidToolError, match="description= must be a string"):
+        tool(_add, 42)  # type: ignore[call-overload]
+
+
+def test_tool_convert_false_gives_the_function_the_json_values(tmp_path: Path) -> None:
+    # ellmer: convert = FALSE leaves the JSON inputs as they came.
+    seen: list[tuple[Any, Any]] = []
+
+    def plan(day: date, stops: list[Stop]) -> str:
+        """Plan a trip."""
+        seen.append((day, stops))
+        return "planned"
+
+    arguments = {"day": "2026-12-24", "stops": [{"city": "Oslo", "nights": 2}]}
+    for convert in (True, False):
+        agent = Agent(
+            ScriptedModel([_call("plan", arguments), "ok"]),
+            tools=[local_tool(plan, convert=convert)],
+            working_dir=tmp_path,
+        )
+        agent.run_sync("plan it")
+    converted, plain = seen
+    assert converted == (date(2026, 12, 24), [Stop(city="Oslo", nights=2)])
+    assert plain == ("2026-12-24", [{"city": "Oslo", "nights": 2}])
+    # The arguments are still checked against the schema.
+    strict = local_tool(plan, convert=False)
+    assert not strict.convert
+    with pytest.raises(ToolArgumentsError, match="nights"):
+        strict.parse_arguments({"day": "2026-12-24", "stops": [{"city": "Oslo", "nights": "x"}]})
+    with pytest.raises(InvalidToolError, match="convert="):
+        tool(plan, convert="no")  # type: ignore[call-overload]
+    # A re-wrapped tool keeps the setting.
+    assert not tool(strict, name="plan_again").convert
