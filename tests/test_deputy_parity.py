@@ -4,6 +4,7 @@ user porting R code reaches for, each checked against what it reports."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from deputy_shiny import Agent, AgentResult, ContextPolicy, Permissions, UsageLimits
 from deputy_shiny._engine.compaction import _turn_tokens, context_tokens
 from deputy_shiny.agent._delegation.host import DelegationHost
+from deputy_shiny.conversation import Conversation
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
 from deputy_shiny.errors import (
     ConfigurationError,
@@ -21,6 +23,7 @@ from deputy_shiny.errors import (
     InvalidToolError,
     ProviderError,
     ToolArgumentsError,
+    ToolInvocationError,
 )
 from deputy_shiny.hooks import (
     HookContext,
@@ -29,10 +32,18 @@ from deputy_shiny.hooks import (
     HookResultPreCompact,
 )
 from deputy_shiny.hooks_builtin import hook_block_dangerous_bash, hook_limit_file_writes
-from deputy_shiny.messages import user_turn
+from deputy_shiny.messages import ContentImage, ContentText, ContentToolResult, user_turn
+from deputy_shiny.models import ChatModel, supports_images
 from deputy_shiny.permissions import PermissionResultDeny
 from deputy_shiny.testing import ProviderFailure, ScriptedModel, ScriptedReply, ScriptedToolCall
-from deputy_shiny.tools import Tool, tool, tool_write_file
+from deputy_shiny.tools import (
+    Tool,
+    content_image_file,
+    content_image_inline,
+    tool,
+    tool_write_file,
+)
+from deputy_shiny.tools._content import PNG_1PX
 from tests.helpers import READ_ONLY, local_tool
 
 
@@ -588,3 +599,87 @@ def test_tool_convert_false_gives_the_function_the_json_values(tmp_path: Path) -
         tool(plan, convert="no")  # type: ignore[call-overload]
     # A re-wrapped tool keeps the setting.
     assert not tool(strict, name="plan_again").convert
+
+
+def _returns(value: Any) -> Tool:
+    def render(name: str) -> Any:
+        """Render a figure."""
+        return value
+
+    return local_tool(render, name="render")
+
+
+def _run_returning(value: Any, tmp_path: Path, **agent: Any) -> tuple[AgentResult, ScriptedModel]:
+    model = ScriptedModel([_call("render", {"name": "sales"}), "Seen."])
+    result = Agent(model, tools=[_returns(value)], working_dir=tmp_path, **agent).run_sync("go")
+    return result, model
+
+
+def test_a_tool_returning_content_gives_the_model_content_not_json(tmp_path: Path) -> None:
+    # ellmer: a tool may return a Content object, a list of them, or a ContentToolResult.
+    result, _ = _run_returning(ContentText(text="Three bars, one tall."), tmp_path)
+    assert result.tool_results()[0].output == "Three bars, one tall."
+    both = [ContentText(text="Sales by month"), ContentText(text="(in dollars)")]
+    result, _ = _run_returning(both, tmp_path)
+    assert result.tool_results()[0].output == "Sales by month\n\n(in dollars)"
+    failures: list[str] = []
+    own = ContentToolResult(call_id="ignored", name="ignored", output="No data.", is_error=True)
+    result, _ = _run_returning(
+        own,
+        tmp_path,
+        hooks=[HookMatcher("PostToolUseFailure", lambda n, i, c: failures.append(c.error))],
+    )
+    (returned,) = result.tool_results()
+    assert (returned.output, returned.is_error, returned.call_id) == ("No data.", True, "c1")
+    assert failures == ["No data."]
+
+
+def test_a_tool_returning_an_image_sends_the_model_the_image(tmp_path: Path) -> None:
+    # ellmer: return content_image_file("plot.png") and the model sees the plot.
+    plot = tmp_path / "plot.png"
+    plot.write_bytes(PNG_1PX)
+    result, model = _run_returning(
+        [ContentText(text="The plot:"), content_image_file(plot)], tmp_path
+    )
+    (returned,) = result.tool_results()
+    assert returned.output == f"The plot:\n\n[image 1: image/png, {len(PNG_1PX)} bytes]"
+    assert [i.media_type for i in returned.images] == ["image/png"]
+    messages = model.requests[-1]["messages"]
+    tool_message = next(m for m in messages if m["role"] == "tool")
+    assert tool_message["content"] == returned.output  # text only where tools take text
+    image_message = messages[messages.index(tool_message) + 1]
+    assert image_message["role"] == "user"
+    text, image = image_message["content"]
+    assert text == {"type": "text", "text": "The image(s) the render call (c1) returned:"}
+    encoded = base64.b64encode(PNG_1PX).decode()
+    assert image == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}}
+    # A model that takes no images reads a note instead (litellm knows which do).
+    assert supports_images(ChatModel(model="openai/gpt-4o-mini"))
+    assert not supports_images(ChatModel(model="openai/gpt-3.5-turbo"))
+    plain = Conversation(turns=result.turns).messages(images=False)
+    assert "image_url" not in str(plain) and "takes no images" in str(plain)
+
+
+def test_images_a_tool_is_made_to_return_are_checked(tmp_path: Path) -> None:
+    # A prompt-injected model can steer what a tool returns: a link is never fetched or
+    # sent, markup (SVG) and non-images are not images, whatever the media type says.
+    svg = base64.b64encode(b"<svg onload='alert(1)'/>").decode()
+    hostile = [
+        ContentImage(url="https://attacker.example/pixel.png"),
+        ContentImage(data=svg, media_type="image/png"),
+        ContentImage(data="not base64!", media_type="image/png"),
+        ContentImage(data=base64.b64encode(PNG_1PX).decode(), media_type="text/html"),
+    ]
+    result, model = _run_returning(hostile, tmp_path)
+    (returned,) = result.tool_results()
+    assert [i.media_type for i in returned.images] == ["image/png"]  # the real PNG only
+    sent = str(model.requests[-1]["messages"])
+    assert "attacker.example" not in sent  # not even as text
+    assert "an image link, not fetched or sent" in returned.output
+    assert returned.output.count(", not sent]") == 2  # the SVG and the bad base64
+    with pytest.raises(ToolInvocationError, match="Not an image"):
+        content_image_inline(b"<svg/>")
+    many = [content_image_inline(PNG_1PX)] * 9
+    result, _ = _run_returning(many, tmp_path)
+    (returned,) = result.tool_results()
+    assert len(returned.images) == 8 and "at most 8 images a call" in returned.output

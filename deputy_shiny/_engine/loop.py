@@ -77,7 +77,7 @@ from ..messages import (
     Turn,
     TurnUsage,
 )
-from ..models import ChatModel
+from ..models import ChatModel, supports_images
 from ..models._provider import (
     ProviderFailed,
     Response,
@@ -473,13 +473,14 @@ class Engine(ToolCalls):
         (``ChatModel.retries``), then moves to the next fallback model; each further
         attempt must fit the run's request limit.
         """
-        messages = st.conversation.messages()
+        sendable: dict[bool, list[dict[str, Any]]] = {}  # by whether images may go
         fallbacks = st.deps.fallbacks
         attempt = 1  # on the current model
         loop = asyncio.get_running_loop()
         deadline: float | None = None  # the current model's total_timeout, on the loop's clock
         while True:
             model = st.model
+            messages = _messages_for(st.conversation, model, sendable)
             if attempt == 1:
                 total = model.total_timeout
                 deadline = loop.time() + total if total is not None else None
@@ -501,7 +502,7 @@ class Engine(ToolCalls):
                     yield event
                 return
             except ProviderFailed as failed:
-                st.meter.count_response(response_usage(model, response, lambda: messages))
+                st.meter.count_response(response_usage(model, response, partial(list, messages)))
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
                 delay = retry_delay(model, attempt, failed.__cause__)
@@ -540,7 +541,7 @@ class Engine(ToolCalls):
                 response.reset()
             except (Interrupted, asyncio.CancelledError, GeneratorExit):
                 # Stopped mid-attempt: what arrived may be billed (no awaits here).
-                st.meter.count_response(response_usage(model, response, lambda: messages))
+                st.meter.count_response(response_usage(model, response, partial(list, messages)))
                 raise
 
     def _limit_before_retry(self, st: RunState, failed: ProviderFailed) -> None:
@@ -737,3 +738,14 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:
     """A run's budget: its limits, drawing on the budget of the run that delegated it."""
     return SharedBudget(limits, parent=deps.parent_budget, label=deps.agent_name or "lead agent")
+
+
+def _messages_for(
+    conversation: Conversation, model: ChatModel, made: dict[bool, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The request's messages for ``model``: the images tools returned go only to a
+    model that takes images (asked only when there are some); ``made`` keeps each form."""
+    images = not conversation.holds_tool_images() or supports_images(model)
+    if images not in made:
+        made[images] = conversation.messages(images=images)
+    return made[images]

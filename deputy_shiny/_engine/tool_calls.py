@@ -40,7 +40,8 @@ from ..messages import (
     ContentToolResult,
     Turn,
 )
-from ..tools import Tool, format_tool_output, tool_context
+from ..tools import Tool, tool_context
+from ..tools._content import tool_content
 from ..tools._context import ProgressSink
 from .budget import current_budget
 from .durable import NOT_EXECUTED, Resumption
@@ -321,10 +322,18 @@ class ToolCalls:
             finally:
                 log_context.call_id.reset(call)
                 current_budget.reset(budget)
-            output = format_tool_output(value)
+            content = tool_content(value)  # text, JSON, or content objects (images too)
+            output = content.output
             if st.deps.trusted_results is not None:
                 output = self._trusted_result(st, request, arguments, value, output, extra)
-            result = ContentToolResult(call_id=request.id, name=request.name, output=output)
+            failed = content.is_error is True  # a returned ContentToolResult(is_error=True)
+            result = ContentToolResult(
+                call_id=request.id,
+                name=request.name,
+                output=output,
+                is_error=failed,
+                images=list(content.images),
+            )
         except ToolInvocationError as exc:
             failed, result = True, error_result(request, str(exc))
             code = getattr(exc, "notice_code", None)  # e.g. the checkpoint journal refused

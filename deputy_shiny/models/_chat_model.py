@@ -211,6 +211,27 @@ def supports_native_web_search(model: ChatModel) -> bool:
         return False
 
 
+def supports_images(model: ChatModel) -> bool:
+    """True when the model takes image content (litellm's ``supports_vision``).
+
+    The test and demo models (providers registered here) take whatever they are sent;
+    a model litellm cannot answer for takes none (its images become a note).
+
+    Examples:
+        >>> supports_images(ChatModel(model="openai/gpt-4o-mini"))
+        True
+        >>> supports_images(ChatModel(model="openai/gpt-3.5-turbo"))
+        False
+    """
+    if _litellm.is_registered(model.provider):
+        return True
+    try:
+        return bool(_litellm.get_litellm().supports_vision(model=model.model))
+    except Exception:  # litellm does not know the model: send no images
+        logger.debug("supports_vision failed for %s", model.model, exc_info=True)
+        return False
+
+
 def check_model_string(value: object) -> str:
     """Raise :class:`InvalidModelError` unless ``value`` is shaped like a litellm model string."""
     if not isinstance(value, str) or not _MODEL_SHAPE.match(value):
