@@ -435,6 +435,7 @@ class ToolCalls:
             output=result.output,
             is_error=result.is_error,
             duration=duration,
+            images=result.images,
         )
         return event
 
