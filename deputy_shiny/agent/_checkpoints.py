@@ -19,7 +19,6 @@ from ..persistence.sessions import Commit
 from ..persistence.store import Store
 from ..persistence.store_bridge import scope_for
 from ..trusted import TrustedResults, check_trusted_tools
-from ._config_change import HookFirer
 from ._guard import Guard
 from ._tool_registry import ToolSetCheck
 
@@ -73,9 +72,16 @@ def trusted_check(policy: TrustedResults | None) -> ToolSetCheck | None:
 class FileCheckpoints:
     """One agent's file checkpoint journal (None: checkpointing is off) and its guard."""
 
-    def __init__(self, journal: FileJournal | None, guard: Guard) -> None:
+    def __init__(
+        self,
+        journal: FileJournal | None,
+        guard: Guard,
+        notify: Callable[..., None] | None = None,
+    ) -> None:
         self.journal = journal
         self._guard = guard
+        # The agent's Notification hooks, outside a run: notify(code, message, **details).
+        self._notify = notify
 
     def _on(self) -> FileJournal:
         if self.journal is None:
@@ -86,7 +92,15 @@ class FileCheckpoints:
 
     def checkpoint(self, name: str | None, metadata: Mapping[str, Any] | None) -> str:
         """See :meth:`CheckpointMethods.checkpoint`."""
-        return self._on().checkpoint(name, metadata).id
+        made = self._on().checkpoint(name, metadata)
+        if self._notify is not None:  # as deputy
+            self._notify(
+                "file_checkpoint_created",
+                f"Created file checkpoint {made.id}.",
+                checkpoint_id=made.id,
+                checkpoint_name=made.name,
+            )
+        return made.id
 
     def all(self) -> list[FileCheckpoint]:
         """See :meth:`CheckpointMethods.list_checkpoints`."""
@@ -97,7 +111,16 @@ class FileCheckpoints:
     def rewind(self, checkpoint_id: str) -> FileRewind:
         """See :meth:`CheckpointMethods.rewind_files`."""
         self._guard.idle("rewind files")
-        return self._on().rewind(checkpoint_id)
+        rewound = self._on().rewind(checkpoint_id)
+        if self._notify is not None:  # as deputy
+            self._notify(
+                "files_rewound",
+                f"Rewound {rewound.restored_changes} file change(s) to {rewound.checkpoint.id}.",
+                checkpoint_id=rewound.checkpoint.id,
+                restored_changes=rewound.restored_changes,
+                paths=list(rewound.paths),
+            )
+        return rewound
 
     # ------------------------------------------------------------ saved sessions
 
@@ -132,7 +155,6 @@ class CheckpointMethods:
     """An Agent's file checkpoint methods, façades over its :class:`FileCheckpoints`."""
 
     _checkpoints: FileCheckpoints  # made by Agent.__init__
-    _firer: Callable[[], HookFirer]  # Agent's: fires hooks outside a run
 
     @property
     def file_checkpoints(self) -> FileJournal | None:
@@ -156,15 +178,7 @@ class CheckpointMethods:
             >>> [c.name for c in agent.list_checkpoints()]
             ['before the refactor']
         """
-        checkpoint_id = self._checkpoints.checkpoint(name, metadata)
-        made = next(c for c in self._checkpoints.all() if c.id == checkpoint_id)
-        self._firer().notify(  # as deputy
-            "file_checkpoint_created",
-            f"Created file checkpoint {checkpoint_id}.",
-            checkpoint_id=checkpoint_id,
-            checkpoint_name=made.name,
-        )
-        return checkpoint_id
+        return self._checkpoints.checkpoint(name, metadata)
 
     def list_checkpoints(self) -> list[FileCheckpoint]:
         """The file checkpoints, oldest first: id, name, metadata, created_at, run_id and
@@ -192,12 +206,4 @@ class CheckpointMethods:
             >>> agent.rewind_files(agent.checkpoint()).restored_changes
             0
         """
-        rewound = self._checkpoints.rewind(checkpoint_id)
-        self._firer().notify(  # as deputy
-            "files_rewound",
-            f"Rewound {rewound.restored_changes} file change(s) to {rewound.checkpoint.id}.",
-            checkpoint_id=rewound.checkpoint.id,
-            restored_changes=rewound.restored_changes,
-            paths=list(rewound.paths),
-        )
-        return rewound
+        return self._checkpoints.rewind(checkpoint_id)
