@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .messages import Content, ContentToolRequest, ContentToolResult, Turn
+from .messages import Content, ContentImage, ContentToolRequest, ContentToolResult, Turn
 from .usage import AgentUsage, CostSummary, RequestUsage
 
 StopReason = Literal[
@@ -155,7 +155,8 @@ class ToolStartEvent(_EventBase):
 
 
 class ToolEndEvent(_EventBase):
-    """A tool call finished; ``output`` is exactly what the model sees."""
+    """A tool call finished; ``output`` is exactly what the model sees, with ``images``
+    (the checked inline images the tool returned) for a model that takes images."""
 
     type: Literal["tool_end"] = "tool_end"
     call_id: str
@@ -163,6 +164,7 @@ class ToolEndEvent(_EventBase):
     output: str
     is_error: bool = False
     duration: float = 0.0
+    images: list[ContentImage] = Field(default_factory=list)
 
 
 class ToolProgressEvent(_EventBase):

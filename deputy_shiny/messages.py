@@ -88,6 +88,10 @@ class ContentToolRequest(_Content):
 class ContentToolResult(_Content):
     """The result of one tool call, as the model sees it.
 
+    ``images`` are the inline images the tool returned (checked: PNG, JPEG, GIF or
+    WebP data, never a link); they reach a model that takes images with the result, and
+    ``output`` names each one for a model that does not.
+
     Examples:
         >>> ContentToolResult(call_id="call_1", name="read_file", output="hi").is_error
         False
@@ -98,6 +102,7 @@ class ContentToolResult(_Content):
     name: str
     output: str
     is_error: bool = False
+    images: list[ContentImage] = Field(default_factory=list)
     approved_arguments: dict[str, Any] | None = None
     """The arguments the tool ran with when a person edited the model's before
     approving (the model's own stay in the matching request); None when it ran with the
@@ -193,11 +198,16 @@ def user_turn(*contents: UserContent) -> Turn:
     return Turn(role="user", contents=parts)
 
 
-def to_openai_messages(system_prompt: str | None, turns: Iterable[Turn]) -> list[dict[str, Any]]:
+def to_openai_messages(
+    system_prompt: str | None, turns: Iterable[Turn], *, images: bool = True
+) -> list[dict[str, Any]]:
     """Convert a system prompt and turns to OpenAI-format chat messages for litellm.
 
     Thinking content is sent only where it carries a provider signature (Anthropic's
-    extended thinking needs it back with tool use); otherwise it is not replayed.
+    extended thinking needs it back with tool use); otherwise it is not replayed. The
+    images tool calls returned follow their results in a user message (a tool message
+    holds text only with most providers); with ``images=False`` (a model that takes
+    no images) that message says what was left out instead.
     """
     messages: list[dict[str, Any]] = []
     if system_prompt:
@@ -206,17 +216,20 @@ def to_openai_messages(system_prompt: str | None, turns: Iterable[Turn]) -> list
         if turn.role == "system":
             messages.append({"role": "system", "content": turn.text})
         elif turn.role == "user":
-            messages.extend(_user_messages(turn))
+            messages.extend(_user_messages(turn, images))
         else:
             messages.append(_assistant_message(turn))
     return messages
 
 
-def _user_messages(turn: Turn) -> list[dict[str, Any]]:
+def _user_messages(turn: Turn, images: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": r.call_id, "content": r.output} for r in turn.tool_results
     ]
     others = [c for c in turn.contents if isinstance(c, ContentText | ContentImage)]
+    returned = [r for r in turn.tool_results if r.images]
+    if returned:
+        out.append({"role": "user", "content": _returned_images(returned, images)})
     if not others:
         return out
     if all(isinstance(c, ContentText) for c in others):
@@ -230,6 +243,29 @@ def _user_messages(turn: Turn) -> list[dict[str, Any]]:
                 parts.append({"type": "image_url", "image_url": {"url": c.to_url()}})
         out.append({"role": "user", "content": parts})
     return out
+
+
+def _returned_images(results: list[ContentToolResult], images: bool) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for result in results:
+        n = len(result.images)
+        if not images:
+            parts.append(
+                {
+                    "type": "text",
+                    "text": f"[The {result.name} call ({result.call_id}) returned {n} "
+                    "image(s); this model takes no images, so they were not sent.]",
+                }
+            )
+            continue
+        parts.append(
+            {
+                "type": "text",
+                "text": f"The image(s) the {result.name} call ({result.call_id}) returned:",
+            }
+        )
+        parts.extend({"type": "image_url", "image_url": {"url": i.to_url()}} for i in result.images)
+    return parts
 
 
 def _assistant_message(turn: Turn) -> dict[str, Any]:

@@ -856,7 +856,7 @@ async def test_interrupting_deny_of_edited_input_ends_the_run(tmp_path: Path) ->
 async def test_hooks_default_to_a_30_second_timeout_in_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import deputy_shiny.hooks as hooks_module
+    import deputy_shiny.hooks._registry as hooks_module
 
     waited: list[float | None] = []
     real_timeout = hooks_module.timeout

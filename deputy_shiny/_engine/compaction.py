@@ -105,7 +105,7 @@ hostile 10 MB tool-call argument would take seconds to tokenise."""
 
 
 def _turn_tokens(turn: Turn) -> int:
-    messages = to_openai_messages(None, [turn])
+    messages = to_openai_messages(None, [turn], images=False)
     estimate = estimate_prompt_tokens(messages)
     if estimate * 4 > _EXACT_CHARS:
         return estimate
@@ -181,7 +181,7 @@ def _messages_bound(messages: Sequence[dict[str, Any]]) -> int | None:
 
 def _turn_bound(turn: Turn) -> int | None:
     """An upper bound on ``_turn_tokens(turn)``, or None when none is cheap."""
-    return _messages_bound(to_openai_messages(None, [turn]))
+    return _messages_bound(to_openai_messages(None, [turn], images=False))
 
 
 @functools.lru_cache(maxsize=256)
@@ -418,7 +418,15 @@ class Compactor:
         reason = "auto" if automatic else "manual"
         for event in self._events(CompactionStartEvent, reason=reason, tokens=tokens_before):
             yield event
-        details = {"tokens": tokens_before, "turns_to_remove": len(removed)}
+        # As deputy's turns_to_compact / turns_to_keep: the turns themselves (copies), so
+        # a hook can write the summary; compact_count as its context's.
+        details = {
+            "tokens": tokens_before,
+            "turns_to_remove": len(removed),
+            "compact_count": len(removed),
+            "turns_to_compact": [turn.model_copy(deep=True) for turn in removed],
+            "turns_to_keep": [turn.model_copy(deep=True) for turn in conversation.turns[start:]],
+        }
         method = "supplied"
         used_model: str | None = None
         if summary is None:

@@ -156,6 +156,30 @@ class RunDeps:
     context: ContextRuntime | None = None
     lineage: Lineage | None = None
 
+    def hook_fields(self) -> dict[str, Any]:
+        """What every hook context of a run with these deps carries besides the event's
+        own values: who runs, where, under which policy and model, and its lineage.
+
+        Examples:
+            >>> from deputy_shiny.hooks import HookRegistry
+            >>> deps = RunDeps("a1", "s1", ChatModel(model="openai/gpt-4.1-mini"),
+            ...                Path("."), Permissions(), HookRegistry())
+            >>> deps.hook_fields()["provider"]
+            {'name': 'openai', 'model': 'gpt-4.1-mini'}
+        """
+        lineage = self.lineage
+        return {
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "working_dir": self.working_dir,
+            "permissions": self.permissions,
+            "provider": {"name": self.model.provider, "model": self.model.name},
+            "tools_count": len(self.tools),
+            "parent_agent_id": lineage.parent_agent_id if lineage else None,
+            "parent_run_id": lineage.parent_run_id if lineage else None,
+            "delegation_id": lineage.delegation_id if lineage else None,
+        }
+
     def tool_context(
         self, run_id: str, run_context: dict[str, Any], request: ContentToolRequest
     ) -> ToolContext:

@@ -29,12 +29,14 @@ from ..permissions import (
     PermissionContext,
     PermissionDecision,
     PermissionResultAllow,
+    PermissionResultDeny,
     evaluate,
     is_soft_denial,
     permission_context,
     tool_kind,
 )
 from ..tools import Tool, tool_context, tool_metadata
+from ..usage import AgentUsage, CostSummary, UsageLimits
 from .deps import RunDeps
 from .durable import json_only_problem
 
@@ -87,8 +89,12 @@ class ToolGate:
         run_context: dict[str, Any],
         emit: Emit,
         guard: Guard[Any],
+        usage: Callable[[], AgentUsage] | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         self.deps = deps
+        self.usage = usage  # the run's usage so far, for hook contexts
+        self.limits = limits
         self.conversation = conversation
         self.run_id = run_id
         self.run_context = run_context
@@ -532,35 +538,30 @@ class ToolGate:
         arguments: dict[str, Any],
         result: ContentToolResult,
         failed: bool,
-    ) -> tuple[ContentToolResult, HookRun | None, str | None]:
-        """PostToolUse (or PostToolUseFailure) hooks: maybe a new output, maybe a stop."""
-        deps = self.deps
-        event = "PostToolUseFailure" if failed else "PostToolUse"
-        if not deps.hooks.matchers(event, tool.name):
-            return result, None, None
-        run = await deps.hooks.run(
-            event,
-            tool_name=tool.name,
-            tool_input=arguments,
-            tool_output=result.output,
-            context=self._hook_context(
-                event, tool, call_id=result.call_id, error=result.output if failed else None
-            ),
-        )
-        hook_result = run.result
-        if not isinstance(hook_result, HookResultPostToolUse):
-            return result, run, None
-        output = result.output
-        if hook_result.updated_tool_output is not None:
-            output = str(hook_result.updated_tool_output)
-        if hook_result.suppress_output:
-            output = "[The tool's output was withheld by a hook.]"
+    ) -> tuple[ContentToolResult, list[HookRun], str | None]:
+        """As in deputy: ``PostToolUse`` after every call, then ``PostToolUseFailure``
+        when it failed (both with ``context.error``). Each may rewrite or withhold the
+        output, add context for the model, or stop the run; returns the result, the hook
+        runs and the stop message (None: go on)."""
+        runs: list[HookRun] = []
         stop = None
-        if not hook_result.continue_:
-            stop = hook_result.stop_reason or f"A {event} hook asked to stop the run."
-        if output != result.output:
-            result = result.model_copy(update={"output": output})
-        return result, run, stop
+        events = ("PostToolUse", "PostToolUseFailure") if failed else ("PostToolUse",)
+        for event in events:
+            if not self.deps.hooks.matchers(event, tool.name):
+                continue
+            run = await self.deps.hooks.run(
+                event,
+                tool_name=tool.name,
+                tool_input=arguments,
+                tool_output=None if failed else result.output,  # as deputy: the error apart
+                context=self._hook_context(
+                    event, tool, call_id=result.call_id, error=result.output if failed else None
+                ),
+            )
+            runs.append(run)
+            result, asked = _post_tool_use(run, result)
+            stop = stop or asked
+        return result, runs, stop
 
     # ------------------------------------------------------------ events
 
@@ -577,14 +578,17 @@ class ToolGate:
 
     def hook_context(self, event: str, **extra: Any) -> HookContext:
         """The context hooks receive at ``event`` in this run (extras: call_id, ...)."""
-        deps = self.deps
+        fields = self.deps.hook_fields()
+        if self.usage is not None:
+            usage = self.usage()
+            fields.update(usage=usage, cost=CostSummary.of(usage), usage_limits=self.limits)
+        fields.update(extra)
         return HookContext(
             event=event,
-            agent_id=deps.agent_id,
-            session_id=deps.session_id,
             run_id=self.run_id,
             run_context=self.run_context,
-            **extra,
+            total_turns=len(self.conversation.turns),
+            **fields,
         )
 
     def hook_events(self, event: str, run: HookRun) -> list[Any]:
@@ -634,6 +638,15 @@ def _lifted_by(run: HookRun, decision: PermissionDecision) -> PermissionDecision
             "permission_request_hook",
             arguments=decision.arguments,
         )
+    if isinstance(run.result, PermissionResultDeny):
+        # As deputy: a deny replaces the reason (of a DENY, or an ASK it turns into one);
+        # an interrupt already asked for stays.
+        return PermissionDecision(
+            "deny",
+            run.result.message,
+            "permission_request_hook",
+            interrupt=decision.interrupt or run.result.interrupt,
+        )
     return decision
 
 
@@ -644,6 +657,26 @@ async def _call_handler(handler: Any, approval: ApprovalRequest) -> ApprovalDeci
     if not isinstance(answer, ApprovalDecision):
         raise TypeError(f"approval_handler returned {type(answer).__name__}, not ApprovalDecision")
     return answer
+
+
+def _post_tool_use(run: HookRun, result: ContentToolResult) -> tuple[ContentToolResult, str | None]:
+    """What a PostToolUse / PostToolUseFailure hook's result does to the call's result."""
+    hook_result = run.result
+    if not isinstance(hook_result, HookResultPostToolUse):
+        return result, None
+    output = result.output
+    if hook_result.updated_tool_output is not None:
+        output = str(hook_result.updated_tool_output)
+    if hook_result.suppress_output:
+        output = "[The tool's output was withheld by a hook.]"
+    if hook_result.additional_context:
+        output = f"{output}\n\n{hook_result.additional_context}"
+    stop = None
+    if not hook_result.continue_:
+        stop = hook_result.stop_reason or f"A {run.event} hook asked to stop the run."
+    if output != result.output:
+        result = result.model_copy(update={"output": output})
+    return result, stop
 
 
 __all__ = ["ToolGate", "Verdict"]

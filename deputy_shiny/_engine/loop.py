@@ -77,7 +77,7 @@ from ..messages import (
     Turn,
     TurnUsage,
 )
-from ..models import ChatModel
+from ..models import ChatModel, supports_images
 from ..models._provider import (
     ProviderFailed,
     Response,
@@ -211,6 +211,8 @@ class Engine(ToolCalls):
             run_context=options.run_context,
             emit=partial(self._emit, st),
             guard=self.interrupter.guard,
+            usage=st.meter.usage,
+            limits=options.limits,
         )
         factory = observer_factory()
         if factory is not None:  # tracing on (instrument()): nests under the current span
@@ -259,7 +261,7 @@ class Engine(ToolCalls):
                 st.stop("error", message)
             self._make_consistent(st)
             st.stop("complete")
-            for event in await limit_notice(st):  # a limit ended it: the Notification hook
+            for event in await limit_notice(st):  # a limit or provider ended it: Notification
                 yield event
             for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
                 yield event
@@ -407,10 +409,9 @@ class Engine(ToolCalls):
         def hook_context(event: str, **extra: Any) -> HookContext:
             return HookContext(
                 event=event,
-                agent_id=deps.agent_id,
-                session_id=deps.session_id,
                 run_context=run_context,
-                **extra,
+                total_turns=len(conversation.turns),
+                **{**deps.hook_fields(), **extra},
             )
 
         compactor = Compactor(
@@ -478,13 +479,14 @@ class Engine(ToolCalls):
         (``ChatModel.retries``), then moves to the next fallback model; each further
         attempt must fit the run's request limit.
         """
-        messages = st.conversation.messages()
+        sendable: dict[bool, list[dict[str, Any]]] = {}  # by whether images may go
         fallbacks = st.deps.fallbacks
         attempt = 1  # on the current model
         loop = asyncio.get_running_loop()
         deadline: float | None = None  # the current model's total_timeout, on the loop's clock
         while True:
             model = st.model
+            messages = _messages_for(st.conversation, model, sendable)
             if attempt == 1:
                 total = model.total_timeout
                 deadline = loop.time() + total if total is not None else None
@@ -506,7 +508,7 @@ class Engine(ToolCalls):
                     yield event
                 return
             except ProviderFailed as failed:
-                st.meter.count_response(response_usage(model, response, lambda: messages))
+                st.meter.count_response(response_usage(model, response, partial(list, messages)))
                 error = failed.error
                 yield self._emit(st, RequestErrorEvent, error=str(error), transient=error.transient)
                 delay = retry_delay(model, attempt, failed.__cause__)
@@ -545,7 +547,7 @@ class Engine(ToolCalls):
                 response.reset()
             except (Interrupted, asyncio.CancelledError, GeneratorExit):
                 # Stopped mid-attempt: what arrived may be billed (no awaits here).
-                st.meter.count_response(response_usage(model, response, lambda: messages))
+                st.meter.count_response(response_usage(model, response, partial(list, messages)))
                 raise
 
     def _limit_before_retry(self, st: RunState, failed: ProviderFailed) -> None:
@@ -742,3 +744,14 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
 def _run_budget(deps: RunDeps, limits: UsageLimits) -> SharedBudget:
     """A run's budget: its limits, drawing on the budget of the run that delegated it."""
     return SharedBudget(limits, parent=deps.parent_budget, label=deps.agent_name or "lead agent")
+
+
+def _messages_for(
+    conversation: Conversation, model: ChatModel, made: dict[bool, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The request's messages for ``model``: the images tools returned go only to a
+    model that takes images (asked only when there are some); ``made`` keeps each form."""
+    images = not conversation.holds_tool_images() or supports_images(model)
+    if images not in made:
+        made[images] = conversation.messages(images=images)
+    return made[images]

@@ -90,8 +90,12 @@ async def cost_nearing(st: RunState, emit: Callable[..., Any]) -> list[AgentEven
 
 
 async def limit_notice(st: RunState) -> list[AgentEvent]:
-    """The ``Notification`` of a run a usage limit stopped (code: the stop reason)."""
+    """The ``Notification`` of a run a usage limit stopped (code: the stop reason), or
+    a provider's failure ended (``provider_error``, with the run's usage, as deputy)."""
     reason = st.stop_reason
+    if reason == "provider_error":
+        message = f"The model provider failed, so the run ended: {st.stop_message}"
+        return await notify(st, reason, message, usage=st.usage())
     if reason not in LIMIT_STOP_REASONS:
         return []
     return await notify(

@@ -43,8 +43,7 @@ class Outcome:
 
     result: ContentToolResult
     duration: float = 0.0
-    hook_run: HookRun | None = None
-    hook_event: str = "PostToolUse"
+    hook_runs: list[HookRun] = field(default_factory=list)  # PostToolUse(, ...Failure)
     stop: str | None = None
     events: list[AgentEvent] = field(default_factory=list)  # e.g. a trusted_result
 

@@ -40,7 +40,8 @@ from ..messages import (
     ContentToolResult,
     Turn,
 )
-from ..tools import Tool, format_tool_output, tool_context
+from ..tools import Tool, tool_context
+from ..tools._content import tool_content
 from ..tools._context import ProgressSink
 from .budget import current_budget
 from .durable import NOT_EXECUTED, Resumption
@@ -321,12 +322,25 @@ class ToolCalls:
             finally:
                 log_context.call_id.reset(call)
                 current_budget.reset(budget)
-            output = format_tool_output(value)
+            content = tool_content(value)  # text, JSON, or content objects (images too)
+            output = content.output
             if st.deps.trusted_results is not None:
                 output = self._trusted_result(st, request, arguments, value, output, extra)
-            result = ContentToolResult(call_id=request.id, name=request.name, output=output)
+            failed = content.is_error is True  # a returned ContentToolResult(is_error=True)
+            result = ContentToolResult(
+                call_id=request.id,
+                name=request.name,
+                output=output,
+                is_error=failed,
+                images=list(content.images),
+            )
         except ToolInvocationError as exc:
             failed, result = True, error_result(request, str(exc))
+            code = getattr(exc, "notice_code", None)  # e.g. the checkpoint journal refused
+            if isinstance(code, str):
+                extra.extend(
+                    await notify(st, code, str(exc), tool_name=request.name, call_id=request.id)
+                )
         except Exception as exc:
             failed, result = True, error_result(request, f"Error: {type(exc).__name__}: {exc}")
         duration = time.monotonic() - started
@@ -337,18 +351,11 @@ class ToolCalls:
             result = result.model_copy(
                 update={"output": f"{result.output}\n\n{verdict.additional_context}"}
             )
-        result, hook_run, stop = await st.gate.after_call(tool, arguments, result, failed)
+        result, hook_runs, stop = await st.gate.after_call(tool, arguments, result, failed)
         runtime = st.deps.context
         if runtime is not None and runtime.is_large(result):  # offload (a file write)
             result = await asyncio.to_thread(runtime.shape_result, result)
-        return Outcome(
-            result,
-            duration,
-            hook_run,
-            "PostToolUseFailure" if failed else "PostToolUse",
-            stop,
-            extra,
-        )
+        return Outcome(result, duration, hook_runs, stop, extra)
 
     def _trusted_result(
         self,
@@ -391,8 +398,8 @@ class ToolCalls:
 
     def _finish_call_events(self, st: RunState, outcome: Outcome) -> list[AgentEvent]:
         events: list[AgentEvent] = list(outcome.events)
-        if outcome.hook_run is not None:
-            events.extend(st.gate.hook_events(outcome.hook_event, outcome.hook_run))
+        for run in outcome.hook_runs:
+            events.extend(st.gate.hook_events(run.event, run))
         if outcome.stop is not None:
             st.hook_stop = outcome.stop
         events.append(self._finish_call(st, outcome))
@@ -428,6 +435,7 @@ class ToolCalls:
             output=result.output,
             is_error=result.is_error,
             duration=duration,
+            images=result.images,
         )
         return event
 

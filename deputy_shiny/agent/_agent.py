@@ -233,7 +233,7 @@ class Agent(
             store=store,
             session_id=self._session_id,
         )
-        self._checkpoints = FileCheckpoints(journal, self._guard)
+        self._checkpoints = FileCheckpoints(journal, self._guard, weakly(_notify, self))
         self._on_tool_request: list[Callable[[ContentToolRequest], object]] = []
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         self._permissions = checked_permissions(permissions).for_working_dir(self._working_dir)
@@ -382,10 +382,13 @@ class Agent(
     def _firer(self) -> HookFirer:
         """What fires this agent's hooks outside a run (made at the first change)."""
         if self._hook_firer is None:
-            self._hook_firer = HookFirer(
-                self._hooks, lambda: (self._agent_id, self._session_id, self._run_context)
-            )
+            self._hook_firer = HookFirer(self._hooks, weakly(Agent._hook_fields, self))
         return self._hook_firer
+
+    def _hook_fields(self) -> dict[str, Any]:
+        """A hook context's fields outside a run: the next run's, without its usage."""
+        fields = self._run_deps().hook_fields()
+        return {**fields, "run_context": self._run_context, "total_turns": len(self.get_turns())}
 
     def add_hook(self, hook: HookMatcher | Iterable[HookMatcher]) -> Agent:
         """Add a hook (see :class:`~deputy_shiny.hooks.HookMatcher`); hooks run in the order added.
@@ -888,3 +891,8 @@ register_session_section(
         order=0,
     )
 )
+
+
+def _notify(agent: Agent, code: str, message: str, **details: Any) -> None:
+    """A Notification outside a run (a component's, as ``file_checkpoint_created``)."""
+    agent._firer().notify(code, message, **details)

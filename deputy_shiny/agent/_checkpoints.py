@@ -9,7 +9,7 @@ of the ``trusted_results`` policy. The work is done in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -72,9 +72,16 @@ def trusted_check(policy: TrustedResults | None) -> ToolSetCheck | None:
 class FileCheckpoints:
     """One agent's file checkpoint journal (None: checkpointing is off) and its guard."""
 
-    def __init__(self, journal: FileJournal | None, guard: Guard) -> None:
+    def __init__(
+        self,
+        journal: FileJournal | None,
+        guard: Guard,
+        notify: Callable[..., None] | None = None,
+    ) -> None:
         self.journal = journal
         self._guard = guard
+        # The agent's Notification hooks, outside a run: notify(code, message, **details).
+        self._notify = notify
 
     def _on(self) -> FileJournal:
         if self.journal is None:
@@ -85,7 +92,15 @@ class FileCheckpoints:
 
     def checkpoint(self, name: str | None, metadata: Mapping[str, Any] | None) -> str:
         """See :meth:`CheckpointMethods.checkpoint`."""
-        return self._on().checkpoint(name, metadata).id
+        made = self._on().checkpoint(name, metadata)
+        if self._notify is not None:  # as deputy
+            self._notify(
+                "file_checkpoint_created",
+                f"Created file checkpoint {made.id}.",
+                checkpoint_id=made.id,
+                checkpoint_name=made.name,
+            )
+        return made.id
 
     def all(self) -> list[FileCheckpoint]:
         """See :meth:`CheckpointMethods.list_checkpoints`."""
@@ -96,7 +111,16 @@ class FileCheckpoints:
     def rewind(self, checkpoint_id: str) -> FileRewind:
         """See :meth:`CheckpointMethods.rewind_files`."""
         self._guard.idle("rewind files")
-        return self._on().rewind(checkpoint_id)
+        rewound = self._on().rewind(checkpoint_id)
+        if self._notify is not None:  # as deputy
+            self._notify(
+                "files_rewound",
+                f"Rewound {rewound.restored_changes} file change(s) to {rewound.checkpoint.id}.",
+                checkpoint_id=rewound.checkpoint.id,
+                restored_changes=rewound.restored_changes,
+                paths=list(rewound.paths),
+            )
+        return rewound
 
     # ------------------------------------------------------------ saved sessions
 

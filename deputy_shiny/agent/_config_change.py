@@ -33,21 +33,21 @@ class HookFirer:
         >>> from deputy_shiny.hooks import HookMatcher
         >>> seen = []
         >>> hooks = HookRegistry([HookMatcher("ConfigChange", lambda c: seen.append(c.details))])
-        >>> firer = HookFirer(hooks, lambda: ("agent_1", "session_1", {}))
+        >>> firer = HookFirer(hooks, lambda: {"agent_id": "agent_1", "session_id": "session_1"})
         >>> firer.config_change("model", "openai/a", "openai/b")
         >>> seen
         [{'key': 'model', 'old_value': 'openai/a', 'new_value': 'openai/b'}]
     """
 
-    __slots__ = ("_hooks", "_identity", "_tasks")
+    __slots__ = ("_fields", "_hooks", "_tasks")
 
     def __init__(
         self,
         hooks: HookRegistry,
-        identity: Callable[[], tuple[str, str, Mapping[str, Any]]],
+        fields: Callable[[], Mapping[str, Any]],
     ) -> None:
         self._hooks = hooks
-        self._identity = identity
+        self._fields = fields  # the HookContext fields of the agent as it is now
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def config_change(self, key: str, old_value: Any, new_value: Any) -> None:
@@ -64,14 +64,7 @@ class HookFirer:
         """Run ``event``'s hooks now (no loop here) or in a task (inside a running loop)."""
         if not self._hooks.matchers(event):
             return
-        agent_id, session_id, run_context = self._identity()
-        context = HookContext(
-            event=event,
-            agent_id=agent_id,
-            session_id=session_id,
-            run_context=run_context,
-            details=details,
-        )
+        context = HookContext(event=event, details=details, **self._fields())
         run = self._hooks.run(event, context=context)
         try:
             loop = asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from ._chat_model import (
     SupportsChatModel,
     check_model_string,
     missing_credentials,
+    supports_images,
     supports_native_web_search,
 )
 from ._resolve import resolve_model
@@ -45,5 +46,6 @@ __all__ = [
     "check_model_string",
     "missing_credentials",
     "resolve_model",
+    "supports_images",
     "supports_native_web_search",
 ]

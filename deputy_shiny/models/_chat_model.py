@@ -202,12 +202,33 @@ def supports_native_web_search(model: ChatModel) -> bool:
         >>> supports_native_web_search(ChatModel(model="openai/gpt-4o-mini"))
         False
     """
+    return _litellm_says(model, "supports_web_search", registered=False)
+
+
+def supports_images(model: ChatModel) -> bool:
+    """True when the model takes image content (litellm's ``supports_vision``).
+
+    The test and demo models (providers registered here) take whatever they are sent;
+    a model litellm cannot answer for takes none (its images become a note).
+
+    Examples:
+        >>> supports_images(ChatModel(model="openai/gpt-4o-mini"))
+        True
+        >>> supports_images(ChatModel(model="openai/gpt-3.5-turbo"))
+        False
+    """
+    return _litellm_says(model, "supports_vision", registered=True)
+
+
+def _litellm_says(model: ChatModel, check: str, *, registered: bool) -> bool:
+    """litellm's ``check`` (``supports_vision``...) for the model; ``registered`` for the
+    providers registered here; False for a model litellm cannot answer for."""
     if _litellm.is_registered(model.provider):
-        return False
+        return registered
     try:
-        return bool(_litellm.get_litellm().supports_web_search(model=model.model))
-    except Exception:  # litellm does not know the model: no native search
-        logger.debug("supports_web_search failed for %s", model.model, exc_info=True)
+        return bool(getattr(_litellm.get_litellm(), check)(model=model.model))
+    except Exception:  # litellm does not know the model: it has no such capability
+        logger.debug("%s failed for %s", check, model.model, exc_info=True)
         return False
 
 

@@ -97,7 +97,11 @@ def _card(content: ContentToolRequest | ContentToolResult) -> ChatMessage:
     if isinstance(content, ContentToolRequest):
         return tool_request_block(content.id, content.name, content.arguments)
     return tool_result_block(
-        content.call_id, content.name, content.output, is_error=content.is_error
+        content.call_id,
+        content.name,
+        content.output,
+        is_error=content.is_error,
+        images=content.images,
     )
 
 

@@ -43,7 +43,7 @@ import contextvars
 import enum
 import json
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from shinychat.types import ChatMessage
@@ -61,6 +61,7 @@ from ..events import (
     WaitingEvent,
     WarningEvent,
 )
+from ..messages import ContentImage
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 from ._strings import DEFAULT_STRINGS, KitStrings
@@ -138,25 +139,40 @@ def tool_request_block(
 
 
 def tool_result_block(
-    card_id: str, tool_name: str, output: str, *, is_error: bool, title: str | None = None
+    card_id: str,
+    tool_name: str,
+    output: str,
+    *,
+    is_error: bool,
+    title: str | None = None,
+    images: Sequence[ContentImage] = (),
 ) -> ChatMessage:
     """A shinychat message holding the ``tool_result`` block of a card (output as code).
 
-    ``title`` is plain text, escaped here like :func:`tool_request_block`'s.
+    ``title`` is plain text, escaped here like :func:`tool_request_block`'s. ``images``
+    (the checked inline images a tool returned) show in the card under the output, as
+    shinychat's ``content_extra`` value: ``<img>`` elements whose source is the image's
+    own ``data:`` URL, never markup and never a link (an image without inline data is
+    left out).
 
     Examples:
         >>> block = tool_result_block("c1", "read_file", "<i>", is_error=True, title="Denied: <i>")
         >>> block.blocks[0]["title"], block.blocks[0]["value"], block.blocks[0]["value_type"]
         ('Denied: &lt;i&gt;', '<i>', 'code')
     """
+    value, value_type = code_text(output), "code"
+    shown = [{"type": "image", "src": i.to_url()} for i in images if i.data and i.url is None]
+    if shown:
+        text = {"type": "text", "value": value, "value_type": "code"}
+        value, value_type = json.dumps([text, *shown]), "content_extra"
     block: dict[str, Any] = {
         "type": "tool_result",
         "version": 1,
         "request_id": card_id,
         "tool_name": tool_name,
         "status": "error" if is_error else "success",
-        "value": code_text(output),
-        "value_type": "code",
+        "value": value,
+        "value_type": value_type,
     }
     if title is not None:
         # A titled card (a denial) stands alone: in a group shinychat shows only the
@@ -335,7 +351,12 @@ def _event_chunks(
             )
         chunks.append(
             tool_result_block(
-                _card(event), event.tool_name, event.output, is_error=event.is_error, title=title
+                _card(event),
+                event.tool_name,
+                event.output,
+                is_error=event.is_error,
+                title=title,
+                images=event.images,
             )
         )
         return chunks

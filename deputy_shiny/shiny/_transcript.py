@@ -100,6 +100,13 @@ def _card(index: int, request: ContentToolRequest | None, result: ContentToolRes
     if request is not None:
         chunks.append(tool_request_block(card, request.name, request.arguments, title=title))
     chunks.append(
-        tool_result_block(card, result.name, result.output, is_error=result.is_error, title=title)
+        tool_result_block(
+            card,
+            result.name,
+            result.output,
+            is_error=result.is_error,
+            title=title,
+            images=result.images,
+        )
     )
     return chunks

@@ -11,6 +11,7 @@ Examples:
     ('add', 3)
 """
 
+from ._content import content_image_file, content_image_inline
 from ._context import (
     ToolContext,
     ToolState,
@@ -70,6 +71,8 @@ __all__ = [
     "ToolMetadata",
     "ToolSource",
     "ToolState",
+    "content_image_file",
+    "content_image_inline",
     "current_tool_context",
     "default_tool_context",
     "effective_annotations",

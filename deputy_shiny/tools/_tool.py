@@ -30,6 +30,7 @@ from .._util.callables import dunder_call, is_async_callable
 from ..errors import InvalidToolError
 from ._function_schema import (
     ArgumentsSchema,
+    _parse_raw,
     arguments_schema,
     clean_description,
     describe_schema,
@@ -304,6 +305,7 @@ class Tool:
         arguments: Mapping[str, Any] | type[BaseModel] | None = None,
         annotations: ToolAnnotations | Mapping[str, Any] | None = None,
         source: ToolSource | None = None,
+        convert: bool | None = None,
     ) -> None:
         schema: ArgumentsSchema | None = None
         self._schema: ArgumentsSchema
@@ -315,6 +317,7 @@ class Tool:
             annotations = annotations if annotations is not None else base.annotations
             source = source if source is not None else base.source
             schema = base._schema if arguments is None else None
+            convert = convert if convert is not None else base.convert
         if not callable(fn):
             raise InvalidToolError(
                 f"A tool needs a callable function, got {type(fn).__name__} {fn!r:.60}."
@@ -333,6 +336,11 @@ class Tool:
             )
         self._source = source or ToolSource(type="function", module=_module_of(fn))
         self._schema = schema or arguments_schema(fn, tool_name=self._name, arguments=arguments)
+        if convert is not None and not isinstance(convert, bool):
+            raise InvalidToolError(
+                f"tool {self._name!r}: convert= must be True or False, not {convert!r}."
+            )
+        self._convert = convert is not False
         self._fn = fn
         self._is_async = is_async_callable(fn)
         self.__wrapped__ = fn  # inspect.signature(tool) shows the function's signature
@@ -376,6 +384,11 @@ class Tool:
         return self._fn
 
     @property
+    def convert(self) -> bool:
+        """False: the function gets the model's arguments as JSON values (see :func:`tool`)."""
+        return self._convert
+
+    @property
     def is_async(self) -> bool:
         """True when the function is a coroutine function (awaited on the loop, not in a thread)."""
         return self._is_async
@@ -415,7 +428,12 @@ class Tool:
             >>> t.parse_arguments('{"n": 3}')
             {'n': 3}
         """
-        return self._schema.validate(raw, tool_name=self._name)
+        values = self._schema.validate(raw, tool_name=self._name)
+        if self._convert:
+            return values
+        # Checked, then given as sent: the model's own JSON object, without conversion.
+        sent = _parse_raw(raw, self._name, self._schema.json_schema)
+        return {k: pydantic_core.to_jsonable_python(v, fallback=str) for k, v in sent.items()}
 
     async def invoke(self, arguments: Mapping[str, Any] | None = None) -> Any:
         """Run the tool with arguments from :meth:`parse_arguments`; return the raw result.
@@ -526,42 +544,50 @@ def _check_description(fn: Any, description: str | None, name: str) -> str:
 @overload
 def tool(
     fn: Callable[..., Any],
+    description: str | None = None,
     *,
     name: str | None = None,
-    description: str | None = None,
     arguments: Mapping[str, Any] | type[BaseModel] | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     source: ToolSource | None = None,
+    convert: bool | None = None,
 ) -> Tool: ...
 
 
 @overload
 def tool(
     fn: None = None,
+    description: str | None = None,
     *,
     name: str | None = None,
-    description: str | None = None,
     arguments: Mapping[str, Any] | type[BaseModel] | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     source: ToolSource | None = None,
+    convert: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
     fn: Callable[..., Any] | None = None,
+    description: str | None = None,
     *,
     name: str | None = None,
-    description: str | None = None,
     arguments: Mapping[str, Any] | type[BaseModel] | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     source: ToolSource | None = None,
+    convert: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool from a function; with no function, return a decorator.
 
-    The name defaults to ``fn.__name__``, the description to the docstring's first
-    paragraph, and the argument schema to the signature's type hints (parameter
+    As ellmer's ``tool(fun, description, ...)``, the description may come second by
+    position. The name defaults to ``fn.__name__``, the description to the docstring's
+    first paragraph, and the argument schema to the signature's type hints (parameter
     descriptions from the docstring or ``Annotated[..., Field(description=...)]``).
     ``arguments=`` overrides the schema with a pydantic model or a JSON-schema dict.
+    ``convert=False`` (ellmer's ``convert = FALSE``) still checks the model's
+    arguments against the schema but calls the function with them as JSON values
+    (dicts, lists, strings) instead of the converted ones (pydantic models, dates...);
+    None means True, or, re-wrapping a tool, that tool's setting.
     Raises :class:`~deputy_shiny.errors.InvalidToolError` for anything that cannot be
     described.
 
@@ -571,6 +597,10 @@ def tool(
         ...     return word.upper() + "!"
         >>> shout.name, shout("hey")
         ('shout', 'HEY!')
+        >>> def add(a: int, b: int) -> int:
+        ...     return a + b
+        >>> tool(add, "Add two numbers together").description
+        'Add two numbers together'
     """
     options: dict[str, Any] = {
         "name": name,
@@ -578,6 +608,7 @@ def tool(
         "arguments": arguments,
         "annotations": annotations,
         "source": source,
+        "convert": convert,
     }
     if fn is None:
 

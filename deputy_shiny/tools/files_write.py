@@ -83,9 +83,15 @@ def _journal(target: Path, ctx: ToolContext) -> None:
     try:
         ctx.file_journal.record(target)
     except DeputyError as exc:
-        raise ToolInvocationError(
+        raise _CaptureRefused(
             f"File checkpointing refused this change: {exc} Nothing was written."
         ) from None
+
+
+class _CaptureRefused(ToolInvocationError):
+    """The journal refused to record a file: the engine also sends deputy's notice."""
+
+    notice_code = "file_checkpoint_capture_failed"
 
 
 def _make_parents(target: Path, ctx: ToolContext) -> list[Path]:

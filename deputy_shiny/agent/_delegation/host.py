@@ -130,6 +130,7 @@ class DelegatingAgent(Protocol):
     def interrupt(self, reason: str = "interrupted") -> bool: ...
     def last_run(self) -> AgentResult | None: ...
     def usage(self) -> AgentUsage: ...
+    def _hook_fields(self) -> dict[str, Any]: ...
     def _delegated_run(
         self,
         task: str,
@@ -456,11 +457,12 @@ class DelegationHost:
         finally:
             await events.aclose()
             parent_delegation.reset(token)
-            self._finish(item, agent)
-        await self.subagent_hook("SubagentStop", item, item.stop_reason)
+            result = self._finish(item, agent)
+        await self.subagent_hook("SubagentStop", item, item.stop_reason, result=result)
         self.observe(item, "status", item.stop_reason or item.status)
 
-    def _finish(self, item: DelegationItem, agent: DelegatingAgent) -> None:
+    def _finish(self, item: DelegationItem, agent: DelegatingAgent) -> AgentResult | None:
+        """Record how the run ended; returns its result (None: it never started)."""
         result = agent.last_run()
         turns = agent.get_turns()
         item.completed_at = now()
@@ -470,8 +472,10 @@ class DelegationHost:
             item.stop_reason = result.stop_reason
             item.response = result.response
             item.usage = result.usage
-        elif item.handle is None:
-            item.usage = agent.usage()
+        else:
+            result = None  # an earlier run's: this one never started
+            if item.handle is None:
+                item.usage = agent.usage()
         if item.status == "running":
             stopped = item.interrupt_reason is not None
             status = "stopped" if stopped else _STATUS_BY_STOP.get(item.stop_reason or "")
@@ -481,19 +485,31 @@ class DelegationHost:
             # A built subagent is done for good: its record keeps what it did, not the
             # agent (its engine, tools and tool state), so long sessions stay lean.
             item.agent = None
+        return result
 
-    async def subagent_hook(self, event: str, item: DelegationItem, reason: str | None) -> None:
+    async def subagent_hook(
+        self, event: str, item: DelegationItem, reason: str | None, **extra: Any
+    ) -> None:
+        """``SubagentStart`` / ``SubagentStop`` on the lead: its context, with the subagent,
+        the task, the delegation and (at ``SubagentStop``, as deputy's ``result``) the
+        subagent's :class:`~deputy_shiny.AgentResult` in ``details``."""
         owner = self.owner
         hooks = owner.hooks
         if not hooks.matchers(event):
             return
+        details: dict[str, Any] = {
+            "subagent": item.name,
+            "task": item.task,
+            "delegation_id": item.id,
+        }
+        if event == "SubagentStop":
+            details.update(subagent_agent_id=item.agent_id, subagent_run_id=item.run_id)
         context = HookContext(
             event=event,
-            agent_id=owner.agent_id,
-            session_id=owner.session_id,
             run_id=current_tool_context().run_id,
             reason=reason,
-            details={"subagent": item.name, "task": item.task, "delegation_id": item.id},
+            details={**details, **extra},
+            **owner._hook_fields(),
         )
         run = await hooks.run(event, context=context)
         if run.failure is not None:
