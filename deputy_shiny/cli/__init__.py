@@ -8,7 +8,8 @@ type a task, watch it run, type the next; Ctrl-C stops a run, ``/exit`` or Ctrl-
 leaves. Approvals and the agent's questions (``ask_user``) are asked in the terminal.
 ``--save FILE`` writes the session after each run and ``--resume FILE`` continues one.
 ``deputy connect-bundle APP_DIR`` readies your own app for Posit Connect
-(:mod:`deputy_shiny.deploy`).
+(:mod:`deputy_shiny.deploy`); ``deputy feedback export`` writes the chat's ratings as
+an evaluation dataset (``_feedback.py``).
 It needs the ``cli`` extra (``pip install 'deputy_shiny[cli]'``, for rich).
 
 The parts: ``_args.py`` (the flags and the model choice), ``_printer.py`` (events as
@@ -41,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..deploy import main as bundle
 
         return bundle(arguments[1:])
+    if arguments[:1] == ["feedback"]:  # needs nothing of the [cli] extra either
+        from ._feedback import main as feedback
+
+        return feedback(arguments[1:])
     try:
         from ._main import main as run
     except ModuleNotFoundError as exc:  # the [cli] extra is not installed

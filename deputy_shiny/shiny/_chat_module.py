@@ -55,6 +55,12 @@ from ._chat_start import (
 )
 from ._conversations import KitPersistence
 from ._export import conversation_json, conversation_markdown
+from ._feedback import (
+    FeedbackCallback,
+    bind_feedback_input,
+    feedback_dependency,
+    session_feedback,
+)
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._modals import confirm_modal
@@ -226,6 +232,15 @@ class AgentChatHandle(kit_module.ExpressInert):
             await self._chat_session.saved()
         return rewind
 
+    def on_feedback(self, callback: FeedbackCallback) -> Callable[[], None]:
+        """Call ``callback(record)`` (a :class:`~deputy_shiny.feedback.FeedbackRecord`;
+        sync or async) after each rating this session's user gives a reply (the chat
+        placed with ``agent_chat_ui(id, feedback=True)``), once it is stored; the
+        returned function stops that. A callback's error is logged, never shown."""
+        if self._chat_session is None or self._chat_session.feedback is None:
+            return lambda: None
+        return self._chat_session.feedback.on_feedback(callback)
+
     async def new_conversation(self) -> None:
         """Start over: the page reloads with an empty chat. With ``persistence`` the
         saved conversation (transcript, waiting approvals, checkpoints) is forgotten and
@@ -237,8 +252,13 @@ class AgentChatHandle(kit_module.ExpressInert):
 
 
 @kit_module.ui
-def agent_chat_ui(**chat_ui_options: Any) -> TagList:
+def agent_chat_ui(*, feedback: bool = False, **chat_ui_options: Any) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
+
+    ``feedback=True`` puts "Good reply" and "Bad reply" buttons and an optional comment
+    under each assistant reply; each rating is stored for the user (with
+    ``persistence``) and handed to ``handle.on_feedback`` callbacks (see the kit's
+    "Feedback" page).
 
     The chat fills its container and scrolls its own messages, so the newest reply and
     the input stay on screen: in a fillable container (``page_fillable``, a fillable
@@ -257,8 +277,10 @@ def agent_chat_ui(**chat_ui_options: Any) -> TagList:
         chat_ui("chat", **options),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
         class_="deputy-chat",
+        data_deputy_feedback="on" if feedback else None,
     )
-    return TagList(kit_dependency(), as_fillable_container(as_fill_item(chat)))
+    extra = [feedback_dependency()] if feedback else []
+    return TagList(kit_dependency(), *extra, as_fillable_container(as_fill_item(chat)))
 
 
 def _usage_text(usage: AgentUsage) -> str:
@@ -368,7 +390,7 @@ def agent_chat_server(
         image_origins=origins,
         flush_interval=interval,
         keep_workspace=keep_workspaces,
-        **_session_hooks(session),
+        **_session_hooks(session, persistence, agent),
     )
     link = _SessionLink(chat_session)
     chat.on_user_submit(link.submit)
@@ -392,14 +414,18 @@ def agent_chat_server(
     return link.handle
 
 
-def _session_hooks(session: Session) -> dict[str, Any]:
+def _session_hooks(
+    session: Session, persistence: KitPersistence | None, agent: Agent
+) -> dict[str, Any]:
     """What a ``_ChatSession`` is given of Shiny's session: closing it, sending a tool
-    card's progress, and the scope the app's own tools run in (the session, the app's or
-    its module's, that called ``agent_chat_server``: see ``_app_tools``)."""
+    card's progress, the scope the app's own tools run in (the session, the app's or
+    its module's, that called ``agent_chat_server``: see ``_app_tools``), and its
+    replies' ratings (see ``_feedback``)."""
     return {
         "close_session": session.close,
         "send_progress": functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
         "tool_scope": app_tool_scope(kit_module.caller_session() or session),
+        "feedback": session_feedback(session, persistence, agent),
     }
 
 
@@ -427,6 +453,10 @@ class _SessionLink:
     def stop(self) -> None:
         if self.chat_session is not None:
             self.chat_session.stop()
+
+    def rate(self, value: object) -> None:
+        if self.chat_session is not None and self.chat_session.feedback is not None:
+            self.chat_session.feedback.receive(value)
 
     async def end(self) -> None:
         chat_session = self.chat_session
@@ -460,7 +490,9 @@ def _bind_stop_and_usage(
     budget_value: reactive.Value[str] | None = None,
 ) -> None:
     """The stop button stops the run; the usage line shows the conversation's usage
-    (and, with a budget, today's spend against it)."""
+    (and, with a budget, today's spend against it); a reply's rating goes to the
+    session (see ``_feedback``)."""
+    bind_feedback_input(input, chat_session.rate)
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts

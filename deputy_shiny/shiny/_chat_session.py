@@ -47,6 +47,7 @@ from ..tools._scope import tool_scope as scoped_tools
 from ..usage import charged_to
 from ._answers import decision_from_answer
 from ._escape import markdown_text
+from ._feedback import SessionFeedback
 from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
@@ -142,6 +143,7 @@ class _ChatSession:
             shown); see :func:`~._render.render_events`.
         tool_scope: Where the app's own tools run (the session that called
             ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
+        feedback: The session's replies and their ratings (see ``_feedback``), or None.
 
     Examples:
         >>> _ChatSession.__name__
@@ -165,6 +167,7 @@ class _ChatSession:
         close_session: Callable[[], Awaitable[None]],
         send_progress: ProgressSender | None = None,
         tool_scope: ToolScope | None = None,
+        feedback: SessionFeedback | None = None,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -180,6 +183,7 @@ class _ChatSession:
         self._close_session = close_session
         self.send_progress = send_progress
         self.tool_scope = tool_scope
+        self.feedback = feedback
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -370,6 +374,8 @@ class _ChatSession:
             self.streams -= 1
             if message is None:
                 self.restored_waiting = False
+            if self.feedback is not None:  # the reply may be rated from now on
+                await self.feedback.reply_done(self.agent.get_turns())
             await self.values.set_usage(self.agent.usage())
             await self._charge()
             await self.values.set_running(False)
@@ -440,6 +446,8 @@ class _ChatSession:
         return event.stop_reason == "interrupted" and self.user_stopped
 
     def _on_event(self, event: AgentEvent) -> None:
+        if self.feedback is not None:
+            self.feedback.observe(event)
         if event.type == "tool_end":
             self.ended_calls += 1
             # Scheduled, not awaited: on_event runs inside the stream's iteration.
@@ -502,6 +510,8 @@ class _ChatSession:
                 await self.conversation.save(self.agent)
             finally:
                 self.conversation.release()
+        if self.feedback is not None:
+            await self.feedback.aclose()  # ratings being stored finish
         await self.mcp.aclose()  # this session's MCP servers stop
         await self.agent.aclose()  # stops the session's run_python interpreters
         if self.conversation is None and not self.keep_workspace:

@@ -186,11 +186,14 @@ class KitPersistence(BaseModel):
         return value
 
 
-def kit_store(persistence: KitPersistence, *, for_budget: bool = False) -> KitStore | None:
+def kit_store(
+    persistence: KitPersistence, *, for_budget: bool = False, for_feedback: bool = False
+) -> KitStore | None:
     """The store the kit uses for ``persistence`` (opened once): its ``store``; without
-    one, None, except ``for_budget``: then a FileStore under ``root/records/.store``
-    keeps the budget's counters."""
-    if persistence.store is None and not (for_budget and persistence.budget is not None):
+    one, None, except ``for_budget`` (with a budget) or ``for_feedback``: then a
+    FileStore under ``root/records/.store`` keeps the budget's counters and the ratings."""
+    files = (for_budget and persistence.budget is not None) or for_feedback
+    if persistence.store is None and not files:
         return None
     with persistence._link_lock:
         if persistence._link is None:
