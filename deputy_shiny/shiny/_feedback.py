@@ -191,6 +191,7 @@ class SessionFeedback:
         self.ratings = 0
         self._tally = _Tally()
         self._saving: set[asyncio.Task[None]] = set()
+        self._last: asyncio.Task[None] | None = None
 
     def observe(self, event: AgentEvent) -> None:
         """A run's event, as the stream renders it."""
@@ -236,7 +237,8 @@ class SessionFeedback:
         assert isinstance(value, dict)
         self.ratings += 1
         record = self._record(value["reply"], value["rating"], value.get("comment") or "")
-        task = asyncio.ensure_future(self._accept(record))
+        task = asyncio.ensure_future(self._accept(record, self._last))
+        self._last = task
         self._saving.add(task)  # held until done (a task nothing references may vanish)
         task.add_done_callback(self._saving.discard)
         return record
@@ -265,7 +267,13 @@ class SessionFeedback:
             truncated_turns=dropped,
         )
 
-    async def _accept(self, record: FeedbackRecord) -> None:
+    async def _accept(
+        self, record: FeedbackRecord, previous: asyncio.Task[None] | None = None
+    ) -> None:
+        if previous is not None:
+            # In the order given: a rating with its comment, sent right after the rating
+            # alone, is the one kept.
+            await asyncio.wait([previous])
         if self.link is not None:
             try:
                 await self.link.run(lambda store: save_feedback(store, record))
