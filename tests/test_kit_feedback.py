@@ -82,7 +82,7 @@ def feedback_for(
 
 
 def tool_agent(ctx: Any) -> Agent:
-    replies = [
+    replies: list[str | ScriptedReply] = [
         ScriptedReply(tool_calls=[ScriptedToolCall("list_files", {})], cost=0.01),
         ScriptedReply("There are no files.", cost=0.02),
         "Second answer.",
