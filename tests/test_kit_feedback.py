@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from deputy_shiny import Agent, instrument, uninstrument
+from deputy_shiny import Agent
 from deputy_shiny.cli import main as deputy
 from deputy_shiny.feedback import FeedbackRecord, load_feedback, save_feedback
 from deputy_shiny.persistence import FileStore
@@ -39,6 +37,7 @@ from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_list_files
 from tests.test_chat_session import Kit, start, wait_until
 from tests.test_kit_conversations import FakeSession
+from tests.test_secrets_out import spans  # noqa: F401 - the tracing fixture, shared
 
 KEY = "ab" * 32
 
@@ -95,15 +94,17 @@ def tool_agent(ctx: Any) -> Agent:
     )
 
 
-async def rated_session(tmp_path: Path, link: KitStore | None) -> tuple[Kit, Browser]:
+async def rated_session(
+    tmp_path: Path, link: KitStore | None
+) -> tuple[Kit, Browser, SessionFeedback]:
     """A session with feedback whose first message ran a tool; its reply's id was sent."""
     kit = start(tmp_path, tool_agent)
     browser = Browser()
-    kit.session.feedback = feedback_for(browser, link)
+    feedback = kit.session.feedback = feedback_for(browser, link)
     await kit.session.submit("What files are there?")
     await kit.chat.settled()
     await wait_until(lambda: len(browser.replies()) == 1)
-    return kit, browser
+    return kit, browser, feedback
 
 
 def stored(link: KitStore) -> list[FeedbackRecord]:
@@ -111,9 +112,7 @@ def stored(link: KitStore) -> list[FeedbackRecord]:
 
 
 async def test_a_reply_is_rated_with_what_made_it(tmp_path: Path, link: KitStore) -> None:
-    kit, browser = await rated_session(tmp_path, link)
-    feedback = kit.session.feedback
-    assert feedback is not None
+    kit, browser, feedback = await rated_session(tmp_path, link)
     [reply_id] = browser.replies()
     assert browser.sent[0][1] == {"reply": reply_id, "chat": "chat-chat", "input": "chat-feedback"}
     seen: list[FeedbackRecord] = []
@@ -151,9 +150,7 @@ async def test_a_reply_is_rated_with_what_made_it(tmp_path: Path, link: KitStore
 async def test_a_forged_rating_is_refused_and_stored_nowhere(
     tmp_path: Path, link: KitStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    kit, browser = await rated_session(tmp_path, link)
-    feedback = kit.session.feedback
-    assert feedback is not None
+    kit, browser, feedback = await rated_session(tmp_path, link)
     [reply_id] = browser.replies()
     # Another session's reply: its id exists, but not in this session.
     other = feedback_for(Browser(), link, user="user-mallory")
@@ -184,9 +181,7 @@ async def test_a_session_gives_a_bounded_number_of_ratings(
     tmp_path: Path, link: KitStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(feedback_module, "MAX_RATINGS", 2)
-    kit, browser = await rated_session(tmp_path, link)
-    feedback = kit.session.feedback
-    assert feedback is not None
+    kit, browser, feedback = await rated_session(tmp_path, link)
     [reply_id] = browser.replies()
     ratings = [feedback.receive({"reply": reply_id, "rating": r}) for r in ("up", "down", "up")]
     assert [r is not None for r in ratings] == [True, True, False]
@@ -200,9 +195,7 @@ async def test_a_long_conversation_keeps_its_newest_turns(
     tmp_path: Path, link: KitStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(feedback_module, "MAX_TURN_CHARS", 300)
-    kit, browser = await rated_session(tmp_path, link)
-    feedback = kit.session.feedback
-    assert feedback is not None
+    kit, browser, feedback = await rated_session(tmp_path, link)
     record = feedback.receive({"reply": browser.replies()[0], "rating": "up"})
     assert record is not None
     assert 0 < len(record.turns) < 4 and record.truncated_turns == 4 - len(record.turns)
@@ -212,9 +205,7 @@ async def test_a_long_conversation_keeps_its_newest_turns(
 
 
 async def test_callbacks_sync_async_and_failing(tmp_path: Path) -> None:
-    kit, browser = await rated_session(tmp_path, None)  # no store: callbacks only
-    feedback = kit.session.feedback
-    assert feedback is not None
+    kit, browser, feedback = await rated_session(tmp_path, None)  # no store: callbacks only
     got: list[str] = []
 
     async def later(record: FeedbackRecord) -> None:
@@ -246,27 +237,14 @@ async def test_a_run_that_gave_no_reply_cannot_be_rated(tmp_path: Path) -> None:
     await kit.session.end()
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrument(provider)
-    try:
-        yield exporter
-    finally:
-        uninstrument()
-
-
 async def test_a_rating_is_a_trace_event_when_tracing_is_on(
-    tmp_path: Path, spans: InMemorySpanExporter
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    kit, browser = await rated_session(tmp_path, None)
-    feedback = kit.session.feedback
-    assert feedback is not None
+    exporter: InMemorySpanExporter = request.getfixturevalue("spans")  # tracing on
+    kit, browser, feedback = await rated_session(tmp_path, None)
     feedback.receive({"reply": browser.replies()[0], "rating": "down", "comment": "secret plan"})
-    await wait_until(lambda: any(s.name == "feedback" for s in spans.get_finished_spans()))
-    [span] = [s for s in spans.get_finished_spans() if s.name == "feedback"]
+    await wait_until(lambda: any(s.name == "feedback" for s in exporter.get_finished_spans()))
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "feedback"]
     [event] = span.events
     assert event.name == "gen_ai.evaluation.result"
     attributes = dict(event.attributes or {})
