@@ -134,3 +134,15 @@ def test_a_forged_rating_is_refused(page: Page, app: AppServer) -> None:
     assert "a rating was refused: no such reply in this session" in app.log()
     after = stored()
     assert len(after) == before + 1 and after[-1].rating == "up"
+    # The next reply gets its own buttons; the rated one keeps its own and its state.
+    chat.send("and again")
+    chat.expect_latest_reply("You said: and again", timeout=20_000)
+    chat.expect_idle()
+    groups = chat.chat.loc_messages.get_by_role("group", name="Rate this reply")
+    expect(groups).to_have_count(2)
+    expect(groups.first.get_by_role("button", name="Good reply")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(groups.last.get_by_role("button", name="Good reply")).to_have_attribute(
+        "aria-pressed", "false"
+    )
