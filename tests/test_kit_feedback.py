@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -307,3 +308,30 @@ async def test_ratings_kept_in_files_are_what_the_command_exports(
 
     status, text = await asyncio.to_thread(export)
     assert status == 0 and json.loads(text)["feedback_id"] == "r1"
+
+
+async def test_the_store_is_opened_at_the_first_rating_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEPUTY_RECORD_KEY", KEY)
+    persistence = KitPersistence(tmp_path / "root")
+    kit = start(tmp_path, tool_agent)
+    browser = Browser()
+    opens = functools.partial(kit_store, persistence, for_feedback=True)
+    feedback = kit.session.feedback = SessionFeedback(
+        chat="chat",
+        identity=FeedbackIdentity("user-alice"),
+        link=opens,
+        send=browser.send,
+        input_id="chat-feedback",
+        chat_id="chat-chat",
+    )
+    await kit.session.submit("What files are there?")
+    await kit.chat.settled()
+    await wait_until(lambda: len(browser.replies()) == 1)
+    assert persistence._link is None  # an app whose users never rate opens nothing for it
+    feedback.receive({"reply": browser.replies()[0], "rating": "up"})
+    await wait_until(lambda: len(browser.saved()) == 1)
+    assert persistence._link is not None and len(stored(persistence._link)) == 1
+    await kit.session.end()
+    persistence.close()

@@ -22,6 +22,7 @@ Examples:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -155,7 +156,9 @@ class SessionFeedback:
     Args:
         chat: The chat module's id (recorded with each rating).
         identity: Whose ratings these are.
-        link: The store ratings go to (None: not stored, only handed to callbacks).
+        link: The store ratings go to, or a function that opens it at the first
+            rating (None, or a function giving None: not stored, only handed to
+            callbacks).
         send: Sends a custom message to the browser.
         input_id: The ``feedback`` input's full id, and ``chat_id`` the chat element's,
             both told to the script with each reply.
@@ -171,7 +174,7 @@ class SessionFeedback:
         *,
         chat: str,
         identity: FeedbackIdentity,
-        link: KitStore | None,
+        link: KitStore | Callable[[], KitStore | None] | None,
         send: Callable[[str, dict[str, Any]], Awaitable[None]],
         input_id: str,
         chat_id: str,
@@ -180,7 +183,7 @@ class SessionFeedback:
     ) -> None:
         self.chat = chat
         self.identity = identity
-        self.link = link
+        self._link = link
         self._send = send
         self.input_id = input_id
         self.chat_id = chat_id
@@ -192,6 +195,13 @@ class SessionFeedback:
         self._tally = _Tally()
         self._saving: set[asyncio.Task[None]] = set()
         self._last: asyncio.Task[None] | None = None
+
+    @property
+    def link(self) -> KitStore | None:
+        """The store ratings go to (opened now if it was not), or None."""
+        if callable(self._link):
+            self._link = self._link()
+        return self._link
 
     def observe(self, event: AgentEvent) -> None:
         """A run's event, as the stream renders it."""
@@ -274,9 +284,10 @@ class SessionFeedback:
             # In the order given: a rating with its comment, sent right after the rating
             # alone, is the one kept.
             await asyncio.wait([previous])
-        if self.link is not None:
+        link = self.link
+        if link is not None:
             try:
-                await self.link.run(lambda store: save_feedback(store, record))
+                await link.run(lambda store: save_feedback(store, record))
             except Exception:
                 logger.warning("a rating could not be stored", exc_info=True)
                 return
@@ -381,7 +392,12 @@ def session_feedback(
 ) -> SessionFeedback:
     """The session's :class:`SessionFeedback` for ``agent``: stored in ``persistence``'s
     store (files under its root without one), else only handed to callbacks."""
-    link = None if persistence is None else kit_store(persistence, for_feedback=True)
+    # Opened at the first rating: an app without feedback opens nothing for it.
+    link = (
+        None
+        if persistence is None
+        else functools.partial(kit_store, persistence, for_feedback=True)
+    )
     return SessionFeedback(
         chat=str(session.ns) or "chat",
         identity=feedback_identity(persistence, session),
