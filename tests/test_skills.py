@@ -8,6 +8,7 @@ import copy
 import os
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -537,9 +538,9 @@ def test_each_load_gets_fresh_modules(tmp_path: Path):
 def test_load_missing_directory_and_file_path(tmp_path: Path):
     with pytest.raises(SkillLoadError, match="does not exist"):
         skill_load(tmp_path / "nope")
-    (tmp_path / "SKILL.md").write_text("---\nname: x\ndescription: X.\n---\n", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("---\nname: x\ndescription: X.\n---\n", encoding="utf-8")
     with pytest.raises(SkillLoadError, match="not a directory"):
-        skill_load(tmp_path / "SKILL.md")
+        skill_load(tmp_path / "notes.md")
     with pytest.raises(SkillLoadError, match="path of a skill directory"):
         skill_load(42)  # type: ignore[arg-type]
     with pytest.raises(SkillLoadError, match="path of a skill directory"):
@@ -896,3 +897,36 @@ def test_skills_list_refuses_a_path_that_is_no_skills_folder(tmp_path: Path) -> 
     with pytest.raises(SkillLoadError, match="needs the path"):
         skills_list(3)  # type: ignore[arg-type]
     assert [info.name for info in skills_list(tmp_path)] == ["one"]  # its parent lists it
+
+
+def test_load_takes_the_skill_md_or_yaml_path_as_deputy_does(tmp_path: Path):
+    """deputy: ``skill_load("path/to/SKILL.md")`` loads the skill of that folder."""
+    (tmp_path / "SKILL.md").write_text(
+        "---\nname: concise\ndescription: Short.\n---\nBe brief.\n", encoding="utf-8"
+    )
+    assert skill_load(tmp_path / "SKILL.md").prompt == "Be brief."
+    (tmp_path / "SKILL.yaml").write_text("version: 2.0.0\n", encoding="utf-8")
+    assert skill_load(str(tmp_path / "SKILL.yaml")).version == "2.0.0"
+
+
+def test_load_warns_of_unmet_requirements_unless_told_not_to(tmp_path: Path):
+    """deputy: ``skill_load(path, check_requirements = TRUE)`` warns, and still loads."""
+    (tmp_path / "SKILL.yaml").write_text(
+        "name: needy\nrequires:\n  packages: [surely-absent-pkg, json]\n", encoding="utf-8"
+    )
+    with pytest.warns(UserWarning, match="'needy' has unmet requirements.*surely-absent-pkg"):
+        assert skill_load(tmp_path).name == "needy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert skill_load(tmp_path, check_requirements=False).name == "needy"
+
+
+def test_standard_library_modules_are_never_missing():
+    """deputy's ``requires = list(packages = "base")`` is ok; Python's analogue is the
+    standard library: ``json`` has no distribution, yet it is there."""
+    check = skill_check_requirements(
+        skill_create("stdlib", requires={"packages": ["json", "csv", "statistics"]})
+    )
+    assert check.ok and check.missing_packages == ()
+    older = skill_check_requirements(skill_create("old", requires={"packages": ["json<3"]}))
+    assert not older.ok and older.missing_packages == ("json<3",)

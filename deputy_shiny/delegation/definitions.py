@@ -65,7 +65,7 @@ from .._util.yaml import strict_yaml_load, yaml_kind
 from ..errors import AgentDefinitionError, ConfigurationError, InvalidModelError, StrictYamlError
 from ..models._chat_model import check_model_string
 from ..permissions import MODES, PermissionMode
-from ..skills import SKILL_NAME_PATTERN, Skill
+from ..skills._values import SKILL_NAME_PATTERN, Skill
 from ..tools._tool import TOOL_NAME_PATTERN, Tool
 
 __all__ = [

@@ -9,6 +9,7 @@ Examples:
     True
 """
 
+from ._attachments import AttachmentPolicy
 from ._budget import DailyAllowance, UserBudget
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
 from ._conversation_panel import conversation_panel_server, conversation_panel_ui
@@ -30,6 +31,7 @@ _install_source_refs()
 __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
+    "AttachmentPolicy",
     "DailyAllowance",
     "ImageGuard",
     "KitPersistence",

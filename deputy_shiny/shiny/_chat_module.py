@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from htmltools import HTMLDependency, TagList
-from shiny import reactive, render, ui
+from shiny import module, reactive, render, ui
 from shiny.session import Session
 from shiny.ui.fill import as_fill_item, as_fillable_container
-from shinychat import Chat, chat_ui
+from shinychat import Chat
 
 from .._util.version import package_version
 from ..agent import Agent
@@ -45,6 +45,7 @@ from ..persistence.checkpoints import FileRewind
 from ..usage import format_cost
 from . import _module as kit_module
 from ._app_tools import app_tool_scope
+from ._attachments import AttachmentPolicy, chat_ui_with_attachments
 from ._chat_session import _ChatSession, tell, tell_logged
 from ._chat_start import (
     AgentChatContext,
@@ -252,7 +253,12 @@ class AgentChatHandle(kit_module.ExpressInert):
 
 
 @kit_module.ui
-def agent_chat_ui(*, feedback: bool = False, **chat_ui_options: Any) -> TagList:
+def agent_chat_ui(
+    *,
+    attachments: bool | Iterable[str] | AttachmentPolicy | None = None,
+    feedback: bool = False,
+    **chat_ui_options: Any,
+) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
 
     ``feedback=True`` puts "Good reply" and "Bad reply" buttons and an optional comment
@@ -264,7 +270,12 @@ def agent_chat_ui(*, feedback: bool = False, **chat_ui_options: Any) -> TagList:
     the input stay on screen: in a fillable container (``page_fillable``, a fillable
     ``page_sidebar``, a card) it is a fill item; where the page flows instead (a page
     that is not fillable, or any page on a phone) it takes the screen's height below
-    its top. Extra keyword arguments go to shinychat's ``chat_ui``. The first call (or the first
+    its top. ``attachments`` (off by default) shows shinychat's attach button: True for
+    every kind, a list of kinds (``["image", "pdf", "csv"]``) or an
+    :class:`~deputy_shiny.shiny.AttachmentPolicy` with its caps; the kit checks each file
+    by its content, saves it in the workspace's ``uploads/`` and names it in the user's
+    turn (images also go to a model that takes them). Extra keyword arguments go to
+    shinychat's ``chat_ui``. The first call (or the first
     ``agent_chat_server``) starts importing litellm in a worker thread, so the first
     reply does not wait for it. Called as an app module is imported (no event loop
     running), it returns once that warm-up is done, so the app serves warm.
@@ -274,7 +285,7 @@ def agent_chat_ui(*, feedback: bool = False, **chat_ui_options: Any) -> TagList:
     # One fill item that is itself a fillable container: the chat grows into what its
     # container leaves and the usage line keeps its own height under it.
     chat = ui.div(
-        chat_ui("chat", **options),
+        chat_ui_with_attachments(attachments, options, module.resolve_id("chat")),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
         class_="deputy-chat",
         data_deputy_feedback="on" if feedback else None,
@@ -419,12 +430,13 @@ def _session_hooks(
 ) -> dict[str, Any]:
     """What a ``_ChatSession`` is given of Shiny's session: closing it, sending a tool
     card's progress, the scope the app's own tools run in (the session, the app's or
-    its module's, that called ``agent_chat_server``: see ``_app_tools``), and its
-    replies' ratings (see ``_feedback``)."""
+    its module's, that called ``agent_chat_server``: see ``_app_tools``), the chat's
+    namespaced id, and its replies' ratings (see ``_feedback``)."""
     return {
         "close_session": session.close,
         "send_progress": functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
         "tool_scope": app_tool_scope(kit_module.caller_session() or session),
+        "chat_id": session.ns("chat"),  # whose attachments agent_chat_ui declared
         "feedback": session_feedback(session, persistence, agent),
     }
 
@@ -446,9 +458,9 @@ class _SessionLink:
     handle: AgentChatHandle | None = None
     cancel_end: Callable[[], None] | None = None
 
-    async def submit(self, user_input: str) -> None:
+    async def submit(self, user_input: str, attachments: list[Any]) -> None:
         if self.chat_session is not None:
-            await self.chat_session.submit(user_input)
+            await self.chat_session.submit(user_input, tuple(attachments))
 
     def stop(self) -> None:
         if self.chat_session is not None:

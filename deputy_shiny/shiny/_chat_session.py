@@ -41,11 +41,13 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..events import AgentEvent, AgentUsage, StopEvent
+from ..messages import UserContent
 from ..persistence.approvals import ApprovalContinuation, continues_conversation
 from ..tools._scope import ToolScope
 from ..tools._scope import tool_scope as scoped_tools
 from ..usage import charged_to
 from ._answers import decision_from_answer
+from ._attachments import AttachmentsRefused, PendingMessage, SessionUploads
 from ._escape import markdown_text
 from ._feedback import SessionFeedback
 from ._image_guard import ImageGuard
@@ -143,6 +145,8 @@ class _ChatSession:
             shown); see :func:`~._render.render_events`.
         tool_scope: Where the app's own tools run (the session that called
             ``agent_chat_server``; see ``_app_tools``); None: in the stream task's.
+        chat_id: The chat's namespaced id: the attachments ``agent_chat_ui`` declared
+            for it are accepted (None: none are).
         feedback: The session's replies and their ratings (see ``_feedback``), or None.
 
     Examples:
@@ -167,6 +171,7 @@ class _ChatSession:
         close_session: Callable[[], Awaitable[None]],
         send_progress: ProgressSender | None = None,
         tool_scope: ToolScope | None = None,
+        chat_id: str | None = None,
         feedback: SessionFeedback | None = None,
     ) -> None:
         self.agent = agent
@@ -193,6 +198,7 @@ class _ChatSession:
         self.starting = False  # the app sent a message whose stream has not started yet
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
+        self.uploads = SessionUploads(chat_id, working_dir)
 
     @property
     def prompts(self) -> SessionPrompts:
@@ -301,12 +307,17 @@ class _ChatSession:
 
     # ------------------------------------------------------------------ runs
 
-    async def submit(self, user_input: str) -> None:
-        """The user sent ``user_input``: stream its run, unless one is in progress."""
+    async def submit(self, user_input: str, attachments: tuple[Any, ...] = ()) -> None:
+        """The user sent ``user_input`` (with shinychat's ``attachments``): stream its
+        run, unless one is in progress. The attachments are checked and saved in the
+        stream (``_attachments``); a chat that offers none refuses them there."""
         if self.agent.running or self.streams or self.starting:
             await tell(self.chat, BUSY_MESSAGE)
             return
-        await self._stream_message(self.stream(user_input))
+        message: str | PendingMessage = user_input
+        if attachments:
+            message = PendingMessage(self.uploads, user_input, attachments)
+        await self._stream_message(self.stream(message))
 
     async def send(self, prompt: str) -> bool:
         """The app sends ``prompt`` for the user: it shows as the user's message (rendered
@@ -346,7 +357,7 @@ class _ChatSession:
         self.agent.interrupt("interrupted")
         self.asks.stop()
 
-    async def stream(self, message: str | None) -> AsyncIterator[Any]:
+    async def stream(self, message: str | PendingMessage | None) -> AsyncIterator[Any]:
         """A run's chunks (``message``), or a waiting approval's (None). With
         persistence, each approval pauses the run durably; the modal's answer resumes
         it, in the same chat message."""
@@ -393,7 +404,7 @@ class _ChatSession:
         if self.shown is not None:
             self.given_up.add(self.shown.id)
 
-    async def _run(self, message: str | None) -> AsyncIterator[Any]:
+    async def _run(self, message: str | PendingMessage | None) -> AsyncIterator[Any]:
         conversation = self.conversation
         if conversation is not None:
             await conversation.ready.wait()
@@ -420,7 +431,16 @@ class _ChatSession:
             except DeputyError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
                 yield note_chunk("This conversation could not be saved.")
-        events = None if message is None else self.agent.run(message)
+        task: str | list[UserContent] | None = None
+        if isinstance(message, PendingMessage):
+            resolved = await message.resolve(self.agent, self.chat)
+            if isinstance(resolved, AttachmentsRefused):
+                yield note_chunk(resolved.note())  # nothing saved, nothing sent
+                return
+            task = resolved
+        else:
+            task = message
+        events = None if task is None else self.agent.run(task)
         while True:
             if events is not None:
                 paused: list[bool] = []

@@ -41,7 +41,7 @@ from ..errors import ToolInvocationError
 from ._context import current_tool_context
 from ._tool import Tool, builtin_source, tool, tool_annotations
 
-__all__ = ["MAX_CSV_BYTES", "MAX_PREVIEW_ROWS", "read_csv", "tool_read_csv"]
+__all__ = ["MAX_CSV_BYTES", "MAX_PREVIEW_ROWS", "csv_rows", "read_csv", "tool_read_csv"]
 
 MAX_CSV_BYTES = 20 * 1024 * 1024
 """The largest file ``read_csv`` reads (20 MiB)."""
@@ -239,6 +239,12 @@ def read_csv(path: str, max_rows: int = 10) -> str:
     if max_rows < 0:
         raise ToolInvocationError(f"max_rows must be 0 or more, got {max_rows}.")
     shown_rows = min(max_rows, MAX_PREVIEW_ROWS)
+    text, encoding = _read_text(path)
+    return _summarise(Path(path).name, text, encoding, shown_rows, max_rows)
+
+
+def _read_text(path: str) -> tuple[str, str]:
+    """The text of the CSV file ``path`` (confined to the readable roots) and its encoding."""
     ctx = current_tool_context()
     try:
         resolved = confine(path, ctx.working_dir, ctx.read_roots, what="read")
@@ -276,7 +282,44 @@ def read_csv(path: str, max_rows: int = 10) -> str:
         raise ToolInvocationError(
             f"{path!r} holds JSON, not CSV. Read it with read_file (or parse it with code)."
         )
-    return _summarise(Path(path).name, text, encoding, shown_rows, max_rows)
+    return text, encoding
+
+
+def csv_rows(path: str) -> tuple[list[str], list[list[str]]]:
+    """The header and the data rows of the CSV file ``path``, read as ``read_csv`` reads it.
+
+    For tools that compute on a CSV (the bundled ``data_analysis`` skill's): the path is
+    confined to the directories the agent may read, and the same limits, decoding and
+    dialect sniffing apply. Blank lines are skipped; a row of another length is an error.
+
+    Examples:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from deputy_shiny.tools import ToolContext, tool_context
+        >>> root = Path(tempfile.mkdtemp()).resolve()
+        >>> _ = (root / "scores.csv").write_text("name;score\\nAda;9\\n")
+        >>> with tool_context(ToolContext(working_dir=root, read_roots=(root,), write_roots=())):
+        ...     csv_rows("scores.csv")
+        (['name', 'score'], [['Ada', '9']])
+    """
+    text, _ = _read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""), _sniff(text), strict=True)
+    name = Path(path).name
+    try:
+        records = [r for r in reader if r and not (len(r) == 1 and not r[0].strip())]
+    except csv.Error as exc:
+        raise ToolInvocationError(
+            f"{name} is not valid CSV near line {reader.line_num}: {exc}."
+        ) from None
+    if not records:
+        raise ToolInvocationError(f"{name} is empty: there is no header row and no data.")
+    header, rows = records[0], records[1:]
+    for number, row in enumerate(rows, start=1):
+        if len(row) != len(header):
+            raise ToolInvocationError(
+                f"{name}: data row {number} has {len(row)} fields, the header {len(header)}."
+            )
+    return header, rows
 
 
 def _summarise(name: str, text: str, encoding: str, shown_rows: int, asked_rows: int) -> str:
