@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from deputy_shiny.cli._prompts import LineReader, ScriptedLines, TerminalPrompts
 from deputy_shiny.cli._session import Interrupts, Terminal, chat, exit_status, run_task
 from deputy_shiny.events import (
     PermissionEvent,
+    RequestEndEvent,
     RunErrorEvent,
     StopEvent,
     TextCompleteEvent,
@@ -33,6 +36,7 @@ from deputy_shiny.events import (
 from deputy_shiny.testing import FunctionModel, ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_write_file, tools_interactive
 from deputy_shiny.tools.interactive import AskUserContext, Option, Question
+from deputy_shiny.usage import RequestUsage
 
 IDS: dict[str, Any] = {"agent_id": "a", "session_id": "s", "run_id": "r"}
 HOSTILE = (
@@ -105,6 +109,98 @@ def test_a_complete_stop_prints_nothing_and_the_usage_line_ends_the_run() -> Non
     printer.finish(result)
     assert out.getvalue().startswith("1 request · 0 tool calls · ")
     assert out.getvalue().endswith("cost $0.0125\n")
+
+
+def markdown_console() -> tuple[Console, io.StringIO]:
+    """A console that renders as a colour terminal does (its escape codes are in ``out``)."""
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, color_system="standard", width=100), out
+
+
+def unstyled(text: str) -> str:
+    """``text`` without rich's own colours and styles (SGR codes)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_a_reply_renders_as_markdown_a_block_at_a_time() -> None:
+    con, out = markdown_console()
+    printer = EventPrinter(con, markdown=True)
+    reply = "# Plan\n\nThis is **important** and `code`.\n\n- first\n- second\n\n1. one\n"
+    chunks = [reply[i : i + 7] for i in range(0, len(reply), 7)]
+    for chunk in chunks[:5]:  # "# Plan\n\nThis is **impo": the heading's block is done
+        printer.handle(TextEvent(text=chunk, **IDS))
+    assert "Plan" in out.getvalue() and "This" not in out.getvalue()
+    for chunk in chunks[5:]:
+        printer.handle(TextEvent(text=chunk, **IDS))
+    printer.handle(TextCompleteEvent(text=reply, **IDS))
+    text = out.getvalue()
+    assert "**" not in text and "# Plan" not in text and "`" not in text and "- first" not in text
+    assert "\x1b[1mimportant\x1b[0m" in text  # bold, as the terminal shows it
+    plain = unstyled(text)
+    assert " • first" in plain and " • second" in plain and " 1 one" in plain
+    assert text.count("important") == 1  # the complete text is not printed again
+
+
+def test_model_written_escapes_and_links_stay_inert_in_markdown() -> None:
+    con, out = markdown_console()
+    printer = EventPrinter(con, markdown=True)
+    hostile = (
+        "See [the docs](http://md-evil.example/x) and <http://auto-evil.example>, "
+        "\x1b]8;;http://osc-evil.example/\x1b\\click\x1b]8;;\x1b\\ "
+        "\x1b[31mred\x1b[0m \x1b]52;c;cHduZWQ=\x07[bold]not markup[/bold] "
+        "![pic](http://img-evil.example/p.png)\n"
+    )
+    for i in range(0, len(hostile), 5):  # escapes split over chunks are removed whole
+        printer.handle(TextEvent(text=hostile[i : i + 5], **IDS))
+    printer.finish(None)
+    text = out.getvalue()
+    assert "\x1b]" not in text  # no OSC at all: no hyperlink, no clipboard, no title
+    assert "osc-evil" not in text and "cHduZWQ" not in text
+    assert "\x1b[31m" not in text  # the model's red never reaches the terminal
+    plain = unstyled(text)
+    assert "the docs (http://md-evil.example/x)" in plain  # the address shows, as text
+    assert "http://auto-evil.example" in plain
+    assert "[bold]not markup[/bold]" in plain and "click" in plain and "red" in plain
+
+
+def test_a_long_code_block_streams_in_time_proportional_to_its_length() -> None:
+    """A model writing a file in a code block: 100 KB in 8-character chunks. Each line is
+    looked at once (0.1 s on a quiet machine; rescanning the block per chunk took 56 s)."""
+    out = io.StringIO()
+    printer = EventPrinter(Console(file=out, width=80, color_system=None), markdown=True)
+    reply = "```text\n" + "".join(f"line {i} of the file\n" for i in range(5000)) + "```\n"
+    started = time.monotonic()
+    for i in range(0, len(reply), 8):
+        printer.handle(TextEvent(text=reply[i : i + 8], **IDS))
+    assert time.monotonic() - started < 5.0
+    assert out.getvalue() == ""  # the block is not finished until the reply ends
+    printer.handle(TextCompleteEvent(text=reply, **IDS))
+    assert "line 4999 of the file" in out.getvalue() and "```" not in out.getvalue()
+
+
+def test_plain_output_streams_markdown_as_written() -> None:
+    con, out = console()  # not a terminal (a pipe, a file): the text as the model wrote it
+    printer = EventPrinter(con, markdown=False)
+    printer.handle(TextEvent(text="**bold** [x](http://a.example)", **IDS))
+    printer.handle(TextCompleteEvent(text="", **IDS))
+    assert out.getvalue() == "**bold** [x](http://a.example)\n"
+
+
+def test_verbose_shows_calls_and_results_whole_and_each_request() -> None:
+    con, out = console()
+    printer = EventPrinter(con, verbose=True)
+    printer.handle(
+        ToolStartEvent(call_id="c1", tool_name="write", arguments={"text": "y" * 500}, **IDS)
+    )
+    output = "\n".join(f"line {i}" for i in range(1, 21))
+    printer.handle(ToolEndEvent(call_id="c1", tool_name="grep", output=output, **IDS))
+    printer.handle(
+        RequestEndEvent(usage=RequestUsage(input_tokens=1200, output_tokens=34), cost=0.002, **IDS)
+    )
+    text = out.getvalue()
+    assert "line 20" in text and "more lines" not in text
+    assert "y" * 300 in text.replace("│", "").replace("\n", "").replace(" ", "")
+    assert "request: 1,200 tokens in, 34 out, cost $0.0020" in text
 
 
 def test_terminal_safe_removes_every_kind_of_escape() -> None:

@@ -117,7 +117,9 @@ def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
 def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(terminal: Tmux) -> None:
     work = terminal.workdir
     terminal.type('deputy --save session.json; echo "exit=$?"')
-    terminal.wait_for(r"Type a task\. Ctrl-C stops a run; /exit or Ctrl-D leaves\.")
+    terminal.wait_for(
+        r"Type a task, or /help for the commands\. Ctrl-C stops a run; /exit or Ctrl-D leaves\."
+    )
     assert "deputy · deputy/demo · standard · " in terminal.screen()
 
     # Ctrl-C at the approval stops that run; the session goes on.
@@ -188,3 +190,70 @@ def test_a_padded_command_is_shown_whole_before_it_can_be_approved(terminal: Tmu
     terminal.type("y")
     screen = terminal.wait_for(done, count=seen[done] + 2)
     assert "TAIL-42" in screen[start:]  # what ran is what was shown
+
+
+def _since(screen: str, marker: str) -> str:
+    """What the screen shows from the last ``marker`` on."""
+    return screen[screen.rindex(marker) :]
+
+
+def test_markdown_slash_commands_and_options_in_a_terminal(terminal: Tmux) -> None:
+    """Replies render as Markdown, escapes and links a model wrote stay inert, slash
+    commands act on the session and never reach the model, and options take effect."""
+    done = r"(?m)^exit=\d+$"
+    menu = r"Things to try \(type one\):"
+    ready = r"Type a task, or /help for the commands\."
+    used = r"\d+ requests? · 0 tool calls"
+    seen = {p: len(re.findall(p, terminal.screen())) for p in (done, menu, ready, used)}
+    terminal.type('deputy; echo "exit=$?"')
+    terminal.wait_for(ready, count=seen[ready] + 1)
+    terminal.type("hello")
+    terminal.wait_for(menu, count=seen[menu] + 1)
+    screen = _since(terminal.wait_for(used, count=seen[used] + 1), "Hi! I'm the offline")
+    screen = " ".join(screen.split())  # rich wraps paragraphs itself
+    assert "• list files: I call list_files on your workspace." in screen  # rendered
+    assert "**" not in screen and "`" not in screen
+    assert "ask me something: I call ask_user and you answer at the prompt." in screen
+    assert "this app" not in screen and "run deputy --model openai/gpt-4.1-mini" in screen
+
+    # The demo quotes this message back: its text then holds escapes and a link.
+    hostile = "\x1b[31mRED\x1b]8;;http://o.ex/\x1b\\ok\x1b]8;;\x1b\\ [md](http://md.ex/x)"
+    terminal.tmux("send-keys", "-t", "cli", "-l", hostile)
+    terminal.key("Enter")
+    terminal.wait_for(used, count=seen[used] + 2)  # that reply has ended
+    styled = terminal.tmux("capture-pane", "-p", "-e", "-J", "-t", "cli", "-S", "-")
+    reply = _since(styled, "You wrote ")
+    reply = reply[: reply.index("\n\n")]
+    assert "\x1b]8" not in reply and "o.ex" not in reply  # no hyperlink, not even its text
+    assert "\x1b[31m" not in reply  # the model's red never reached the terminal
+    assert "md (" in re.sub(r"\x1b\[[0-9;]*m", "", reply)  # the link shows its address
+
+    for line in ("/help", "/turns", "/bogus", "/clear", "/turns", "/cost"):
+        terminal.type(line)
+    screen = _since(terminal.wait_for(r"Total cost: \$0\.00"), "Commands\n  /help")
+    assert "/compact [n]" in screen and "/save [path]" in screen
+    assert "The conversation has 4 turns." in screen
+    assert "Unknown command: /bogus. Type /help for the commands." in screen
+    assert "Conversation cleared" in screen and "The conversation has 0 turns." in screen
+    assert "You wrote" not in screen and "request" not in screen  # no command was a task
+    terminal.type("/exit")
+    terminal.wait_for(done, count=seen[done] + 1)
+
+    ok = r"(?m)^exit=0$"
+    ended = len(re.findall(ok, terminal.screen()))
+    terminal.type('deputy run hello --no-color --tools minimal --no-ask; echo "exit=$?"')
+    terminal.wait_for(ok, count=ended + 1)
+    styled = terminal.tmux("capture-pane", "-p", "-e", "-J", "-t", "cli", "-S", "-")
+    plain = _since(styled, "deputy run hello --no-color")
+    plain = plain[plain.index("\n") : plain.index("exit=0")]
+    assert "- **list files**: I call `list_files`" in plain  # written as is, no colour
+    assert "\x1b[" not in plain
+    assert "write a note" not in plain and "ask me something" not in plain
+
+    failed = r"(?m)^exit=2$"
+    ended = len(re.findall(failed, terminal.screen()))
+    terminal.type('deputy run x --max-cost free; echo "exit=$?"')
+    screen = terminal.wait_for(failed, count=ended + 1)
+    assert "deputy: argument -c/--max-cost: 'free' is not an amount of US dollars above 0" in (
+        screen
+    )

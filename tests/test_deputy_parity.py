@@ -199,3 +199,69 @@ async def test_clone_copies_the_conversation_and_shares_no_state(tmp_path: Path)
     assert {first.response, second.response} == {"original again", "second"}
     assert len(agent.get_turns()) == 4 and len(twin.get_turns()) == 6
     assert first.stop_reason == second.stop_reason == "complete"
+
+
+# --------------------------------------------------------------------------- the CLI (rows 3, 48)
+
+
+async def test_cli_process_command_as_deputys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deputy's R/cli.R ``cli_process_command``: each command, what it does to the agent."""
+    import io
+
+    from rich.console import Console
+
+    from deputy_shiny.cli._commands import parse_command, run_command
+
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    console = Console(file=out, width=120)
+    agent = Agent(ScriptedModel(["Summary of the talk."]), system_prompt="Be brief.")
+    for n in range(3):
+        agent.add_turn(f"question {n}", f"answer {n}")
+
+    async def command(line: str) -> str:
+        parsed = parse_command(line)
+        assert parsed is not None, line
+        return await run_command(*parsed, agent, console)
+
+    assert parse_command("not a command") is None  # is_command = FALSE
+    assert [await command(q) for q in ("/quit", "/exit", "/q", "/QUIT")] == ["quit"] * 4
+    await command("/turns")
+    assert "The conversation has 6 turns." in out.getvalue()
+    await command("/save s.json")
+    assert len(Agent(ScriptedModel([])).load_session(tmp_path / "s.json").get_turns()) == 6
+    await command("/compact zero")  # an invalid keep value: deputy warns and uses 4
+    assert "Not a number of turns: 'zero'; keeping 4." in out.getvalue()
+    assert len(agent.get_context_turns()) == 4 and len(agent.get_turns()) == 6
+    await command("/cost")
+    assert "Input tokens:" in out.getvalue() and "Total cost:" in out.getvalue()
+    await command("/help")
+    assert all(c in out.getvalue() for c in ("/save [path]", "/compact [n]", "/cost", "/turns"))
+    assert await command("/clear") == "changed" and agent.get_turns() == []
+    assert await command("/nope") == "continue"
+    assert "Unknown command: /nope. Type /help for the commands." in out.getvalue()
+
+
+def test_cli_options_as_deputys(tmp_path: Path) -> None:
+    """deputy's exec/deputy flags, short forms included, with its defaults."""
+    from deputy_shiny.cli._args import parse_args
+
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("Be terse.")
+    flags = ["-t", "dev", "-n", "5", "-c", "0.25", "-f", str(prompt), "-A", "-d", str(tmp_path)]
+    options = parse_args([*flags, "-v", "--no-color", "-g"])
+    assert (options.tools, options.max_requests, options.max_cost) == ("dev", 5, 0.25)
+    assert (options.system_prompt, options.no_ask, options.dir) == ("Be terse.", True, tmp_path)
+    assert options.verbose and options.no_color and options.debug
+    assert parse_args(["-y", "Be kind."]).system_prompt == "Be kind."
+    servers = parse_args(["--mcp-server", "git, time", "--mcp-server", "git"])
+    assert servers.mcp and servers.mcp_server == ("git", "time")  # deputy's split_csv_values
+    assert parse_args(["-M"]).mcp and parse_args(["-M"]).mcp_config is None
+    defaults = parse_args(["run", "a task"])  # deputy's -x TASK is `deputy run TASK` here
+    assert (defaults.tools, defaults.max_requests, defaults.permissions) == (
+        "standard",
+        25,
+        "standard",
+    )

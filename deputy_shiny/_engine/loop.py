@@ -86,6 +86,7 @@ from ..models._provider import (
     stream_response,
 )
 from ..models._watch import Waiting, model_host
+from ..persistence.checkpoints import USER_TURN_KEY
 from ..usage import UsageLimits
 from .budget import Meter, SharedBudget, _RequestRefused, response_usage
 from .compaction import CompactionServices, Compactor
@@ -292,8 +293,13 @@ class Engine(ToolCalls):
             )
 
     async def _file_checkpoint(self, st: RunState, journal: Any) -> AgentEvent:
-        """The checkpoint every run makes as it starts (file checkpointing on)."""
-        made = await asyncio.to_thread(journal.checkpoint, run_id=st.run_id)
+        """The checkpoint every run makes as it starts (file checkpointing on). A run
+        with a new prompt names the prompt's turn (``metadata["user_turn"]``, its index in
+        the conversation): editing that message later rewinds the files to here."""
+        metadata = None
+        if st.options.resume is None:
+            metadata = {USER_TURN_KEY: len(st.conversation.turns) - 1}
+        made = await asyncio.to_thread(journal.checkpoint, metadata=metadata, run_id=st.run_id)
         event: AgentEvent = self._emit(
             st, FileCheckpointEvent, checkpoint_id=made.id, name=made.name
         )

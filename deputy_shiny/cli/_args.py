@@ -1,9 +1,17 @@
 """The ``deputy`` command line: its flags, checked into one frozen :class:`CliOptions`.
 
 Two forms: ``deputy run TASK [flags]`` runs one task; ``deputy [chat] [flags]`` opens an
-interactive session. A bad flag, an unknown model or a session file that is not there
-is a :class:`CommandLineError`, which ``main`` prints as one line and exits with status 2
-(argparse's own convention), never a traceback.
+interactive session. A bad flag or value, an unknown model, a file that is not there
+(``--resume``, ``--system-prompt-file``, ``--mcp-config``) or a ``--dir`` that is no
+folder is a :class:`CommandLineError`, which ``main`` prints as one line and exits with
+status 2 (argparse's own convention), never a traceback.
+
+The flags are deputy's (its ``exec/deputy``), with its meanings: ``--tools`` (a preset),
+``--max-requests`` and ``--max-cost`` (each run's limits), ``--system-prompt`` or
+``--system-prompt-file``, ``--no-ask`` (no ``ask_user``), ``--mcp`` / ``--mcp-config``
+/ ``--mcp-server`` (load MCP servers' tools), ``--dir`` (the working folder),
+``--verbose``, ``--no-color``, ``--debug`` / ``--debug-file``; plus ``--model``,
+``--permissions``, ``--resume`` and ``--save``.
 
 The model: ``--model``, else ``DEPUTY_MODEL``, else the offline demo model
 ``deputy/demo``. A model named with ``--model`` must be usable (a known provider, its
@@ -28,16 +36,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import CommandLineError, DeputyError
 from ..models import DEMO_MODEL, ChatModel, missing_credentials
 from ..models._litellm import get_litellm, is_registered
 from ..permissions import MODES
+from ..tools import PRESETS
 
 __all__ = ["CliOptions", "CommandLineError", "ModelChoice", "choose_model", "parse_args"]
 
 MODEL_ENV = "DEPUTY_MODEL"
+DEFAULT_MAX_REQUESTS = 25
+"""Model requests a run may make unless ``--max-requests`` says otherwise (deputy's)."""
 
 
 class CliOptions(BaseModel):
@@ -50,6 +61,22 @@ class CliOptions(BaseModel):
         permissions: The permission mode (``standard``, ``plan``, ``readonly``, ``full``).
         resume: A saved session to continue, or None.
         save: Where to save the session after each run, or None.
+        tools: The tool preset (``minimal``, ``standard``, ``data``, ``dev``, ``full``).
+        max_requests: Model requests each run may make.
+        max_cost: The cost in US dollars each run may reach, or None (no limit).
+        system_prompt: The system prompt (``--system-prompt``, or the file's text), or
+            None for the terminal's own.
+        no_ask: True to leave out ``ask_user`` (nobody answers questions).
+        mcp: True to load MCP servers' tools (``--mcp``, or ``--mcp-config`` or
+            ``--mcp-server`` given).
+        mcp_config: The MCP configuration to read, or None for the default one
+            (``$DEPUTY_MCP_CONFIG``, else ``~/.config/mcptools/config.json``).
+        mcp_server: The servers to load (none named: all of the configuration's).
+        dir: The working folder (resolved); None for the current one.
+        verbose: Show tool calls, results and each request in full.
+        no_color: Print plain text: no colour, no styles, Markdown as written.
+        debug: Write debug lines (to ``debug_file``, else standard error).
+        debug_file: Where debug lines go, or None.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -60,6 +87,19 @@ class CliOptions(BaseModel):
     permissions: str = "standard"
     resume: Path | None = None
     save: Path | None = None
+    tools: str = "standard"
+    max_requests: int = Field(default=DEFAULT_MAX_REQUESTS, ge=1)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    system_prompt: str | None = None
+    no_ask: bool = False
+    mcp: bool = False
+    mcp_config: Path | None = None
+    mcp_server: tuple[str, ...] = ()
+    dir: Path | None = None
+    verbose: bool = False
+    no_color: bool = False
+    debug: bool = False
+    debug_file: Path | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,6 +124,84 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--save", type=Path, metavar="FILE", help="save the session to FILE after each run"
     )
+    parser.add_argument(
+        "-t",
+        "--tools",
+        choices=list(PRESETS),
+        default="standard",
+        help="the tool preset (default: standard: the file tools, and run_bash here)",
+    )
+    parser.add_argument(
+        "-n",
+        "--max-requests",
+        type=_whole_number,
+        default=DEFAULT_MAX_REQUESTS,
+        metavar="N",
+        help=f"model requests a run may make (default: {DEFAULT_MAX_REQUESTS})",
+    )
+    parser.add_argument(
+        "-c", "--max-cost", type=_dollars, metavar="USD", help="the cost a run may reach"
+    )
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("-y", "--system-prompt", metavar="TEXT", help="the system prompt")
+    prompt.add_argument(
+        "-f", "--system-prompt-file", type=Path, metavar="FILE", help="read the system prompt"
+    )
+    parser.add_argument(
+        "-A", "--no-ask", action="store_true", help="no ask_user tool: the agent asks nothing"
+    )
+    parser.add_argument(
+        "-M",
+        "--mcp",
+        action="store_true",
+        help="load the tools of the MCP servers in the default config "
+        "($DEPUTY_MCP_CONFIG, else ~/.config/mcptools/config.json)",
+    )
+    parser.add_argument(
+        "-C",
+        "--mcp-config",
+        type=Path,
+        metavar="FILE",
+        help='load the tools of the MCP servers in FILE ({"mcpServers": {...}})',
+    )
+    parser.add_argument(
+        "--mcp-server",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="load only this server (repeatable, or comma-separated; default: all)",
+    )
+    parser.add_argument(
+        "-d", "--dir", type=Path, metavar="DIR", help="the working folder (default: this one)"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show calls, results and requests whole"
+    )
+    parser.add_argument("--no-color", action="store_true", help="plain text: no colour")
+    parser.add_argument("-g", "--debug", action="store_true", help="debug lines on stderr")
+    parser.add_argument("-G", "--debug-file", type=Path, metavar="FILE", help="debug lines to FILE")
+
+
+def _whole_number(value: str) -> int:
+    """``--max-requests``: a whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of at least 1")
+    return number
+
+
+def _dollars(value: str) -> float:
+    """``--max-cost``: a positive amount of US dollars (a leading ``$`` is allowed)."""
+    try:
+        amount = float(value.strip().removeprefix("$"))
+    except ValueError:
+        amount = float("nan")
+    if not amount > 0 or amount == float("inf"):  # NaN fails the comparison too
+        raise argparse.ArgumentTypeError(f"{value!r} is not an amount of US dollars above 0")
+    return amount
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,8 +221,16 @@ def parse_args(argv: Sequence[str]) -> CliOptions:
     args = list(argv)
     if not args or args[0] not in ("run", "chat", "-h", "--help"):
         args.insert(0, "chat")  # `deputy` and `deputy --model M` open a session
-    namespace = build_parser().parse_args(args)
-    options = CliOptions(**vars(namespace))
+    values = vars(build_parser().parse_args(args))
+    prompt_file = values.pop("system_prompt_file")
+    servers = [n.strip() for given in values["mcp_server"] for n in given.split(",")]
+    values["mcp_server"] = tuple(dict.fromkeys(n for n in servers if n))
+    values["mcp"] = bool(values["mcp"] or values["mcp_config"] or values["mcp_server"])
+    if prompt_file is not None:
+        values["system_prompt"] = _read_prompt(prompt_file)
+    elif values["system_prompt"] is not None and not values["system_prompt"].strip():
+        raise CommandLineError("--system-prompt: the prompt is empty")
+    options = CliOptions(**values)
     if options.command == "run" and not (options.task or "").strip():
         raise CommandLineError('the task is empty: deputy run "what to do"')
     if options.resume is not None and not options.resume.is_file():
@@ -113,7 +239,34 @@ def parse_args(argv: Sequence[str]) -> CliOptions:
         raise CommandLineError(
             f"--save {options.save}: the folder {options.save.parent} does not exist"
         )
+    if options.mcp_config is not None and not options.mcp_config.is_file():
+        raise CommandLineError(f"--mcp-config {options.mcp_config}: no such file")
+    if options.dir is not None:
+        if not options.dir.is_dir():
+            raise CommandLineError(f"--dir {options.dir}: no such folder")
+        options = options.model_copy(update={"dir": options.dir.resolve()})
+    if options.debug_file is not None:
+        if not options.debug_file.parent.is_dir():
+            raise CommandLineError(
+                f"--debug-file {options.debug_file}: the folder "
+                f"{options.debug_file.parent} does not exist"
+            )
+        options = options.model_copy(update={"debug": True})  # a file implies debugging
     return options
+
+
+def _read_prompt(path: Path) -> str:
+    """The system prompt in ``path``: its text, which must not be empty."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CommandLineError(f"--system-prompt-file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise CommandLineError(f"--system-prompt-file {path}: {reason}") from None
+    if not text.strip():
+        raise CommandLineError(f"--system-prompt-file {path}: the file is empty")
+    return text.strip()
 
 
 class ModelChoice(BaseModel):

@@ -1,11 +1,15 @@
 """What a run shows in the terminal: its events, printed with rich as they come.
 
-Text streams as it arrives; each tool call is a compact panel (its arguments), and its
-result another (the output the model sees, cut to a few lines, red when it failed);
-denials, errors, retries, warnings, waits for a silent provider and a stop other than
-``complete`` get one line each, and the run ends with its usage line (``turn`` and
-``content`` events print nothing: the text already streamed, and the model's reasoning
-is not shown).
+The model's text is Markdown: on a terminal it is rendered (headings, emphasis, lists,
+code blocks) a block at a time as it streams (:mod:`~deputy_shiny.cli._markdown`,
+links shown with their address, never as clickable terminal hyperlinks); when the
+output is not a terminal, or with ``--no-color``, it streams as written. Each tool call
+is a compact panel (its arguments), and its result another (the output the model
+sees, cut to a few lines, red when it failed); denials, errors, retries, warnings, waits
+for a silent provider and a stop other than ``complete`` get one line each, and the run
+ends with its usage line (``turn`` and ``content`` events print nothing: the text
+already streamed, and the model's reasoning is not shown). ``verbose`` shows calls and
+results whole and a line per model request.
 
 Nothing the model or a tool writes is interpreted: it is printed as a rich ``Text``
 (so ``[bold]`` stays ``[bold]``, never markup), with terminal escape sequences and
@@ -41,6 +45,7 @@ from ..events import (
     ApprovalEvent,
     FallbackEvent,
     PermissionEvent,
+    RequestEndEvent,
     RequestErrorEvent,
     RunErrorEvent,
     StopEvent,
@@ -52,42 +57,15 @@ from ..events import (
     WarningEvent,
 )
 from ..usage import AgentUsage, format_cost
+from ._markdown import MarkdownStream
+from ._safe import safe_text, terminal_safe
 
-__all__ = ["EventPrinter", "terminal_safe", "usage_line"]
-
-# Escape sequences whole (CSI, OSC up to its terminator, the two-character ones), so
-# their parameters do not print either; then any control character left, C1 included
-# (U+009B starts a CSI on some terminals), and the bidirectional overrides that make
-# text read in another order than it is.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erases
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks, clipboard
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
-    r"|\x1b[ -~]?"  # any other escape
-    r"|\x9b[0-?]*[ -/]*[@-~]"  # the one-byte (C1) CSI
-    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # the one-byte OSC
-)
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+__all__ = ["EventPrinter", "safe_text", "terminal_safe", "usage_line"]
 
 TOOL_OUTPUT_LINES = 8
 """Lines of a tool's output a result panel shows (the rest is counted, not shown)."""
 ARGUMENT_CHARS = 200
 """Characters of a call's arguments a call panel shows (an approval shows more)."""
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with escape sequences and control characters removed (newline and tab kept).
-
-    Examples:
-        >>> terminal_safe("\\x1b]0;pwned\\x07a\\x1b[2Jb\\rc\\u202ed")
-        'abcd'
-    """
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
-
-
-def safe_text(text: str, style: str = "") -> Text:
-    """A rich ``Text`` of untrusted ``text``: never markup, never an escape sequence."""
-    return Text(terminal_safe(text), style=style)
 
 
 _BLANK_RUN = re.compile(r"\s{8,}")
@@ -123,15 +101,15 @@ def visible_blanks(text: str) -> Text:
     return out
 
 
-def arguments_text(arguments: dict[str, Any], limit: int = ARGUMENT_CHARS) -> str:
-    """A call's arguments as compact JSON, cut to ``limit`` characters.
+def arguments_text(arguments: dict[str, Any], limit: int | None = ARGUMENT_CHARS) -> str:
+    """A call's arguments as compact JSON, cut to ``limit`` characters (None: whole).
 
     Examples:
         >>> arguments_text({"path": "a.txt", "content": "x" * 10}, limit=30)
         '{"path": "a.txt", "content": …'
     """
     text = json.dumps(arguments, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def output_excerpt(output: str, lines: int = TOOL_OUTPUT_LINES) -> str:
@@ -167,10 +145,16 @@ def usage_line(usage: AgentUsage) -> str:
 
 
 class EventPrinter:
-    """Prints one run's events on a rich ``Console`` as they come (see the module docs)."""
+    """Prints one run's events on a rich ``Console`` as they come (see the module docs).
 
-    def __init__(self, console: Console) -> None:
+    ``markdown`` renders the model's text as Markdown; ``verbose`` shows tool calls and
+    results whole and one line per model request.
+    """
+
+    def __init__(self, console: Console, markdown: bool = False, verbose: bool = False) -> None:
         self.console = console
+        self.verbose = verbose
+        self._markdown = MarkdownStream(console) if markdown else None
         self._mid_line = False  # streamed text left the cursor after some text
         self._streamed = False  # this response's text arrived as chunks
 
@@ -184,11 +168,20 @@ class EventPrinter:
             self._streamed = False
             self.end_line()
         elif isinstance(event, ToolStartEvent):
-            self._panel(arguments_text(event.arguments), f"{event.tool_name}", "cyan")
+            limit = None if self.verbose else ARGUMENT_CHARS
+            self._panel(arguments_text(event.arguments, limit), f"{event.tool_name}", "cyan")
         elif isinstance(event, ToolEndEvent):
             title = f"{event.tool_name} {'failed' if event.is_error else 'done'}"
             title += f" in {event.duration:.1f}s"
-            self._panel(output_excerpt(event.output), title, "red" if event.is_error else "green")
+            output = event.output if self.verbose else output_excerpt(event.output)
+            self._panel(output, title, "red" if event.is_error else "green")
+        elif isinstance(event, RequestEndEvent) and self.verbose:
+            usage, cost = event.usage, "unknown" if event.cost is None else f"${event.cost:.4f}"
+            self.line(
+                f"request: {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out, "
+                f"cost {cost}",
+                "dim",
+            )
         else:
             self._note(event)
 
@@ -225,19 +218,25 @@ class EventPrinter:
         self.console.print(safe_text(text, style), soft_wrap=True)
 
     def end_line(self) -> None:
-        """Move to a new line if streamed text left the cursor mid-line."""
+        """Finish the streamed text: render what Markdown waits for, end a line left open."""
+        if self._markdown is not None:
+            self._markdown.flush()
         if self._mid_line:
             self.console.print()
             self._mid_line = False
 
     def _stream(self, text: str) -> None:
+        if self._markdown is not None:
+            self._streamed = self._streamed or bool(text)
+            self._markdown.feed(text)  # made terminal-safe a block at a time, before rich
+            return
         clean = terminal_safe(text)
         if not clean:
             return
+        self._streamed = True
         self.console.print(Text(clean), end="", soft_wrap=True)
         self.console.file.flush()
         self._mid_line = not clean.endswith("\n")
-        self._streamed = True
 
     def _panel(self, body: str, title: str, style: str) -> None:
         self.end_line()

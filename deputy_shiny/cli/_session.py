@@ -2,7 +2,9 @@
 
 :func:`run_task` runs one task, printing its events, and saves the session when asked.
 :func:`chat` reads tasks at a prompt and runs each in turn until ``/exit`` or the end
-of input (Ctrl-D). Ctrl-C stops the run in progress (it ends with ``interrupted``,
+of input (Ctrl-D); a slash command (``/help``, ``/save``, ``/clear``, ``/compact``,
+``/cost``, ``/turns``: :mod:`~deputy_shiny.cli._commands`) is carried out there and
+never sent to the model. Ctrl-C stops the run in progress (it ends with ``interrupted``,
 the conversation consistent) and never the session; at the prompt it only clears the
 line. :class:`Interrupts` is the one SIGINT handler that makes this so, installed for
 the whole command so no Ctrl-C ever lands as a ``KeyboardInterrupt`` in the middle of
@@ -24,6 +26,7 @@ Examples:
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,12 +38,12 @@ from rich.text import Text
 
 from ..agent import Agent
 from ..errors import DeputyError
-from ..events import AgentResult
+from ..events import AgentResult, ToolEndEvent, ToolStartEvent
+from ._commands import parse_command, run_command, task_text
 from ._printer import EventPrinter, safe_text
 from ._prompts import Lines, TerminalPrompts
 
 __all__ = [
-    "EXIT_COMMANDS",
     "Interrupts",
     "Terminal",
     "banner",
@@ -49,8 +52,9 @@ __all__ = [
     "run_task",
 ]
 
-EXIT_COMMANDS = ("/exit", "/quit")
 PROMPT = "› "
+log = logging.getLogger("deputy_shiny.cli")
+"""The ``--debug`` lines: the session's steps (off unless ``--debug`` turns it on)."""
 
 
 class Interrupts:
@@ -102,11 +106,14 @@ class Interrupts:
 
 @dataclass
 class Terminal:
-    """What a session talks to: the console, where lines come from, where Ctrl-C goes."""
+    """What a session talks to: the console, where lines come from, where Ctrl-C goes;
+    whether replies render as Markdown, and whether output is ``verbose``."""
 
     console: Console
     lines: Lines
     interrupts: Interrupts
+    markdown: bool = False
+    verbose: bool = False
 
     @property
     def prompts(self) -> TerminalPrompts:
@@ -132,18 +139,29 @@ async def run_task(
     agent: Agent, task: str, terminal: Terminal, save: Path | None = None
 ) -> AgentResult | None:
     """Run ``task``, printing its events (Ctrl-C stops it); then save to ``save`` if given."""
-    printer = EventPrinter(terminal.console)
+    printer = EventPrinter(terminal.console, terminal.markdown, terminal.verbose)
+    log.debug("run started")
     with terminal.interrupts.to(agent.interrupt):
         async for event in agent.run(task):
+            if isinstance(event, ToolStartEvent):
+                log.debug("tool_start: %s", event.tool_name)
+            elif isinstance(event, ToolEndEvent):
+                log.debug("tool_end %s: %s", "error" if event.is_error else "ok", event.tool_name)
             printer.handle(event)
     result = agent.last_run()
+    log.debug("run stopped: %s", result.stop_reason if result else "no result")
     printer.finish(result)
+    await _save(agent, printer, save)
+    return result
+
+
+async def _save(agent: Agent, printer: EventPrinter, save: Path | None) -> None:
+    """Save the session to ``save`` (if given); a failure is a line, not the end."""
     if save is not None:
         try:
             await agent.save_session_async(save)
         except (DeputyError, OSError) as exc:
             printer.line(f"Could not save the session to {save}: {exc}", "red")
-    return result
 
 
 async def _prompt(terminal: Terminal) -> str | KeyboardInterrupt | None:
@@ -160,7 +178,12 @@ async def _prompt(terminal: Terminal) -> str | KeyboardInterrupt | None:
 
 
 async def chat(agent: Agent, terminal: Terminal, save: Path | None = None) -> int:
-    """Prompt, run, repeat, until ``/exit`` or the end of input; the exit status (0)."""
+    """Prompt, run, repeat, until ``/exit`` or the end of input; the exit status (0).
+
+    A slash command is carried out here, never sent to the model; after one that
+    changed the conversation (``/clear``, ``/compact``) the session is saved to ``save``
+    as after a run.
+    """
     console = terminal.console
     while True:
         line = await _prompt(terminal)
@@ -168,10 +191,19 @@ async def chat(agent: Agent, terminal: Terminal, save: Path | None = None) -> in
             console.print()
             console.print(Text("(Ctrl-C stops a run; /exit or Ctrl-D leaves)", style="dim"))
             continue
-        if line is None or line.strip() in EXIT_COMMANDS:
+        if line is None:
             return 0
+        command = parse_command(line)
+        if command is not None:
+            log.debug("command: %s", command[0])
+            outcome = await run_command(*command, agent, console)
+            if outcome == "quit":
+                return 0
+            if outcome == "changed":
+                await _save(agent, EventPrinter(console), save)
+            continue
         if line.strip():
-            await run_task(agent, line.strip(), terminal, save)
+            await run_task(agent, task_text(line), terminal, save)
             console.print()
 
 
@@ -181,5 +213,9 @@ def banner(console: Console, model: str, mode: str, working_dir: Path, note: str
     if note:
         console.print(safe_text(note, "yellow"))
     console.print(
-        Text("Type a task. Ctrl-C stops a run; /exit or Ctrl-D leaves.", style="dim"), end="\n\n"
+        Text(
+            "Type a task, or /help for the commands. Ctrl-C stops a run; /exit or Ctrl-D leaves.",
+            style="dim",
+        ),
+        end="\n\n",
     )

@@ -23,7 +23,8 @@ the demo model too): the lead delegates to ``researcher``, then passes its notes
 by its system prompt: one beginning :data:`RESEARCHER_ROLE` lists the workspace, reads
 ``welcome.md`` and reports what it found; one beginning :data:`WRITER_ROLE` turns the
 notes in its task into a short answer. Every step is scripted, offline and the same
-each time.
+each time. In the ``deputy`` command (a system prompt beginning :data:`TERMINAL_ROLE`)
+it words its replies for a terminal (:mod:`~deputy_shiny.models._demo_wording`).
 
 When several keywords appear, the earliest wins. The demo only calls tools the request
 offers; otherwise it says which tool is missing. Other messages get canned replies
@@ -55,6 +56,7 @@ from typing import Any, Final, Literal
 
 from . import _custom_provider, _litellm
 from ._chat_model import DEMO_PROVIDER
+from ._demo_wording import TERMINAL_ROLE, for_terminal
 from ._replies import ScriptedReply, ScriptedToolCall
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "MENU",
     "NOTE_PATH",
     "RESEARCHER_ROLE",
+    "TERMINAL_ROLE",
     "WRITER_ROLE",
     "demo_reply",
     "ensure_demo_registered",
@@ -265,6 +268,13 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> S
         >>> "What is 2 + 2?" in demo_reply(history, []).text
         True
     """
+    reply = _demo_reply(messages, tools)
+    if _system_starts(messages, TERMINAL_ROLE) and reply.text:  # the `deputy` command
+        return reply.model_copy(update={"text": for_terminal(reply.text)})
+    return reply
+
+
+def _demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ScriptedReply:
     available = _tool_names(tools)
     role = _team_role(messages)
     if role is not None:
@@ -630,14 +640,17 @@ _TEAM_NOTE: Final = (
 
 def _team_role(messages: list[dict[str, Any]]) -> Literal["researcher", "writer"] | None:
     """Which research-team subagent this request is for (by its system prompt), if any."""
-    for message in messages:
-        if message.get("role") == "system":
-            text = _text_of(message.get("content")).lstrip()
-            if text.startswith(RESEARCHER_ROLE):
-                return "researcher"
-            if text.startswith(WRITER_ROLE):
-                return "writer"
-    return None
+    if _system_starts(messages, RESEARCHER_ROLE):
+        return "researcher"
+    return "writer" if _system_starts(messages, WRITER_ROLE) else None
+
+
+def _system_starts(messages: list[dict[str, Any]], role: str) -> bool:
+    """True when the conversation's system prompt begins with ``role``."""
+    return any(
+        m.get("role") == "system" and _text_of(m.get("content")).lstrip().startswith(role)
+        for m in messages
+    )
 
 
 def _research_topic(text: str) -> str:

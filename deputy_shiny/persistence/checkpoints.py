@@ -80,6 +80,7 @@ from .store_bridge import bridge_for
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_JOURNAL_BYTES",
+    "USER_TURN_KEY",
     "FileCheckpoint",
     "FileJournal",
     "FileRewind",
@@ -89,6 +90,10 @@ DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
 """The largest file whose previous contents a checkpoint records (50 MiB)."""
 DEFAULT_MAX_JOURNAL_BYTES = 250 * 1024 * 1024
 """The most bytes of file contents the journal stores in all (250 MiB)."""
+
+USER_TURN_KEY = "user_turn"
+"""The metadata key of a run's checkpoint naming its prompt's turn (an index into the
+conversation's turns): editing that message rewinds the files to this checkpoint."""
 
 STATE_FORMAT = "deputy_shiny.file_checkpoints"
 """The ``format`` of :meth:`FileJournal.checkpoint_state`'s dict."""
@@ -337,6 +342,38 @@ class FileJournal:
             restored_changes=len(undone),
             paths=tuple(sorted(targets)),
         )
+
+    def changed_since(self, checkpoint_id: str) -> tuple[str, ...]:
+        """The files :meth:`rewind` to ``checkpoint_id`` would restore or delete (sorted),
+        without touching them: what a confirmation lists before the rewind.
+
+        Raises:
+            CheckpointError: no such checkpoint.
+        """
+        with self._lock:
+            index = self._load()
+        ids = [c["id"] for c in index["checkpoints"]]
+        if not isinstance(checkpoint_id, str) or checkpoint_id not in ids:
+            raise CheckpointError(f"No checkpoint {checkpoint_id!r}.")
+        since = set(ids[ids.index(checkpoint_id) :])
+        return tuple(sorted({c["path"] for c in index["changes"] if c["checkpoint"] in since}))
+
+    def read_files(self, paths: tuple[str, ...]) -> dict[str, bytes | None]:
+        """The current contents of ``paths`` (None: absent), read as a rewind reads them
+        (beneath the working directory, no symlink followed, under the file cap): a
+        conversation branch keeps them to put back later with :meth:`write_files`."""
+        with self._lock:
+            return {rel: self._read_current(self._relative(Path(rel))) for rel in paths}
+
+    def write_files(self, contents: Mapping[str, bytes | None]) -> None:
+        """Put ``contents`` (from :meth:`read_files`; None deletes) back, every path checked
+        first as a rewind checks it; the journal itself is not changed."""
+        with self._lock:
+            plan = [(self._relative(Path(rel)), data) for rel, data in contents.items()]
+            for rel, data in plan:
+                self._target(rel, restoring=data is not None)
+            for rel, data in plan:
+                self._apply(rel, data)
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The whole journal as one JSON-only dict, for a saved session.

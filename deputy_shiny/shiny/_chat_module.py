@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ from shinychat import Chat
 
 from .._util.version import package_version
 from ..agent import Agent
-from ..approvals import new_request_id
 from ..errors import ConfigurationError
 from ..events import AgentUsage
 from ..mcp.config import ConfigInput as McpConfigInput
@@ -64,11 +63,11 @@ from ._feedback import (
 )
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
-from ._modals import confirm_modal
 from ._origin import normalize_allowed_origins, session_foreign_origin
-from ._prompts import PromptClosed, SessionPrompts, session_prompts
+from ._prompts import SessionPrompts, session_prompts
 from ._render import DEFAULT_FLUSH_INTERVAL, PROGRESS_MESSAGE, check_flush_interval
 from ._session_asks import SessionAsks
+from ._session_branches import SessionBranches, bind_branches
 from ._session_budget import SessionBudget, session_budget
 from ._session_conversation import RELOAD_MESSAGE, SessionConversation
 from ._values import cheap_value_names
@@ -211,14 +210,7 @@ class AgentChatHandle(kit_module.ExpressInert):
         Await it from a task, never from a reactive effect."""
         if self._prompts is None:
             return False
-        request_id = new_request_id()
-        try:
-            answer = await self._prompts.ask(
-                request_id, confirm_modal(request_id, title, body, confirm_label), None
-            )
-        except (PromptClosed, TimeoutError):
-            return False
-        return answer.get("action") == "confirm"
+        return await self._prompts.confirm(title, body, confirm_label)
 
     async def rewind_files(self, checkpoint_id: str) -> FileRewind:
         """``agent.rewind_files`` (not during a run), then the conversation is saved."""
@@ -281,7 +273,13 @@ def agent_chat_ui(
     running), it returns once that warm-up is done, so the app serves warm.
     """
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
-    options = {"enable_cancel": True, "placeholder": "Ask the agent something", **chat_ui_options}
+    # No history selector: the kit turns shinychat's history on only for its edit control.
+    options = {
+        "enable_cancel": True,
+        "placeholder": "Ask the agent something",
+        "show_history": False,
+        **chat_ui_options,
+    }
     # One fill item that is itself a fillable container: the chat grows into what its
     # container leaves and the usage line keeps its own height under it.
     chat = ui.div(
@@ -404,7 +402,7 @@ def agent_chat_server(
         **_session_hooks(session, persistence, agent),
     )
     link = _SessionLink(chat_session)
-    chat.on_user_submit(link.submit)
+    _bind_chat_inputs(input, session, chat, link)
     _bind_stop_and_usage(input, link, usage_value, budget_value)
     chat_session.start(autoconnect, not_saved)
     link.cancel_end = session.on_ended(link.end)
@@ -457,6 +455,7 @@ class _SessionLink:
     chat_session: _ChatSession | None
     handle: AgentChatHandle | None = None
     cancel_end: Callable[[], None] | None = None
+    branches: SessionBranches | None = None
 
     async def submit(self, user_input: str, attachments: list[Any]) -> None:
         if self.chat_session is not None:
@@ -474,10 +473,12 @@ class _SessionLink:
         chat_session = self.chat_session
         if chat_session is None:
             return
+        if self.branches is not None:
+            self.branches.close()
         try:
             await chat_session.end()
         finally:
-            self.chat_session = None
+            self.chat_session = self.branches = None
             if self.handle is not None:
                 self.handle.agent = None
                 self.handle._chat_session = None
@@ -546,6 +547,25 @@ async def _set(value: reactive.Value[Any], new: Any) -> None:
     async with reactive.lock():
         value.set(new)
         await reactive.flush()
+
+
+def _bind_chat_inputs(input: Any, session: Session, chat: Chat, link: _SessionLink) -> None:
+    """The chat's inputs reach the session through ``link``: a message the user sent, and
+    an edit of a past one or a switch between its versions (``_session_branches``)."""
+    assert link.chat_session is not None
+    chat.on_user_submit(link.submit)
+    link.branches = SessionBranches(link.chat_session, chat, _chat_actions(session, chat))
+    bind_branches(input, lambda: link.branches)
+    link.chat_session.in_background(link.branches.enable())
+
+
+def _chat_actions(session: Session, chat: Chat) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """Sends shinychat's own actions (``{"type": ...}``) to ``chat`` in the browser."""
+
+    async def send(action: dict[str, Any]) -> None:
+        await session.send_custom_message("shinyChatMessage", {"id": chat.id, "action": action})
+
+    return send
 
 
 def _new_chat() -> Chat:

@@ -213,16 +213,17 @@ class _ChatSession:
         self.mcp.bind(self.agent)
         for name in autoconnect:
             # Not awaited: the page and other sessions never wait for a server to start.
-            self.connecting.append(self._in_background(self._autoconnect(name)))
+            self.connecting.append(self.in_background(self._autoconnect(name)))
         if self.conversation is not None:
-            self._in_background(self._restore_logged())
+            self.in_background(self._restore_logged())
         else:
             if not_saved is not None:
-                self._in_background(tell_logged(self.chat, not_saved))
+                self.in_background(tell_logged(self.chat, not_saved))
             if self.budget is not None:  # today's spend, shown as it starts
-                self._in_background(self._charge())
+                self.in_background(self._charge())
 
-    def _in_background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+    def in_background(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Run ``work`` in a task of the session's, cancelled when it ends."""
         task = asyncio.ensure_future(work)
         self.background.add(task)  # a task nothing references may vanish
         task.add_done_callback(self.background.discard)
@@ -272,7 +273,7 @@ class _ChatSession:
             await self._charge()
             pending = await self.current_pending()
             self.restored_waiting = pending is not None
-            await self._replay(pending)
+            await self.replay(pending)
             await self.values.set_usage(self.agent.usage())
             await self.values.set_tool_events(-1)  # views of the workspace refresh
         finally:
@@ -283,7 +284,9 @@ class _ChatSession:
             await asyncio.gather(*self.connecting, return_exceptions=True)
             await self._stream_message(self.stream(None))
 
-    async def _replay(self, pending: ApprovalContinuation | None) -> None:
+    async def replay(self, pending: ApprovalContinuation | None) -> None:
+        """Show the agent's conversation in the chat (``pending``: the approval the
+        conversation waits on, whose call shows no card: its modal stands for it)."""
         waiting = () if pending is None else (pending.request.call_id,)
         for message in transcript_messages(self.agent.get_turns(), self.image_origins, waiting):
             if message.role == "user":
@@ -471,7 +474,7 @@ class _ChatSession:
         if event.type == "tool_end":
             self.ended_calls += 1
             # Scheduled, not awaited: on_event runs inside the stream's iteration.
-            self._in_background(self.values.set_tool_events(self.ended_calls))
+            self.in_background(self.values.set_tool_events(self.ended_calls))
 
     # ------------------------------------------------------------------ durable approvals
 

@@ -36,8 +36,9 @@ from shiny import reactive, ui
 from shiny.session import Session
 
 from .._util.timeouts import timeout
+from ..approvals import new_request_id
 from ..errors import PromptClosed
-from ._modals import waiting_text
+from ._modals import confirm_modal, waiting_text
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,18 @@ class SessionPrompts:
                 if not self._closed:
                     ui.modal_remove(session=self._session)
             await self._changed()
+
+    async def confirm(self, title: str, body: str, confirm_label: str) -> bool:
+        """A yes/no question of the app's own (queued behind any approval): False when
+        the user cancels, or the session ends or times out first."""
+        request_id = new_request_id()
+        try:
+            answer = await self.ask(
+                request_id, confirm_modal(request_id, title, body, confirm_label), None
+            )
+        except (PromptClosed, TimeoutError):
+            return False
+        return answer.get("action") == "confirm"
 
     async def _changed(self) -> None:
         if self._current is None and self._queue and not self._closed:

@@ -109,7 +109,12 @@ class AgentChat:
             >>> from deputy_shiny.shiny.playwright import AgentChat
             >>> AgentChat(page, "agent").send("What is in data.csv?")  # doctest: +SKIP
         """
-        self.chat.set_user_input(text, timeout=timeout)
+        # Filled at once and checked, not typed key by key (shinychat's set_user_input):
+        # on a busy machine the input may still be settling from the last reply (disabled
+        # for a moment, or the focus handed back from a closed prompt), and a keystroke
+        # landing then is lost, so the message sent would be cut short.
+        self.chat.loc_input.fill(text, timeout=timeout)
+        expect(self.chat.loc_input).to_have_value(text, timeout=timeout)
         self.chat.send_user_input(timeout=timeout)
 
     def stop(self, *, timeout: float | None = None) -> None:
@@ -198,6 +203,31 @@ class AgentChat:
             >>> AgentChat(page, "agent").expect_usage("Cost: unknown")  # doctest: +SKIP
         """
         expect(self.loc_usage).to_contain_text(value, timeout=timeout)
+
+    def edit_message(self, index: int, text: str, *, timeout: float | None = None) -> None:
+        """Edit the user's message ``index`` (0: the first) to ``text`` and resend it, with
+        shinychat's own control (the kit may ask to confirm the files that go back).
+
+        Examples:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> AgentChat(page, "agent").edit_message(1, "Plot it by year")  # doctest: +SKIP
+        """
+        message = self.loc_user_messages.nth(index)
+        message.hover(timeout=timeout)
+        message.get_by_role("button", name="Edit message").click(timeout=timeout)
+        message.locator("[contenteditable='true']").fill(text, timeout=timeout)
+        message.get_by_role("button", name="Save and resend").click(timeout=timeout)
+
+    def versions(self, index: int) -> Locator:
+        """The "‹ 1 / 2 ›" under the user's message ``index`` (present once it was edited);
+        its buttons are named "Previous version" and "Next version".
+
+        Examples:
+            >>> from deputy_shiny.shiny.playwright import AgentChat
+            >>> nav = AgentChat(page, "agent").versions(1)  # doctest: +SKIP
+            >>> nav.get_by_role("button", name="Previous version").click()  # doctest: +SKIP
+        """
+        return self.loc_user_messages.nth(index).locator(".shiny-chat-sibling-nav")
 
 
 class _Modal:
