@@ -29,6 +29,18 @@ async def test_mcp_calls_prints_its_ratio_last(capsys: pytest.CaptureFixture[str
     assert last == f"ratio agent/baseline: {ratio:.3f}" and ratio > 0
 
 
+async def test_conversations_prints_the_drawer_and_switch_lines_last(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    results = await load("conversations").main(conversations=5, turns=4, rounds=1)
+    lines = capsys.readouterr().out.strip().splitlines()
+    drawer_ms, switch_ms = results["SQLite"]
+    assert lines[-2:] == [
+        f"SQLite: drawer open, 5 conversations: {drawer_ms:.1f} ms",
+        f"SQLite: switch to a 4-turn conversation: {switch_ms:.1f} ms",
+    ]
+
+
 async def test_compaction_prints_its_ratio_last(capsys: pytest.CaptureFixture[str]) -> None:
     ratio = await load("compaction").main(turns=40, max_tokens=1500, reply_words=60)
     lines = capsys.readouterr().out.strip().splitlines()

@@ -386,7 +386,10 @@ def test_a_visitor_who_sends_nothing_leaves_nothing(tmp_path: Path) -> None:
     assert asyncio.run(visitor.take_over(lambda: asyncio.sleep(0)))
     visitor.release()
     persistence = KitPersistence(tmp_path)
-    assert list(records_root(persistence).iterdir()) == [records_root(persistence) / ".token-key"]
+    records = records_root(persistence)
+    assert sorted(records.iterdir()) == [records / ".store", records / ".token-key"]
+    # The users' lists live in the file store: none was written for this visitor.
+    assert [p for p in (records / ".store").rglob("*") if p.is_file()] == []
     assert list(workspaces_root(persistence).iterdir()) == []
 
 
@@ -445,7 +448,7 @@ async def hold(held: SessionConversation, agent: Agent) -> None:
     its first message is sent (keep the conversation)."""
     assert await held.take_over(lambda: asyncio.sleep(0))
     assert await held.load(agent) is None
-    held.keep()
+    assert await held.keep_async("hi") is None
 
 
 def agent_for(folder_conversation: SessionConversation, replies: list[Any]) -> Agent:
@@ -537,7 +540,7 @@ async def test_a_waiting_approval_outlives_a_damaged_saved_conversation(tmp_path
     second.release()
 
 
-async def test_starting_anew_forgets_the_conversation_and_keeps_the_files(tmp_path: Path) -> None:
+async def test_starting_anew_keeps_the_conversation_in_the_list(tmp_path: Path) -> None:
     session = FakeSession(user="alice")
     first = conversation(tmp_path, session)
     agent = agent_for(first, ["hello"])
@@ -547,11 +550,23 @@ async def test_starting_anew_forgets_the_conversation_and_keeps_the_files(tmp_pa
     (first.folder.workspace / "keep.md").write_text("mine")
     await first.start_new()
     assert session.sent[-1] == (RELOAD_MESSAGE, {})
-    assert await first.save(agent) is None and not first.folder.session_file.exists()
+    assert await first.save(agent) is None and first.folder.session_file.exists()
     first.release()
+    # The reloaded page opens a new conversation, with a workspace of its own...
     second = conversation(tmp_path, FakeSession(user="alice"))
     assert second.folder.session_id != first.folder.session_id
-    assert (second.folder.workspace / "keep.md").read_text() == "mine"
+    assert not (second.folder.workspace / "keep.md").exists()
+    # ...and the first is in the list, to switch back to: its transcript and files.
+    assert [e.title for e in (await second.listing.read()).entries] == ["hi"]
+    assert await second.switch_to(first.listing.current)
+    second.release()
+    third = conversation(tmp_path, FakeSession(user="alice"))
+    assert third.folder.session_id == first.folder.session_id
+    assert (third.folder.workspace / "keep.md").read_text() == "mine"
+    restored = agent_for(third, [])
+    await hold(third, restored)
+    assert [t.text for t in restored.get_turns()][:2] == ["hi", "hello"]
+    third.release()
 
 
 async def test_a_failed_restore_never_overwrites_the_saved_conversation(tmp_path: Path) -> None:

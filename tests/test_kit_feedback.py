@@ -294,7 +294,7 @@ async def test_ratings_kept_in_files_are_what_the_command_exports(
 ) -> None:
     monkeypatch.setenv("DEPUTY_RECORD_KEY", KEY)
     persistence = KitPersistence(tmp_path / "root")
-    link = kit_store(persistence, for_feedback=True)
+    link = kit_store(persistence, local=True)
     assert link is not None and kit_store(persistence) is None  # conversations stay files
     record = FeedbackRecord(feedback_id="r1", rating="down", user_id="u", chat="chat")
     await link.run(lambda store: save_feedback(store, record))
@@ -317,7 +317,7 @@ async def test_the_store_is_opened_at_the_first_rating_only(
     persistence = KitPersistence(tmp_path / "root")
     kit = start(tmp_path, tool_agent)
     browser = Browser()
-    opens = functools.partial(kit_store, persistence, for_feedback=True)
+    opens = functools.partial(kit_store, persistence, local=True)
     feedback = kit.session.feedback = SessionFeedback(
         chat="chat",
         identity=FeedbackIdentity("user-alice"),

@@ -412,8 +412,10 @@ async def test_an_approval_asked_in_one_process_is_decided_in_another_through_th
     assert third.chat.said()[-1][1].endswith("Written.")
     await asyncio.to_thread(third.agent.rewind_files, checkpoints[0].id)
     assert not (folder.workspace / "a.txt").exists()
-    # A new conversation takes the approval and the journal with it.
-    await third.session.conversation.start_new()  # type: ignore[union-attr]
+    # Deleting the conversation (the history drawer) takes the approval and the
+    # journal with it.
+    held = third.session.conversation
+    assert held is not None and await held.delete(held.listing.current)
     assert await link.run(lambda store: store.list_records("approval")) == []
     assert await link.run(lambda store: store.list_records("file_checkpoint_index")) == []
     await third.session.end()

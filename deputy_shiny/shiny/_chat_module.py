@@ -61,6 +61,7 @@ from ._feedback import (
     feedback_dependency,
     session_feedback,
 )
+from ._history_drawer import serve_history_drawer
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
 from ._origin import normalize_allowed_origins, session_foreign_origin
@@ -235,9 +236,9 @@ class AgentChatHandle(kit_module.ExpressInert):
         return self._chat_session.feedback.on_feedback(callback)
 
     async def new_conversation(self) -> None:
-        """Start over: the page reloads with an empty chat. With ``persistence`` the
-        saved conversation (transcript, waiting approvals, checkpoints) is forgotten and
-        the workspace's files stay; without it the new session gets a new workspace."""
+        """Start over: the page reloads with an empty chat and a new workspace. With
+        ``persistence`` the conversation left stays in the user's list (the chat's
+        history drawer), to switch back to."""
         if self._conversation is not None:
             await self._conversation.start_new()
         elif self._session is not None:
@@ -273,11 +274,11 @@ def agent_chat_ui(
     running), it returns once that warm-up is done, so the app serves warm.
     """
     warm_up_before_serving()  # the UI is built as the app starts: serve once warm
-    # No history selector: the kit turns shinychat's history on only for its edit control.
+    # shinychat's history button shows only where the server serves the drawer (saved
+    # conversations); the edit control turns its history on everywhere (deputy_shiny.css).
     options = {
         "enable_cancel": True,
         "placeholder": "Ask the agent something",
-        "show_history": False,
         **chat_ui_options,
     }
     # One fill item that is itself a fillable container: the chat grows into what its
@@ -344,8 +345,9 @@ def agent_chat_server(
         persistence: Keep each user's conversation (a
             :class:`~deputy_shiny.shiny.KitPersistence`): it is saved after every run and
             comes back on a reload, with its workspace and any approval still waiting
-            (as a modal, decided once). The factory passes the user's ids and folders
-            on with ``Agent(model, **ctx.agent_options())``.
+            (as a modal, decided once); each user's conversations are listed in the
+            chat's history drawer. The factory passes the user's ids and folders on
+            with ``Agent(model, **ctx.agent_options())``.
         allowed_origins: Origins (``https://portal.example``) other than the app's own
             whose pages may open this app's chat (e.g. a page that embeds it). A session
             opened by any other origin's page (its websocket's ``Origin``) is refused:
@@ -361,9 +363,7 @@ def agent_chat_server(
             ``""`` names no chat.
     """
     warm_up_in_background()  # an Express app builds no UI before its first session
-    running = reactive.value(False, name="deputy_running")
-    usage_value = reactive.value(AgentUsage(), name="deputy_usage")
-    tool_events = reactive.value(0, name="deputy_tool_events")
+    running, usage_value, tool_events = _handle_values()
     origins = normalize_origins(allowed_image_origins)
     interval = check_flush_interval(flush_interval)
     autoconnect = tuple(mcp_servers)
@@ -420,7 +420,19 @@ def agent_chat_server(
         _session=session,
         _chat_session=chat_session,
     )
+    serve_history_drawer(input, session, chat, link.handle, conversation)
     return link.handle
+
+
+def _handle_values() -> tuple[
+    reactive.Value[bool], reactive.Value[AgentUsage], reactive.Value[int]
+]:
+    """The handle's reactive values: running, usage, tool events."""
+    return (
+        reactive.value(False, name="deputy_running"),
+        reactive.value(AgentUsage(), name="deputy_usage"),
+        reactive.value(0, name="deputy_tool_events"),
+    )
 
 
 def _session_hooks(

@@ -427,7 +427,10 @@ class _ChatSession:
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).
-                await conversation.keep_async()
+                title = message.text if isinstance(message, PendingMessage) else message
+                note = await conversation.keep_async(title)
+                if note:
+                    yield note_chunk(note)
             except StoreUnavailableError as exc:
                 logger.warning("the conversation could not be kept: %s", exc)
                 yield note_chunk(STORE_DOWN_MESSAGE)

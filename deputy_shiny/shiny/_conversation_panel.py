@@ -287,14 +287,12 @@ def conversation_panel_server(
         await bump()
 
     async def start_new() -> None:
-        files = (
-            "The workspace's files stay."
-            if handle.persistent
-            else "This session's workspace and its files are deleted."
-        )
         confirmed = await handle.confirm(
             "Start a new conversation?",
-            f"The chat and its file checkpoints are cleared. {files}",
+            "This one stays in your conversations (the history drawer), with its files."
+            if handle.persistent
+            else "The chat and its file checkpoints are cleared, and this session's "
+            "workspace and its files are deleted.",
             "Start anew",
         )
         if confirmed:

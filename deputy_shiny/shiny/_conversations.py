@@ -120,6 +120,9 @@ class KitPersistence(BaseModel):
         budget: A :class:`UserBudget` each user's runs are held to, per UTC day,
             across their sessions and every process sharing the store (without a
             store, the processes sharing ``root``).
+        max_conversations: How many conversations each user keeps per chat (default
+            200, listed in the chat's history drawer); a new one past it deletes the
+            oldest, and the chat says so.
 
     Examples:
         >>> import tempfile
@@ -137,6 +140,7 @@ class KitPersistence(BaseModel):
     token_key: SecretBytes | None = None
     store: Store | str | None = None
     budget: UserBudget | None = None
+    max_conversations: int = 200
     _link: KitStore | None = PrivateAttr(default=None)
     _link_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -147,6 +151,13 @@ class KitPersistence(BaseModel):
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().absolute()
+
+    @field_validator("max_conversations")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("max_conversations must be at least 1")
+        return value
 
     @field_validator("ttl")
     @classmethod
@@ -187,13 +198,17 @@ class KitPersistence(BaseModel):
 
 
 def kit_store(
-    persistence: KitPersistence, *, for_budget: bool = False, for_feedback: bool = False
+    persistence: KitPersistence, *, for_budget: bool = False, local: bool = False
 ) -> KitStore | None:
     """The store the kit uses for ``persistence`` (opened once): its ``store``; without
-    one, None, except ``for_budget`` (with a budget) or ``for_feedback``: then a
-    FileStore under ``root/records/.store`` keeps the budget's counters and the ratings."""
-    files = (for_budget and persistence.budget is not None) or for_feedback
-    if persistence.store is None and not files:
+    one, None, except ``for_budget`` (with a budget) or ``local``: then a FileStore
+    under ``root/records/.store`` keeps the budget's counters and the users' lists of
+    conversations."""
+    if (
+        persistence.store is None
+        and not local
+        and not (for_budget and persistence.budget is not None)
+    ):
         return None
     with persistence._link_lock:
         if persistence._link is None:
@@ -333,19 +348,6 @@ class ConversationFolder:
         for directory in (self.directory, self.workspace):
             _discard(directory)
         return True
-
-    def start_new(self) -> ConversationFolder:
-        """Forget this conversation (transcript, pending approvals, checkpoints) and give
-        new ids; the workspace's files stay. Returns the new folder."""
-        kept = self.kept
-        for path in (self.session_file, self.directory / _IDS_FILE):
-            path.unlink(missing_ok=True)
-        for directory in (self.approvals, self.checkpoints):
-            shutil.rmtree(directory, ignore_errors=True)
-        fresh = _prepare(self.directory, self.workspace)
-        if kept:
-            fresh.keep()  # still kept: its workspace's files stay
-        return fresh
 
 
 _IDS_FILE = "conversation.json"

@@ -393,11 +393,7 @@ def session_feedback(
     """The session's :class:`SessionFeedback` for ``agent``: stored in ``persistence``'s
     store (files under its root without one), else only handed to callbacks."""
     # Opened at the first rating: an app without feedback opens nothing for it.
-    link = (
-        None
-        if persistence is None
-        else functools.partial(kit_store, persistence, for_feedback=True)
-    )
+    link = None if persistence is None else functools.partial(kit_store, persistence, local=True)
     return SessionFeedback(
         chat=str(session.ns) or "chat",
         identity=feedback_identity(persistence, session),

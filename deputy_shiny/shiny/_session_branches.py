@@ -38,6 +38,7 @@ from ..messages import Turn
 from ..persistence.checkpoints import USER_TURN_KEY, FileJournal
 from ._branches import BranchTree, prompt_indices
 from ._chat_session import BUSY_MESSAGE, _ChatSession, tell
+from ._history_drawer import listed
 from ._image_guard import ImageGuard
 
 __all__ = ["SessionBranches", "files_restored", "parse_edit", "parse_navigate"]
@@ -156,8 +157,11 @@ class SessionBranches:
         await self._send(await self.history())
 
     async def history(self) -> dict[str, Any]:
-        """The ``history_update`` action :meth:`enable` sends: no list of conversations
-        here (a session that lists the user's conversations replaces this method)."""
+        """The ``history_update`` action :meth:`enable` sends: the user's conversations
+        when they are saved (the drawer's list, never blanked), else none."""
+        conversation = self.session.conversation
+        if conversation is not None:
+            return await listed(conversation)
         return {"type": "history_update", "enabled": True, "conversations": [], "active_id": None}
 
     def _busy(self) -> bool:

@@ -59,6 +59,7 @@ from ._identity import (
     token_id,
     trusted_user,
 )
+from ._session_listing import SessionListing, capped_note, forget
 from ._stored_conversations import (
     CONVERSATION_KIND,
     LEASE_SECONDS,
@@ -68,7 +69,6 @@ from ._stored_conversations import (
     discard_folders,
     lease_name,
     open_stored,
-    remove_tree,
     stored_session,
     sweep_store,
 )
@@ -262,10 +262,15 @@ class SessionConversation:
         self._link = kit_store(persistence)
         self.folder: ConversationFolder | StoredFolder
         try:
+            # Which of the user's conversations this page opens (see _session_listing).
+            lists = kit_store(persistence, local=True)
+            assert lists is not None  # local: a file store when there is no store
+            self.listing = SessionListing(persistence, lists, user.kind, user.key, chat_id)
+            chat_key = self.listing.chat_key
             if self._link is None:
-                self.folder = open_folder(persistence, user.kind, user.key, chat_id)
+                self.folder = open_folder(persistence, user.kind, user.key, chat_key)
             else:
-                self.folder = open_stored(persistence, self._link, user.kind, user.key, chat_id)
+                self.folder = open_stored(persistence, self._link, user.kind, user.key, chat_key)
         except StoreUnavailableError as exc:
             logger.warning("the conversation store cannot be reached: %s", exc)
             raise _NotSaved(STORE_DOWN_AT_START) from None
@@ -284,6 +289,9 @@ class SessionConversation:
         self._renewing: asyncio.Task[None] | None = None
         self._lost = False  # a newer session (maybe in another process) took it over
         self._renew_failing = False
+        self._listed_turns = -1  # the turns when the list last moved it up (-1: unknown)
+        # Called when the list changed (the drawer shows it again).
+        self.listing_changed: Callable[[], Awaitable[None]] | None = None
 
     @property
     def stored(self) -> bool:
@@ -316,15 +324,24 @@ class SessionConversation:
         else:
             self.folder.keep()
 
-    async def keep_async(self) -> None:
-        """:meth:`keep`, awaited (never blocking the event loop)."""
+    async def keep_async(self, message: str | None = None) -> str | None:
+        """:meth:`keep`, awaited (never blocking the event loop); the first time, the
+        conversation joins the user's list, titled by ``message``. A note for the chat
+        when that deleted the user's oldest conversations (past the cap)."""
         if not (self.usable and not self.discarded):
-            return
+            return None
         if isinstance(self.folder, StoredFolder):
             assert self._link is not None
             await self._link.run(self.folder.keep)
         else:
             await asyncio.to_thread(self.folder.keep)
+        if self.listing.listed:
+            return None
+        dropped = await self.listing.kept(message)
+        await forget(self.persistence, self._link, dropped)
+        if self.listing_changed is not None:
+            await self.listing_changed()
+        return capped_note(self.listing.dropped, self.persistence.max_conversations)
 
     def _in_use_names(self) -> set[Path]:
         return {*_in_use, *_open, self.folder.directory}
@@ -490,6 +507,7 @@ class SessionConversation:
         try:
             await agent.load_session_async(path)
             self.loaded = True
+            self._listed_turns = len(agent.get_turns())  # opening it does not move it up
         except DeputyError as exc:
             kept = path.with_name(f"session.json.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
             try:
@@ -523,6 +541,7 @@ class SessionConversation:
                 "a new one started."
             )
         self.loaded = True
+        self._listed_turns = len(agent.get_turns())  # opening it does not move it up
         return None
 
     async def save(self, agent: Agent) -> str | None:
@@ -533,6 +552,13 @@ class SessionConversation:
             return None
         if not self.folder.kept:
             return None  # nothing was ever sent: nothing to keep
+        turns = len(agent.get_turns())
+        if turns != self._listed_turns:  # a new message: to the top of the user's list
+            try:
+                await self.listing.touched()
+                self._listed_turns = turns
+            except DeputyError as exc:
+                logger.warning("the conversation list could not be updated: %s", exc)
         if isinstance(self.folder, StoredFolder):
             return await self._save_stored(agent, self.folder)
         try:
@@ -577,27 +603,31 @@ class SessionConversation:
         return None
 
     async def start_new(self) -> None:
-        """Forget the conversation (its files stay) and reload the page, which starts
-        the new one."""
-        self.discarded = True
-        folder = self.folder
-        if isinstance(folder, StoredFolder):
-            assert self._link is not None
-            kept = folder.kept
-
-            async def forget(store: Store) -> None:
-                await folder.forget(store)  # its approvals, journal and results too
-                folder.new_ids()
-                folder.kept = False
-                if kept:
-                    await folder.keep(store)  # still kept: its workspace's files stay
-
-            await self._link.run(forget)
-            for directory in (folder.approvals, folder.checkpoints):
-                await asyncio.to_thread(remove_tree, directory)
-        else:
-            await asyncio.to_thread(folder.start_new)
+        """Start a new conversation: the page reloads and opens a new one; this one
+        stays in the user's list (unless nothing was ever sent in it)."""
+        await self.listing.start_new()
         await self._session.send_custom_message(RELOAD_MESSAGE, {})
+
+    async def switch_to(self, conversation_id: object) -> bool:
+        """Open one of the user's conversations: the page reloads and restores it.
+        False (logged, nothing changes) when the id is not one of this user's."""
+        if not await self.listing.select(conversation_id):
+            return False
+        await self._session.send_custom_message(RELOAD_MESSAGE, {})
+        return True
+
+    async def delete(self, conversation_id: object) -> bool:
+        """Delete one of the user's conversations (records, workspace, folders); the
+        page reloads when it was this one. False when refused (logged)."""
+        deleted = await self.listing.delete(conversation_id)
+        if deleted is None:
+            return False
+        if deleted == self.listing.current:
+            self.discarded = True  # saved no more; its lease is taken over below
+        await forget(self.persistence, self._link, [self.listing.name_of(deleted)])
+        if deleted == self.listing.current:
+            await self._session.send_custom_message(RELOAD_MESSAGE, {})
+        return True
 
 
 async def _sweep_stored(

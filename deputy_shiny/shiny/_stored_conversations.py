@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import time
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,12 +124,6 @@ class StoredFolder:
     def ids(self) -> dict[str, str]:
         return {"session_id": self.session_id, "agent_id": self.agent_id}
 
-    async def forget(self, store: Store) -> None:
-        """Delete everything the store keeps of the conversation (the agent's records
-        too); a layout before one scope kept its own records under ``<name>``."""
-        await store.delete_scope(self.scope)
-        await store.delete_scope(self.name)
-
     async def keep(self, store: Store) -> None:
         """Write the conversation's ids, once (its first message)."""
         if self.kept:
@@ -155,11 +147,6 @@ class StoredFolder:
         for directory in (self.directory, self.workspace):
             _discard(directory)
         return True
-
-    def new_ids(self) -> None:
-        """Give the conversation new ids (it starts anew)."""
-        self.session_id = f"session_{uuid.uuid4().hex}"
-        self.agent_id = f"agent_{uuid.uuid4().hex}"
 
 
 def _ids(record: StoredRecord | None) -> dict[str, str] | None:
@@ -275,8 +262,3 @@ async def sweep_store(
             ):
                 names.add(entry.name)
     return sorted(names)
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a folder, if there (a worker thread)."""
-    shutil.rmtree(path, ignore_errors=True)

@@ -36,7 +36,14 @@ from typing import Literal
 from playwright.sync_api import Locator, Page, expect
 from shinychat.playwright import ChatController
 
-__all__ = ["AgentChat", "ApprovalModal", "ConversationPanel", "QuestionModal", "SubagentPanel"]
+__all__ = [
+    "AgentChat",
+    "ApprovalModal",
+    "ConversationPanel",
+    "HistoryDrawer",
+    "QuestionModal",
+    "SubagentPanel",
+]
 
 ArgumentValue = str | int | float | bool
 """A value for one scalar argument input of the approval form."""
@@ -114,7 +121,7 @@ class AgentChat:
         # for a moment, or the focus handed back from a closed prompt), and a keystroke
         # landing then is lost, so the message sent would be cut short.
         self.chat.loc_input.fill(text, timeout=timeout)
-        expect(self.chat.loc_input).to_have_value(text, timeout=timeout)
+        expect(self.chat.loc_input).to_have_text(text, timeout=timeout)
         self.chat.send_user_input(timeout=timeout)
 
     def stop(self, *, timeout: float | None = None) -> None:
@@ -657,3 +664,81 @@ class ConversationPanel:
         """Click "New conversation", then confirm (the page reloads) or cancel."""
         self.loc_new.click(timeout=timeout)
         self._answer(confirm, timeout)
+
+
+class HistoryDrawer:
+    """Controller for the chat's history drawer (shinychat's): the user's conversations.
+
+    Attributes:
+        loc: The drawer, while it is open.
+        loc_trigger: The button that opens it.
+        loc_titles: Each conversation's title, newest first.
+        loc_active: The title of the conversation the page shows.
+
+    Examples:
+        >>> from deputy_shiny.shiny.playwright import HistoryDrawer
+        >>> drawer = HistoryDrawer(page, "agent")  # doctest: +SKIP
+        >>> drawer.expect_titles(["Second topic", "First topic"])  # doctest: +SKIP
+        >>> drawer.select("First topic")  # doctest: +SKIP
+    """
+
+    def __init__(self, page: Page, id: str) -> None:
+        """Control the history drawer of ``agent_chat_ui(id)`` on ``page``."""
+        self.page = page
+        chat = page.locator(f"#{id}-chat")
+        self.loc = chat.locator(".shiny-chat-history")
+        self.loc_trigger = chat.locator(".shiny-chat-history-trigger")
+        self.loc_titles = self.loc.locator(".shiny-chat-history-item-title")
+        self.loc_active = self.loc.locator(
+            ".shiny-chat-history-item.active .shiny-chat-history-item-title"
+        )
+
+    def open(self, *, timeout: float | None = None) -> None:
+        """Open the drawer (if it is not open)."""
+        if self.loc_trigger.get_attribute("aria-expanded", timeout=timeout) != "true":
+            self.loc_trigger.click(timeout=timeout)
+        expect(self.loc).to_be_visible(timeout=timeout)
+
+    def item(self, title: str) -> Locator:
+        """The conversation titled ``title``."""
+        exact = re.compile(f"^{re.escape(title)}$")
+        return self.loc.locator(".shiny-chat-history-item").filter(
+            has=self.page.locator(".shiny-chat-history-item-title", has_text=exact)
+        )
+
+    def expect_titles(self, titles: list[str], *, timeout: float | None = None) -> None:
+        """Open the drawer and wait until it lists exactly ``titles``, newest first."""
+        self.open(timeout=timeout)
+        expect(self.loc_titles).to_have_text(titles, timeout=timeout)
+
+    def select(self, title: str, *, timeout: float | None = None) -> None:
+        """Open the conversation titled ``title`` (the page reloads to show it)."""
+        self.open(timeout=timeout)
+        self.item(title).locator(".shiny-chat-history-item-select").click(timeout=timeout)
+
+    def new(self, *, timeout: float | None = None) -> None:
+        """Click "New" (the page reloads with a new conversation)."""
+        self.open(timeout=timeout)
+        self.loc.locator(".shiny-chat-history-new").click(timeout=timeout)
+
+    def _menu(self, title: str, timeout: float | None) -> Locator:
+        self.open(timeout=timeout)
+        self.item(title).locator("[aria-label='Conversation actions']").click(timeout=timeout)
+        return self.page.locator(".shiny-chat-history-menu")
+
+    def rename(self, title: str, new_title: str, *, timeout: float | None = None) -> None:
+        """Rename the conversation titled ``title``."""
+        self._menu(title, timeout).get_by_text("Rename").click(timeout=timeout)
+        field = self.loc.locator(".shiny-chat-history-rename-input")
+        field.fill(new_title, timeout=timeout)
+        field.press("Enter", timeout=timeout)
+
+    def delete(self, title: str, *, timeout: float | None = None) -> None:
+        """Delete the conversation titled ``title`` (and confirm)."""
+        self._menu(title, timeout).locator(".shiny-chat-history-menu-danger").click(timeout=timeout)
+        self.item(title).locator(".shiny-chat-history-confirm-yes").click(timeout=timeout)
+
+    def search(self, text: str, *, timeout: float | None = None) -> None:
+        """Type ``text`` in the drawer's search box (it filters the list by title)."""
+        self.open(timeout=timeout)
+        self.loc.locator(".shiny-chat-history-search").fill(text, timeout=timeout)

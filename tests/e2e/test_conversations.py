@@ -24,7 +24,12 @@ from websockets import Origin
 from websockets.sync.client import connect
 
 from deputy_shiny.shiny._conversations import folder_name
-from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
+from deputy_shiny.shiny.playwright import (
+    AgentChat,
+    ApprovalModal,
+    ConversationPanel,
+    HistoryDrawer,
+)
 from tests.e2e.conftest import ROOT, AppServer
 
 # A server of this module's own (the tag only tells it apart from test_reference_app's),
@@ -299,7 +304,7 @@ def test_rewind_from_the_sidebar_restores_the_files(
     expect(panel.loc.locator(".deputy-no-checkpoints")).to_contain_text("No file changes")
 
 
-def test_a_new_conversation_starts_empty_and_keeps_the_files(
+def test_a_new_conversation_starts_empty_and_keeps_the_last_in_the_drawer(
     user: BrowserContext, app: AppServer
 ) -> None:
     page, chat = chatted(user, app, "list files")
@@ -313,6 +318,7 @@ def test_a_new_conversation_starts_empty_and_keeps_the_files(
     page.reload()  # and it stays empty
     chat.expect_ready()
     expect(chat.loc_user_messages).to_have_count(0)
+    HistoryDrawer(page, "chat").expect_titles(["list files"])  # to switch back to
 
 
 def test_a_second_tab_takes_the_conversation_over(user: BrowserContext, app: AppServer) -> None:

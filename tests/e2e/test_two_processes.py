@@ -26,7 +26,12 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from deputy_shiny.shiny._conversations import folder_name
-from deputy_shiny.shiny.playwright import AgentChat, ApprovalModal, ConversationPanel
+from deputy_shiny.shiny.playwright import (
+    AgentChat,
+    ApprovalModal,
+    ConversationPanel,
+    HistoryDrawer,
+)
 from tests._nginx import ROUTE_COOKIE, UPSTREAM_HEADER, Nginx, start_nginx
 from tests._postgres import PostgresServer
 from tests.e2e.conftest import ROOT, AppServer
@@ -224,6 +229,39 @@ def test_two_tabs_on_a_and_b_never_both_hold_the_conversation(
     second_chat.expect_latest_reply("continues there", timeout=20_000)
     second.wait_for_function("() => !Shiny.shinyapp.isConnected()")
     assert "continues there" not in first_chat.latest_reply_text()
+
+
+def test_a_and_b_list_the_same_conversations_and_a_switch_on_b_is_seen_on_a(
+    user: BrowserContext, cluster: Cluster
+) -> None:
+    page, chat = open_on(user, cluster, "a")
+    exchange(chat, "hello", "offline demo model")  # one request each
+    drawer = HistoryDrawer(page, "chat")
+    with page.expect_navigation(timeout=FRESH_SERVER_MS):
+        drawer.new()  # on A
+    chat = AgentChat(page, "chat")
+    chat.expect_ready()
+    exchange(chat, "hi there", "offline demo model")
+    drawer.expect_titles(["hi there", "hello"])
+
+    chat = load(page, cluster, "b", reload=True)  # the list comes from the database
+    expect(chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    assert user_messages(chat) == ["hi there"]
+    drawer.expect_titles(["hi there", "hello"])
+    before = cluster.websockets("b")
+    with page.expect_navigation(timeout=FRESH_SERVER_MS):
+        drawer.select("hello")  # on B: the page reloads, still on B
+    chat = AgentChat(page, "chat")
+    chat.expect_ready()
+    cluster.expect_websockets("b", before)
+    expect(chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    assert user_messages(chat) == ["hello"]
+
+    chat = load(page, cluster, "a", reload=True)  # A opens what B switched to
+    expect(chat.loc_user_messages).to_have_count(1, timeout=20_000)
+    assert user_messages(chat) == ["hello"]
+    drawer.expect_titles(["hi there", "hello"])
+    expect(drawer.loc_active).to_have_text("hello")
 
 
 def test_an_approval_asked_on_a_is_decided_on_b_after_a_is_killed(

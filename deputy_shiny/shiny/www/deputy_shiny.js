@@ -129,6 +129,11 @@
       });
     });
     window.Shiny.addCustomMessageHandler("deputy-tool-progress", onProgress);
+    window.Shiny.addCustomMessageHandler("deputy-drawer", function (message) {
+      // This chat's drawer is served: its button may show (hidden until then by the CSS).
+      const chat = typeof message.id === "string" ? document.getElementById(message.id) : null;
+      if (chat) chat.setAttribute("data-deputy-drawer", "");
+    });
     window.Shiny.addCustomMessageHandler("deputy-reload", function (_message) {
       window.location.reload();
     });
