@@ -56,7 +56,9 @@ def test_an_agent_with_the_bundled_skill_analyses_a_csv_in_its_working_dir(
     agent.load_skill(bundled_skill("data_analysis"))
     assert "## Skill: data_analysis" in (agent.get_system_prompt() or "")
     result = agent.run_sync("Describe penguins.csv")
-    outputs = [e.output for e in result.events if e.type == "tool_end"]
+    # In the order called (read-only calls may run side by side and end in any order).
+    ends = {e.call_id: e.output for e in result.events if e.type == "tool_end"}
+    outputs = [ends[e.call_id] for e in result.events if e.type == "tool_start"]
     assert "Rows: 3" in outputs[0] and "Columns: 3" in outputs[0]
     assert "mass (number): min=3750, max=5000, mean=4375, missing=1" in outputs[0]
     assert "species (text): 2 unique values, missing=0" in outputs[0]

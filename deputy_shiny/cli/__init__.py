@@ -12,7 +12,8 @@ questions (``ask_user``) are asked in the terminal. The flags are deputy's: ``--
 / ``--system-prompt-file``, ``--no-ask``, ``--mcp-config``, ``--dir``, ``--verbose``,
 ``--no-color``, ``--debug`` / ``--debug-file``, ``--resume`` and ``--save``.
 ``deputy connect-bundle APP_DIR`` readies your own app for Posit Connect
-(:mod:`deputy_shiny.deploy`).
+(:mod:`deputy_shiny.deploy`); ``deputy feedback export`` writes the chat's ratings as
+an evaluation dataset (``_feedback.py``).
 It needs the ``cli`` extra (``pip install 'deputy_shiny[cli]'``, for rich).
 
 The parts: ``_args.py`` (the flags and the model choice), ``_printer.py`` (events as
@@ -47,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..deploy import main as bundle
 
         return bundle(arguments[1:])
+    if arguments[:1] == ["feedback"]:  # needs nothing of the [cli] extra either
+        from ._feedback import main as feedback
+
+        return feedback(arguments[1:])
     try:
         from ._main import main as run
     except ModuleNotFoundError as exc:  # the [cli] extra is not installed

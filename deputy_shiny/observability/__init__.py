@@ -20,16 +20,26 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .._engine.observer import set_observer_factory
+from .._engine.observer import observer_factory, set_observer_factory
 from .._util.log_context import JsonLogFormatter, RunLogFilter
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["JsonLogFormatter", "RunLogFilter", "instrument", "uninstrument"]
+__all__ = [
+    "JsonLogFormatter",
+    "RunLogFilter",
+    "feedback_event",
+    "instrument",
+    "tracing",
+    "uninstrument",
+]
+
+logger = logging.getLogger(__name__)
 
 ENV_VAR = "DEPUTY_OTEL"
 """Set to ``1`` (or ``true``) to call :func:`instrument` as the package is imported."""
@@ -68,12 +78,49 @@ def instrument(tracer_provider: TracerProvider | None = None) -> None:
     """
     from . import _otel  # imports opentelemetry: only now
 
+    global _provider
+    _provider = tracer_provider
     set_observer_factory(_otel.factory(tracer_provider))
 
 
 def uninstrument() -> None:
     """Stop tracing runs that start from now on."""
     set_observer_factory(None)
+
+
+_provider: TracerProvider | None = None  # instrument()'s, for spans outside a run
+
+
+def tracing() -> bool:
+    """Whether :func:`instrument` is in force (runs are traced).
+
+    Examples:
+        >>> from deputy_shiny.observability import tracing
+        >>> tracing()
+        False
+    """
+    return observer_factory() is not None
+
+
+def feedback_event(attributes: Mapping[str, str | int | float | bool]) -> bool:
+    """Emit a user's rating of a reply as a ``feedback`` span with a
+    ``gen_ai.evaluation.result`` event (``attributes``: ids, the rating; never content)
+    when tracing is on; whether it did. A tracing failure is logged, never raised.
+
+    Examples:
+        >>> feedback_event({"gen_ai.evaluation.score.label": "up"})  # tracing is off
+        False
+    """
+    if not tracing():
+        return False
+    try:
+        from . import _otel
+
+        _otel.emit_feedback(_provider, dict(attributes))
+    except Exception:
+        logger.debug("deputy_shiny tracing failed", exc_info=True)
+        return False
+    return True
 
 
 def instrument_from_environment(environ: Mapping[str, str]) -> bool:

@@ -281,3 +281,15 @@ def _current(span: Span) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
+
+
+def emit_feedback(provider: trace.TracerProvider | None, attributes: dict[str, Any]) -> None:
+    """One ``feedback`` span carrying a ``gen_ai.evaluation.result`` event (the GenAI
+    semantic conventions' name for a judgement of a response): ids and the rating, never
+    the comment or the reply."""
+    tracer = trace.get_tracer(SCOPE, package_version(), tracer_provider=provider)
+    span = tracer.start_span("feedback", kind=SpanKind.INTERNAL, attributes=attributes)
+    try:
+        span.add_event("gen_ai.evaluation.result", attributes=attributes)
+    finally:
+        span.end()

@@ -56,6 +56,12 @@ from ._chat_start import (
 from ._conversations import KitPersistence
 from ._escape import markdown_text
 from ._export import conversation_json, conversation_markdown
+from ._feedback import (
+    FeedbackCallback,
+    bind_feedback_input,
+    feedback_dependency,
+    session_feedback,
+)
 from ._history_drawer import serve_history_drawer
 from ._image_guard import normalize_origins
 from ._mcp_session import SessionMcp
@@ -222,6 +228,15 @@ class AgentChatHandle(kit_module.ExpressInert):
             await self._chat_session.saved()
         return rewind
 
+    def on_feedback(self, callback: FeedbackCallback) -> Callable[[], None]:
+        """Call ``callback(record)`` (a :class:`~deputy_shiny.feedback.FeedbackRecord`;
+        sync or async) after each rating this session's user gives a reply (the chat
+        placed with ``agent_chat_ui(id, feedback=True)``), once it is stored; the
+        returned function stops that. A callback's error is logged, never shown."""
+        if self._chat_session is None or self._chat_session.feedback is None:
+            return lambda: None
+        return self._chat_session.feedback.on_feedback(callback)
+
     async def new_conversation(self) -> None:
         """Start over: the page reloads with an empty chat and a new workspace. With
         ``persistence`` the conversation left stays in the user's list (the chat's
@@ -237,9 +252,15 @@ def agent_chat_ui(
     *,
     attachments: bool | Iterable[str] | AttachmentPolicy | None = None,
     strings: KitStrings = DEFAULT_STRINGS,
+    feedback: bool = False,
     **chat_ui_options: Any,
 ) -> TagList:
     """The chat (with its stop button) and a usage line, for ``agent_chat_server``.
+
+    ``feedback=True`` puts "Good reply" and "Bad reply" buttons and an optional comment
+    under each assistant reply; each rating is stored for the user (with
+    ``persistence``) and handed to ``handle.on_feedback`` callbacks (see the kit's
+    "Feedback" page).
 
     The chat fills its container and scrolls its own messages, so the newest reply and
     the input stay on screen: in a fillable container (``page_fillable``, a fillable
@@ -267,8 +288,10 @@ def agent_chat_ui(
         chat_ui_with_attachments(attachments, options, module.resolve_id("chat")),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
         class_="deputy-chat",
+        data_deputy_feedback="on" if feedback else None,
     )
-    return TagList(kit_dependency(), as_fillable_container(as_fill_item(chat)))
+    extra = [feedback_dependency()] if feedback else []
+    return TagList(kit_dependency(), *extra, as_fillable_container(as_fill_item(chat)))
 
 
 def _usage_text(usage: AgentUsage, strings: KitStrings = DEFAULT_STRINGS) -> str:
@@ -379,7 +402,7 @@ def agent_chat_server(
         flush_interval=interval,
         keep_workspace=keep_workspaces,
         strings=strings,
-        **_session_hooks(session),
+        **_session_hooks(session, persistence, agent),
     )
     link = _SessionLink(chat_session)
     _bind_chat_inputs(input, session, chat, link)
@@ -441,16 +464,19 @@ def _session_mcp(
     return mcp
 
 
-def _session_hooks(session: Session) -> dict[str, Any]:
+def _session_hooks(
+    session: Session, persistence: KitPersistence | None, agent: Agent
+) -> dict[str, Any]:
     """What a ``_ChatSession`` is given of Shiny's session: closing it, sending a tool
     card's progress, the scope the app's own tools run in (the session, the app's or
-    its module's, that called ``agent_chat_server``: see ``_app_tools``), and the chat's
-    namespaced id."""
+    its module's, that called ``agent_chat_server``: see ``_app_tools``), the chat's
+    namespaced id, and its replies' ratings (see ``_feedback``)."""
     return {
         "close_session": session.close,
         "send_progress": functools.partial(session.send_custom_message, PROGRESS_MESSAGE),
         "tool_scope": app_tool_scope(kit_module.caller_session() or session),
         "chat_id": session.ns("chat"),  # whose attachments agent_chat_ui declared
+        "feedback": session_feedback(session, persistence, agent),
     }
 
 
@@ -479,6 +505,10 @@ class _SessionLink:
     def stop(self) -> None:
         if self.chat_session is not None:
             self.chat_session.stop()
+
+    def rate(self, value: object) -> None:
+        if self.chat_session is not None and self.chat_session.feedback is not None:
+            self.chat_session.feedback.receive(value)
 
     async def end(self) -> None:
         chat_session = self.chat_session
@@ -520,7 +550,9 @@ def _bind_stop_and_usage(
     strings: KitStrings = DEFAULT_STRINGS,
 ) -> None:
     """The stop button stops the run; the usage line shows the conversation's usage
-    (and, with a budget, today's spend against it)."""
+    (and, with a budget, today's spend against it); a reply's rating goes to the
+    session (see ``_feedback``)."""
+    bind_feedback_input(input, chat_session.rate)
 
     @reactive.effect
     @reactive.event(input.chat_cancel)  # no ignore_init: see _prompts.session_prompts

@@ -49,6 +49,7 @@ from ..usage import charged_to
 from ._answers import decision_from_answer
 from ._attachments import AttachmentsRefused, PendingMessage, SessionUploads
 from ._escape import markdown_text
+from ._feedback import SessionFeedback
 from ._image_guard import ImageGuard
 from ._mcp_session import SessionMcp
 from ._prompts import PromptClosed, SessionPrompts
@@ -141,6 +142,7 @@ class _ChatSession:
         chat_id: The chat's namespaced id: the attachments ``agent_chat_ui`` declared
             for it are accepted (None: none are).
         strings: The words of the notes it writes (the app's ``KitStrings``).
+        feedback: The session's replies and their ratings (see ``_feedback``), or None.
 
     Examples:
         >>> _ChatSession.__name__
@@ -166,6 +168,7 @@ class _ChatSession:
         tool_scope: ToolScope | None = None,
         chat_id: str | None = None,
         strings: KitStrings = DEFAULT_STRINGS,
+        feedback: SessionFeedback | None = None,
     ) -> None:
         self.agent = agent
         self.chat = chat
@@ -182,6 +185,7 @@ class _ChatSession:
         self.send_progress = send_progress
         self.tool_scope = tool_scope
         self.strings = strings
+        self.feedback = feedback
         self.streams = 0  # runs, or approvals between a run and its resumption, in progress
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
@@ -379,6 +383,8 @@ class _ChatSession:
             self.streams -= 1
             if message is None:
                 self.restored_waiting = False
+            if self.feedback is not None:  # the reply may be rated from now on
+                await self.feedback.reply_done(self.agent.get_turns())
             await self.values.set_usage(self.agent.usage())
             await self._charge()
             await self.values.set_running(False)
@@ -462,6 +468,8 @@ class _ChatSession:
         return event.stop_reason == "interrupted" and self.user_stopped
 
     def _on_event(self, event: AgentEvent) -> None:
+        if self.feedback is not None:
+            self.feedback.observe(event)
         if event.type == "tool_end":
             self.ended_calls += 1
             # Scheduled, not awaited: on_event runs inside the stream's iteration.
@@ -524,6 +532,8 @@ class _ChatSession:
                 await self.conversation.save(self.agent)
             finally:
                 self.conversation.release()
+        if self.feedback is not None:
+            await self.feedback.aclose()  # ratings being stored finish
         await self.mcp.aclose()  # this session's MCP servers stop
         await self.agent.aclose()  # stops the session's run_python interpreters
         if self.conversation is None and not self.keep_workspace:

@@ -45,6 +45,7 @@ from typing import Any
 
 from .._util.version import package_version
 from ..errors import PersistenceError, StoreConflictError, StoreUnavailableError
+from ..feedback.records import FEEDBACK_SCOPE
 from ..persistence.sessions import session_payload
 from ..persistence.store import Store, StoredRecord
 from ..persistence.store_bridge import scope_for
@@ -240,7 +241,9 @@ async def sweep_store(
     conversations = await store.list_records(CONVERSATION_KIND)
     # A conversation's records are scoped by its session (the layout before, by its name).
     keep = {r.scope for r in conversations if r.key in in_use and r.scope is not None}
-    swept = await store.sweep(now - persistence.ttl.total_seconds(), keep_scopes={*keep, *in_use})
+    # Ratings are an evaluation set, not a conversation: they outlive what they rate.
+    keep_scopes = {*keep, *in_use, FEEDBACK_SCOPE}
+    swept = await store.sweep(now - persistence.ttl.total_seconds(), keep_scopes=keep_scopes)
     names = {ref.key for ref in swept if ref.kind in (CONVERSATION_KIND, SESSION_KIND)} | {
         ref.scope for ref in swept if ref.scope is not None and _NAME.fullmatch(ref.scope)
     }
