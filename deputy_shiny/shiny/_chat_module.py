@@ -288,7 +288,7 @@ def agent_chat_ui(
         chat_ui_with_attachments(attachments, options, module.resolve_id("chat")),
         ui.output_text("usage", inline=False).add_class("deputy-usage"),
         class_="deputy-chat",
-        data_deputy_feedback="on" if feedback else None,
+        data_deputy_feedback=strings.feedback_words() if feedback else None,
     )
     extra = [feedback_dependency()] if feedback else []
     return TagList(kit_dependency(), *extra, as_fillable_container(as_fill_item(chat)))
@@ -388,11 +388,11 @@ def agent_chat_server(
     agent = start_agent(agent_factory, ctx, conversation, session, keep_workspaces, strings)
     if isinstance(agent, str):  # the factory raised: the chat says so, in one line
         return _session_without_agent(agent, strings)
-    running, usage_value, tool_events = _handle_values()
+    values = _ReactiveValues(*_handle_values(), budget_value)
     chat_session = _ChatSession(
         agent=agent,
         chat=chat,
-        values=_ReactiveValues(running, usage_value, tool_events, budget_value),
+        values=values,
         asks=asks,
         mcp=mcp,
         conversation=conversation,
@@ -404,27 +404,54 @@ def agent_chat_server(
         strings=strings,
         **_session_hooks(session, persistence, agent),
     )
+    served = _Served(chat, values, prompts, autoconnect, not_saved)
+    return _serve_session(input, session, chat_session, served)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What ``agent_chat_server`` made for a session that the binding needs as made
+    (the chat session holds them through narrower protocols)."""
+
+    chat: Chat
+    values: _ReactiveValues
+    prompts: SessionPrompts
+    autoconnect: tuple[str, ...]
+    not_saved: str | None
+
+
+def _serve_session(
+    input: Any, session: Session, chat_session: _ChatSession, served: _Served
+) -> AgentChatHandle:
+    """Bind the session's chat (its inputs, stop button, usage line and drawer), start
+    it, and make its handle; the session's end lets go of them (``_SessionLink``)."""
+    chat, values, prompts, strings = (
+        served.chat,
+        served.values,
+        served.prompts,
+        chat_session.strings,
+    )
     link = _SessionLink(chat_session)
     _bind_chat_inputs(input, session, chat, link)
-    _bind_stop_and_usage(input, link, usage_value, budget_value, strings)
-    chat_session.start(autoconnect, not_saved)
+    _bind_stop_and_usage(input, link, values.usage, values.budget, strings)
+    chat_session.start(served.autoconnect, served.not_saved)
     link.cancel_end = session.on_ended(link.end)
     link.handle = AgentChatHandle(
-        agent,
-        running,
-        usage_value,
+        chat_session.agent,
+        values.running,
+        values.usage,
         prompts.pending,
-        tool_events,
-        working_dir,
-        mcp,
-        budget_value,
+        values.tool_events,
+        chat_session.working_dir,
+        chat_session.mcp,
+        values.budget,
         strings,
         _prompts=prompts,
-        _conversation=conversation,
+        _conversation=chat_session.conversation,
         _session=session,
         _chat_session=chat_session,
     )
-    serve_history_drawer(input, session, chat, link.handle, conversation)
+    serve_history_drawer(input, session, chat, link.handle, chat_session.conversation)
     return link.handle
 
 

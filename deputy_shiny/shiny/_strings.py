@@ -27,6 +27,7 @@ Examples:
 
 from __future__ import annotations
 
+import json
 import string
 from typing import Any
 
@@ -224,6 +225,13 @@ class KitStrings(FrozenConfig):
     usage_line: str = (
         "Requests: {requests} · Tokens: {tokens} · Tool calls: {tool_calls} · Cost: {cost}"
     )
+    # The rating under each reply (agent_chat_ui(feedback=True)).
+    feedback_group: str = "Rate this reply"
+    feedback_good: str = "Good reply"
+    feedback_bad: str = "Bad reply"
+    feedback_comment: str = "Comment (optional)"
+    feedback_send: str = "Send comment"
+    feedback_saved: str = "Thanks: your feedback is saved."
     # The conversation panel.
     new_conversation: str = "New conversation"
     download_conversation: str = "Download conversation"
@@ -294,6 +302,17 @@ class KitStrings(FrozenConfig):
         if wanted:  # a string without values is no template: shown as written
             _check(text, wanted)
         return text
+
+    def feedback_words(self) -> str:
+        """The rating's words as JSON, for the page's script (it shows them as text).
+
+        Examples:
+            >>> import json
+            >>> json.loads(KitStrings(feedback_good="Gut").feedback_words())["good"]
+            'Gut'
+        """
+        names = ("group", "good", "bad", "comment", "send", "saved")
+        return json.dumps({name: getattr(self, f"feedback_{name}") for name in names})
 
     def format(self, name: str, **values: Any) -> str:
         """Field ``name`` with its placeholders filled in from ``values``.

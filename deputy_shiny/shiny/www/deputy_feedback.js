@@ -1,5 +1,5 @@
-// deputy_shiny: "Good reply" / "Bad reply" and an optional comment under each reply
-// of a chat placed with agent_chat_ui(id, feedback=True).
+// deputy_shiny: a good / bad rating and an optional comment under each reply of a chat
+// placed with agent_chat_ui(id, feedback=True), worded by the app's KitStrings.
 //
 // The server tells this script, as each reply ends, the reply's id: a random value kept
 // here in memory (never in the page, where another script of the origin could read it
@@ -24,21 +24,31 @@
     return el;
   }
 
-  function build(reply, input) {
+  // The words, from the chat's data-deputy-feedback (the app's KitStrings, as JSON).
+  function wordsOf(el) {
+    const holder = el && el.closest("[data-deputy-feedback]");
+    try {
+      return JSON.parse(holder.getAttribute("data-deputy-feedback")) || {};
+    } catch (_error) {
+      return {};
+    }
+  }
+
+  function build(reply, input, words) {
     const bar = document.createElement("div");
     bar.className = "deputy-feedback";
     bar.setAttribute("role", "group");
-    bar.setAttribute("aria-label", "Rate this reply");
+    bar.setAttribute("aria-label", words.group || "");
     const buttons = document.createElement("div");
     buttons.className = "deputy-feedback-buttons";
-    buttons.append(button("Good reply", "up"), button("Bad reply", "down"));
+    buttons.append(button(words.good || "+", "up"), button(words.bad || "-", "down"));
     const comment = document.createElement("div");
     comment.className = "deputy-feedback-comment";
     comment.hidden = true;
     const id = "deputy-feedback-comment-" + ++counter;
     const label = document.createElement("label");
     label.htmlFor = id;
-    label.textContent = "Comment (optional)";
+    label.textContent = words.comment || "";
     const area = document.createElement("textarea");
     area.id = id;
     area.rows = 2;
@@ -47,7 +57,7 @@
     const send = document.createElement("button");
     send.type = "button";
     send.className = "btn btn-sm btn-primary deputy-feedback-send";
-    send.textContent = "Send comment";
+    send.textContent = words.send || "";
     comment.append(label, area, send);
     const status = document.createElement("span");
     status.className = "deputy-feedback-status";
@@ -80,7 +90,7 @@
         return;
       }
       if (reply.querySelector(":scope > .deputy-feedback")) return;
-      reply.appendChild(build(message.reply, message.input));
+      reply.appendChild(build(message.reply, message.input, wordsOf(chat)));
     })();
   }
 
@@ -88,7 +98,7 @@
     if (!message || typeof message.reply !== "string") return;
     const bar = byReply.get(message.reply);
     if (!bar) return;
-    bar.querySelector(".deputy-feedback-status").textContent = "Thanks: your feedback is saved.";
+    bar.querySelector(".deputy-feedback-status").textContent = wordsOf(bar).saved || "";
   }
 
   function rate(bar, rating, comment) {
