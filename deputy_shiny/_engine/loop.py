@@ -52,6 +52,7 @@ from ..events import (
     AgentEvent,
     AgentResult,
     CompactionErrorEvent,
+    CompactionEvent,
     ContentEvent,
     CostSummary,
     FallbackEvent,
@@ -195,8 +196,9 @@ class Engine(ToolCalls):
             )
         self.running = True
         self.interrupter.arm()
+        replay = options.replay
         st = RunState(
-            run_id=f"run_{uuid.uuid4().hex}",
+            run_id=f"run_{uuid.uuid4().hex}" if replay is None else replay.run_id,
             options=options,
             deps=deps,
             conversation=conversation,
@@ -219,21 +221,27 @@ class Engine(ToolCalls):
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
-            if options.resume is None:
+            journal_failed = await self._open_journal(st)
+            if options.resume is None and replay is None:
                 self._add_turn(st, options.prompt)
             try:
+                if journal_failed is not None:  # the run cannot be journaled: it does not run
+                    raise journal_failed
                 if deps.file_journal is not None:  # rewind_files() goes back to here
                     yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
                 for event in await self._observe_hooks(st, "SessionStart"):
                     yield event
-                if options.resume is None:
+                if options.resume is not None:
+                    async for event in self._resume(st, options.resume):
+                        yield event
+                elif replay is not None:
+                    async for event in self._replay(st, replay):
+                        yield event
+                else:
                     for event in await self._observe_hooks(
                         st, "UserPromptSubmit", prompt=options.prompt.text
                     ):
-                        yield event
-                else:
-                    async for event in self._resume(st, options.resume):
                         yield event
                 if st.stop_reason is None:
                     async for event in self._loop(st):
@@ -264,6 +272,7 @@ class Engine(ToolCalls):
                 yield event
             for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
                 yield event
+            await self._end_journal(st)
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
             finished = True
@@ -272,6 +281,8 @@ class Engine(ToolCalls):
             if not finished:
                 st.stop(self.interrupter.reason or "interrupted", "The run was abandoned.")
                 self._make_consistent(st)
+                if st.journal is not None:
+                    st.journal.abandon(st.stop_reason or "interrupted")
             self.interrupter.disarm()
             self.last_result = self._result(st)
             self._last_error = st.error
@@ -290,6 +301,37 @@ class Engine(ToolCalls):
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _open_journal(self, st: RunState) -> Exception | None:
+        """Open the run's journal (a replayed run's is open already); the error that
+        stops the run when it cannot be, else None. A delegated run is not journaled: its
+        lead's call of it is (a lead resumed after a crash is told it was interrupted)."""
+        replay, opener = st.options.replay, st.deps.journal
+        if replay is not None:
+            st.journal = replay.journal
+        elif opener is not None and st.deps.lineage is None:
+            try:
+                st.journal = await opener.open(
+                    st.run_id, st.conversation, st.options.run_context, st.options.limits
+                )
+            except Exception as exc:
+                logger.warning("The run %s could not be journaled", st.run_id, exc_info=True)
+                return exc
+        return None
+
+    async def _end_journal(self, st: RunState) -> None:
+        """Record the run's end (a failure is logged: the run is over either way)."""
+        if st.journal is None:
+            return
+        try:
+            await st.journal.end(st.stop_reason or "interrupted")
+        except Exception:
+            logger.warning("The end of run %s was not journaled", st.run_id, exc_info=True)
+
+    async def _flush_journal(self, st: RunState) -> None:
+        """Wait until every step so far is journaled (before work a crash could repeat)."""
+        if st.journal is not None:
+            await st.journal.flush()
 
     async def _file_checkpoint(self, st: RunState, journal: Any) -> AgentEvent:
         """The checkpoint every run makes as it starts (file checkpointing on)."""
@@ -318,6 +360,7 @@ class Engine(ToolCalls):
                 yield event
             if self._limit_before_request(st):
                 return
+            await self._flush_journal(st)
             response = Response()
             async for event in self._request(st, response, tools=list(st.deps.tool_schemas)):
                 yield event
@@ -360,6 +403,8 @@ class Engine(ToolCalls):
             ),
         ):
             yield event
+            if isinstance(event, CompactionEvent | CompactionErrorEvent):
+                st.record("compaction", st.conversation.view_state())
             if isinstance(event, CompactionErrorEvent) and event.fallback == "text":
                 # Survived: the run goes on with a plain digest of what was removed.
                 for warning in await warn(
@@ -436,6 +481,7 @@ class Engine(ToolCalls):
     def _add_turn(self, st: RunState, turn: Turn) -> None:
         st.conversation.append(turn)
         st.turns.append(turn)
+        st.record("turn", {"turn": turn.model_dump(mode="json")})
 
     # ---------------------------------------------------------------- limits
 
@@ -563,6 +609,9 @@ class Engine(ToolCalls):
         params = {**st.deps.request_extras, **(extra or {})}
         include_partial = st.options.include_partial_messages
         st.partial = response
+        journal = st.journal
+        clock = time.monotonic
+        save_at = clock() + journal.partial_interval if journal is not None else 0.0
         try:
             async for text in stream_response(
                 model, messages, tools, params, response, self.interrupter.guard, deadline=deadline
@@ -570,6 +619,9 @@ class Engine(ToolCalls):
                 if isinstance(text, Waiting):  # nothing arrived for a while: say so
                     yield self._waiting_event(st, model, text)
                     continue
+                if journal is not None and clock() >= save_at:  # never per chunk
+                    journal.save_partial("".join(response.text))
+                    save_at = clock() + journal.partial_interval
                 event = self._text_event(st, text)
                 if include_partial:
                     yield event
@@ -634,6 +686,7 @@ class Engine(ToolCalls):
             self._add_turn(st, Turn(role="user", contents=[ContentText(text=prompt)]))
             if self._limit_before_request(st):
                 return
+            await self._flush_journal(st)
             response = Response()
             async for event in self._request(st, response, tools=[], extra=json_format(schema)):
                 yield event

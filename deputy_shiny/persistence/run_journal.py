@@ -1,0 +1,536 @@
+"""The run journal in a :class:`~deputy_shiny.persistence.store.Store`: every step of a
+run, so that another process resumes it when this one dies.
+
+With ``Agent(store=...)`` each run is a record of kind ``run`` (key: the run's id; scope:
+the agent's session, so a conversation's runs are listed, swept and deleted with it)
+holding the conversation as the run found it, and each step the engine journals
+(:mod:`deputy_shiny._engine.journal`) is a record of kind ``run-step`` (key
+``<run id>.<step number>``, written once: a second writer of the same step is refused).
+The text being streamed is a ``run-partial`` record, overwritten at most every
+:data:`PARTIAL_INTERVAL` seconds.
+
+It is the state machine of durable approvals (:mod:`deputy_shiny.persistence.approvals`),
+for a whole run: a live run's record is ``continuing`` under the lease ``run:<id>``
+(renewed every third of :data:`LEASE_TTL`, let go when the run ends). When the run ends
+it becomes ``completed`` or ``stopped`` (a user's Stop is an end too), or ``pending``
+when it paused for a durable approval (that approval's record carries it on). A record
+still ``continuing`` or ``resuming`` whose lease is gone reads ``interrupted``: its
+process died. Resuming claims it (the lease first, then ``-> resuming`` in one
+conditional update, so of any number of processes exactly one wins), rebuilds the
+conversation from its steps and moves it to ``continuing``: the run goes on. A tool call
+journaled as started and never ended is the ``executing`` state of an approval whose
+process died: it is not run again (``indeterminate``), unless the tool is idempotent.
+
+Examples:
+    >>> import asyncio, tempfile
+    >>> from deputy_shiny.conversation import Conversation
+    >>> from deputy_shiny.persistence import FileStore
+    >>> from deputy_shiny.usage import AgentUsage, UsageLimits
+    >>> store = FileStore(tempfile.mkdtemp(), key=b"a key only this server holds")
+    >>> journals = StoreRunJournals(store, "conv1", agent_id="a1", session_id="conv1")
+    >>> async def main() -> list[str]:
+    ...     journal = await journals.open("run_1", Conversation(), {}, UsageLimits())
+    ...     journal.record("turn", {"turn": {"role": "user", "contents": []}}, AgentUsage())
+    ...     await journal.end("complete")
+    ...     return [r.status for r in await store.list_records(RUN_KIND, scope="conv1")]
+    >>> asyncio.run(main())
+    ['completed']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..conversation import Conversation
+from ..errors import PersistenceCorruptError, PersistenceError, RunResumeError
+from ..messages import ContentText, ContentToolResult, Turn
+from ..usage import AgentUsage, UsageLimits
+from .store import Lease, Store, StoredRecord
+from .store_bridge import bridge_for
+
+__all__ = [
+    "LEASE_TTL",
+    "PARTIAL_INTERVAL",
+    "RUN_KIND",
+    "InterruptedRun",
+    "RunClaim",
+    "StoreRunJournal",
+    "StoreRunJournals",
+]
+
+RUN_KIND = "run"
+STEP_KIND = "run-step"
+PARTIAL_KIND = "run-partial"
+LEASE_TTL = 30.0
+"""Seconds a live run's lease lasts unless renewed: how long after a crash its run
+reads ``interrupted`` (and may be resumed elsewhere)."""
+PARTIAL_INTERVAL = 1.0
+"""Seconds between two saves of a response's streamed text (at most: a save still in
+flight skips the next). A crash loses at most this much of the streamed text."""
+
+_IN_FLIGHT = ("continuing", "resuming")
+
+
+def _lease_name(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def _step_key(run_id: str, seq: int) -> str:
+    return f"{run_id}.{seq:06d}"
+
+
+def _final_status(stop_reason: str) -> str:
+    if stop_reason == "complete":
+        return "completed"
+    return "pending" if stop_reason == "approval_pending" else "stopped"
+
+
+class StoreRunJournal:
+    """One run's journal in a store (what the engine's ``RunJournal`` protocol asks).
+
+    Steps are written in order on the store's loop, each after the one before; a step
+    that cannot be written (the store is down, or another process took the run over:
+    its step keys are taken) fails every later :meth:`flush`, so the run stops rather
+    than go on unjournaled.
+    """
+
+    def __init__(
+        self, store: Store, scope: str, run_id: str, lease: Lease, *, seq: int, status: str
+    ) -> None:
+        self.store = store
+        self.scope = scope
+        self.run_id = run_id
+        self.partial_interval = PARTIAL_INTERVAL
+        self._lease: Lease | None = lease
+        self._seq = seq
+        self._status = status
+        self._bridge = bridge_for(store)
+        self._last: concurrent.futures.Future[None] | None = None
+        self._partial: concurrent.futures.Future[Any] | None = None
+        self._renewer: concurrent.futures.Future[None] | None = None
+        self._ended = False
+
+    def start_renewing(self, ttl: float) -> None:
+        """Renew the run's lease every third of ``ttl`` until the run ends."""
+        self._renewer = self._bridge.submit(self._renew, ttl)
+
+    async def _renew(self, ttl: float) -> None:
+        while self._lease is not None:
+            await asyncio.sleep(ttl / 3)
+            lease = self._lease
+            if lease is None:
+                return
+            try:
+                renewed = await self.store.renew_lease(lease, ttl)
+            except PersistenceError:
+                continue  # the store is down for now: try again; the lease may lapse
+            if renewed is None:
+                return  # taken over: our next step's key is taken, and the run stops
+            self._lease = renewed
+
+    def record(self, kind: str, data: Mapping[str, Any], usage: AgentUsage) -> None:
+        """Queue a step; it is written after the steps before it."""
+        if self._ended:
+            return
+        self._seq += 1
+        payload = {
+            "kind": kind,
+            "data": dict(data),
+            "usage": usage.model_dump(mode="json"),
+            "at": time.time(),
+        }
+        self._last = self._bridge.submit(
+            self._write, self._last, _step_key(self.run_id, self._seq), payload
+        )
+
+    async def _write(
+        self, before: concurrent.futures.Future[None] | None, key: str, payload: dict[str, Any]
+    ) -> None:
+        if before is not None:
+            await asyncio.wrap_future(before)  # its failure fails this step too: no gaps
+        await self.store.put(STEP_KIND, key, payload, scope=self.scope, expect_revision=0)
+
+    async def flush(self) -> None:
+        """Wait for every queued step (raises what stopped one)."""
+        if self._last is not None:
+            await asyncio.wrap_future(self._last)
+
+    def save_partial(self, text: str) -> None:
+        """Save the streamed text so far, in the background."""
+        if self._ended or (self._partial is not None and not self._partial.done()):
+            return
+        payload = {"text": text, "seq": self._seq}
+        self._partial = self._bridge.submit(
+            self.store.put, PARTIAL_KIND, self.run_id, payload, scope=self.scope
+        )
+
+    async def end(self, stop_reason: str) -> None:
+        """Write the rest, then the run's final status; let the lease go."""
+        if self._ended:
+            return
+        self._ended = True
+        await asyncio.wrap_future(self._bridge.submit(self._finish, self._last, stop_reason))
+
+    def abandon(self, stop_reason: str) -> None:
+        """:meth:`end` without waiting for it."""
+        if not self._ended:
+            self._ended = True
+            self._bridge.submit(self._finish, self._last, stop_reason)
+
+    async def _finish(
+        self, before: concurrent.futures.Future[None] | None, stop_reason: str
+    ) -> None:
+        lease, self._lease = self._lease, None
+        if self._renewer is not None:
+            self._renewer.cancel()
+        try:
+            if before is not None:
+                with contextlib.suppress(Exception):  # logged by the run that waited on it
+                    await asyncio.wrap_future(before)
+            stored = await self.store.get(RUN_KIND, self.run_id)
+            if stored is not None and stored.status == self._status:
+                payload = {**stored.payload, "stop_reason": stop_reason, "ended_at": time.time()}
+                await self.store.claim(
+                    RUN_KIND,
+                    self.run_id,
+                    expect=self._status,
+                    to=_final_status(stop_reason),
+                    payload=payload,
+                )
+            with contextlib.suppress(PersistenceError):
+                await self.store.delete(PARTIAL_KIND, self.run_id)
+        finally:
+            if lease is not None:
+                with contextlib.suppress(PersistenceError):
+                    await self.store.release_lease(lease)
+
+
+class InterruptedRun(BaseModel):
+    """A run whose process died before it ended: it can be resumed
+    (:meth:`~deputy_shiny.Agent.resume_run`). An inspection value.
+
+    Attributes:
+        run_id: The run's id (a resumed run keeps it).
+        task: The text of the user's message that started it.
+        steps: How many steps were journaled.
+        partial_text: The text of the response that was being streamed when it stopped,
+            as far as it was saved (the resumed run asks the model again).
+        interrupted_calls: Names of the tool calls that were running when it stopped.
+        started_at / updated_at: Unix times (the run's start, its last journaled step).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    run_id: str
+    task: str = ""
+    steps: int = 0
+    partial_text: str = ""
+    interrupted_calls: list[str] = Field(default_factory=list)
+    started_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class _RunRecord(BaseModel):
+    """A ``run`` record's payload, checked as untrusted input."""
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    turns: list[Turn] = Field(default_factory=list)
+    compaction: dict[str, Any] = Field(default_factory=dict)
+    run_context: dict[str, Any] = Field(default_factory=dict)
+    limits: UsageLimits = Field(default_factory=UsageLimits)
+    started_at: float = 0.0
+
+
+@dataclass
+class _Rebuilt:
+    """A journaled run read back: its conversation and what its open calls became."""
+
+    record: _RunRecord
+    turns: list[Turn]
+    compaction: dict[str, Any]
+    usage: AgentUsage
+    turn_number: int
+    results: dict[str, ContentToolResult]
+    started: dict[str, dict[str, Any]]
+    allowed: dict[str, dict[str, Any]]
+    approval: str | None
+    steps: int
+    updated_at: float
+
+
+def _rebuild(stored: StoredRecord, steps: list[StoredRecord]) -> _Rebuilt:
+    where = f"run {stored.key}"
+    try:
+        record = _RunRecord.model_validate(stored.payload)
+        turns = list(record.turns)
+        state = _Rebuilt(
+            record, turns, dict(record.compaction), AgentUsage(), 0, {}, {}, {}, None, 0, 0.0
+        )
+        for step in steps:
+            _apply(state, step.payload)
+            state.steps += 1
+            state.updated_at = step.updated_at
+    except (ValidationError, KeyError, TypeError, ValueError) as exc:
+        raise PersistenceCorruptError(f"{where}: its journal is not valid ({exc}).") from None
+    return state
+
+
+def _apply(state: _Rebuilt, step: Mapping[str, Any]) -> None:
+    kind, data = step["kind"], step["data"]
+    state.usage = AgentUsage.model_validate(step["usage"])
+    if kind == "turn":
+        turn = Turn.model_validate(data["turn"])
+        state.turns.append(turn)
+        if turn.role == "assistant":
+            state.turn_number += 1
+            state.results, state.started, state.allowed = {}, {}, {}
+    elif kind == "decision":
+        state.allowed[str(data["call_id"])] = dict(data.get("arguments") or {})
+    elif kind == "tool_start":
+        call_id = str(data["call_id"])
+        state.started[call_id] = state.allowed.pop(call_id, {})
+    elif kind == "tool_end":
+        result = ContentToolResult.model_validate(data["result"])
+        state.results[result.call_id] = result
+        state.started.pop(result.call_id, None)
+        state.allowed.pop(result.call_id, None)
+    elif kind == "compaction":
+        state.compaction = dict(data)
+    elif kind == "approval":
+        state.approval = str(data["ref"])
+
+
+def _task_text(turns: list[Turn], base: int) -> str:
+    for turn in turns[base:]:
+        if turn.role == "user":
+            return "".join(c.text for c in turn.contents if isinstance(c, ContentText))
+    return ""
+
+
+class StoreRunJournals:
+    """Opens, lists and claims the journaled runs of one agent and session in a store
+    (package-internal; the engine's ``JournalOpener``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        scope: str,
+        *,
+        agent_id: str,
+        session_id: str,
+        lease_ttl: float | None = None,
+    ) -> None:
+        self.store = store
+        self.scope = scope
+        self.agent_id = agent_id
+        self.session_id = session_id
+        self.lease_ttl = LEASE_TTL if lease_ttl is None else lease_ttl
+
+    async def open(
+        self,
+        run_id: str,
+        conversation: Conversation,
+        run_context: Mapping[str, Any],
+        limits: UsageLimits,
+    ) -> StoreRunJournal:
+        """Record a new run as live (``continuing``, its lease held)."""
+        payload = {
+            "run_id": run_id,
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "turns": [t.model_dump(mode="json") for t in conversation.turns],
+            "compaction": conversation.view_state(),
+            "run_context": dict(run_context),
+            "limits": limits.model_dump(mode="json"),
+            "started_at": time.time(),
+        }
+        lease = await bridge_for(self.store).call(self._open, run_id, payload)
+        journal = StoreRunJournal(self.store, self.scope, run_id, lease, seq=0, status="continuing")
+        journal.start_renewing(self.lease_ttl)
+        return journal
+
+    async def _open(self, run_id: str, payload: dict[str, Any]) -> Lease:
+        holder = secrets.token_urlsafe(16)
+        lease = await self.store.acquire_lease(_lease_name(run_id), holder, self.lease_ttl)
+        if lease is None:  # pragma: no cover - a fresh run id has no holder
+            raise PersistenceError(f"run {run_id}: its lease is held by another process.")
+        try:
+            await self.store.put(
+                RUN_KIND, run_id, payload, scope=self.scope, status="continuing", expect_revision=0
+            )
+        except BaseException:
+            with contextlib.suppress(PersistenceError):
+                await self.store.release_lease(lease)
+            raise
+        return lease
+
+    # ------------------------------------------------------------ reading
+
+    async def interrupted(self) -> list[InterruptedRun]:
+        """This agent's interrupted runs in the session, oldest first."""
+        return await bridge_for(self.store).call(self._interrupted)
+
+    async def _interrupted(self) -> list[InterruptedRun]:
+        found: list[InterruptedRun] = []
+        for stored in await self.store.list_records(RUN_KIND, scope=self.scope):
+            if stored.status not in _IN_FLIGHT or not self._mine(stored):
+                continue
+            if await self.store.lease_holder(_lease_name(stored.key)) is not None:
+                continue  # live, or being resumed
+            rebuilt = _rebuild(stored, await self._steps(stored.key))
+            if rebuilt.approval is not None:
+                # It paused for a durable approval before its end was written: the
+                # approval carries it on (decided once, with resume_approval).
+                await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="pending")
+                continue
+            found.append(
+                InterruptedRun(
+                    run_id=stored.key,
+                    task=_task_text(rebuilt.turns, len(rebuilt.record.turns)),
+                    steps=rebuilt.steps,
+                    partial_text=await self._partial(stored.key, rebuilt.steps),
+                    interrupted_calls=[
+                        r.name
+                        for t in rebuilt.turns[-1:]
+                        for r in t.tool_requests
+                        if r.id in rebuilt.started
+                    ],
+                    started_at=rebuilt.record.started_at,
+                    updated_at=rebuilt.updated_at or stored.updated_at,
+                )
+            )
+        return sorted(found, key=lambda run: run.started_at)
+
+    def _mine(self, stored: StoredRecord) -> bool:
+        payload = stored.payload
+        return (payload.get("agent_id"), payload.get("session_id")) == (
+            self.agent_id,
+            self.session_id,
+        )
+
+    async def _steps(self, run_id: str) -> list[StoredRecord]:
+        prefix = f"{run_id}."
+        steps = await self.store.list_records(STEP_KIND, scope=self.scope)
+        return [s for s in steps if s.key.startswith(prefix)]
+
+    async def _partial(self, run_id: str, steps: int) -> str:
+        stored = await self.store.get(PARTIAL_KIND, run_id)
+        if stored is None or stored.payload.get("seq") != steps:
+            return ""  # none, or an earlier response's (it ended and was journaled)
+        text = stored.payload.get("text")
+        return text if isinstance(text, str) else ""
+
+    # ------------------------------------------------------------ resuming
+
+    async def claim(self, run_id: str) -> RunClaim:
+        """Claim an interrupted run for resuming, once: its lease, then ``-> resuming``.
+
+        Raises:
+            RunResumeError: no such run of this agent and session, another process holds
+                it, or it is not interrupted.
+            PersistenceCorruptError: its journal is not authentic or not valid.
+        """
+        return await bridge_for(self.store).call(self._claim, run_id)
+
+    async def _claim(self, run_id: str) -> RunClaim:
+        store = self.store
+        holder = secrets.token_urlsafe(16)
+        lease = await store.acquire_lease(_lease_name(run_id), holder, self.lease_ttl)
+        if lease is None:
+            raise RunResumeError(
+                f"run {run_id}: another process holds it (it is running, or being resumed).",
+                status="continuing",
+            )
+        try:
+            stored = await store.get(RUN_KIND, run_id)
+            if stored is None or not self._mine(stored):
+                raise RunResumeError(f"run {run_id}: no such run of this agent and session.")
+            if stored.status not in _IN_FLIGHT:
+                raise RunResumeError(
+                    f"run {run_id}: is not interrupted (status {stored.status!r}).",
+                    status=stored.status,
+                )
+            rebuilt = _rebuild(stored, await self._steps(run_id))
+            if rebuilt.approval is not None:
+                await store.claim(RUN_KIND, run_id, expect=stored.status, to="pending")
+                raise RunResumeError(
+                    f"run {run_id}: waits for the approval {rebuilt.approval}; decide it with "
+                    "resume_approval.",
+                    status="pending",
+                )
+            won = await store.claim(RUN_KIND, run_id, expect=stored.status, to="resuming")
+            if won is None:
+                raise RunResumeError(f"run {run_id}: another process claimed it first.")
+        except BaseException:
+            with contextlib.suppress(PersistenceError):
+                await store.release_lease(lease)
+            raise
+        return RunClaim(self, run_id, lease, rebuilt)
+
+
+class RunClaim:
+    """An interrupted run this process claimed (``resuming``, its lease held): the
+    conversation to resume from, and what became of its open response's calls."""
+
+    def __init__(
+        self, owner: StoreRunJournals, run_id: str, lease: Lease, rebuilt: _Rebuilt
+    ) -> None:
+        self._owner = owner
+        self.run_id = run_id
+        self._lease: Lease | None = lease
+        self.base_turns = list(rebuilt.record.turns)
+        self.turns = rebuilt.turns
+        self.compaction = rebuilt.compaction
+        self.run_context = rebuilt.record.run_context
+        self.limits = rebuilt.record.limits
+        self.task = _task_text(rebuilt.turns, len(self.base_turns))
+        self.steps = rebuilt.steps
+        self.prior_usage = rebuilt.usage
+        self.turn_number = rebuilt.turn_number
+        self.results = dict(rebuilt.results)
+        self.started = dict(rebuilt.started)
+        self.allowed = dict(rebuilt.allowed)
+
+    async def continue_run(self) -> StoreRunJournal:
+        """The run goes on (``resuming -> continuing``): its journal, open again."""
+        owner, lease = self._owner, self._lease
+        assert lease is not None
+        store = owner.store
+        won = await bridge_for(store).call(
+            store.claim, RUN_KIND, self.run_id, expect="resuming", to="continuing"
+        )
+        if won is None:
+            raise RunResumeError(f"run {self.run_id}: another process ended it while resuming.")
+        self._lease = None
+        journal = StoreRunJournal(
+            store, owner.scope, self.run_id, lease, seq=self.steps, status="continuing"
+        )
+        journal.start_renewing(owner.lease_ttl)
+        return journal
+
+    async def release(self) -> None:
+        """Let the run go without resuming it (it reads ``interrupted`` again)."""
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        store = self._owner.store
+
+        async def back() -> None:
+            await store.claim(RUN_KIND, self.run_id, expect="resuming", to="continuing")
+            await store.release_lease(lease)
+
+        with contextlib.suppress(PersistenceError):
+            await bridge_for(store).call(back)
