@@ -158,10 +158,15 @@ def _run(folder: Path, point: str) -> None:
         save = StoreRunJournal.save_partial
 
         def save_then_die(self: StoreRunJournal, text: str) -> None:
+            if len(text) <= 40:
+                save(self, text)
+                return
+            if self._partial is not None:
+                self._partial.result(10)  # a save in flight would skip this one
             save(self, text)
-            if len(text) > 40 and self._partial is not None:
-                self._partial.result(10)  # saved: now the process dies mid-reply
-                _die()
+            assert self._partial is not None
+            self._partial.result(10)  # saved: now the process dies mid-reply
+            _die()
 
         StoreRunJournal.save_partial = save_then_die  # type: ignore[method-assign]
         run_journal.PARTIAL_INTERVAL = 0.05
@@ -188,7 +193,7 @@ def _wait_for_step(agent: Any, kind: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         steps = bridge_for(store).call_sync(store.list_records, "run-step")
-        if any(s.payload["kind"] == kind for s in steps):
+        if any(step["kind"] == kind for s in steps for step in s.payload["steps"]):
             return
         time.sleep(0.01)
 

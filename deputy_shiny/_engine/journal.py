@@ -1,9 +1,10 @@
 """What the engine knows of the run journal: the steps it writes, and a run it replays.
 
 With a journal (``RunDeps.journal``: an agent with a ``store``), every step of a run is
-written to the store as it happens, so another process can resume the run if this one
-dies (:mod:`deputy_shiny.persistence.run_journal` implements both sides). The engine
-writes, in order:
+recorded as it happens and written to the store in the background, in order, so another
+process can resume the run if this one dies (:mod:`deputy_shiny.persistence.run_journal`
+implements both sides). The run waits for the store only before a tool runs (its start,
+and so every step before it, is written first) and at its end. The engine records:
 
 * ``turn``: each turn as it joins the conversation: the user's message accepted, each
   model response once complete (text, tool calls, usage), each results turn;

@@ -328,11 +328,6 @@ class Engine(ToolCalls):
         except Exception:
             logger.warning("The end of run %s was not journaled", st.run_id, exc_info=True)
 
-    async def _flush_journal(self, st: RunState) -> None:
-        """Wait until every step so far is journaled (before work a crash could repeat)."""
-        if st.journal is not None:
-            await st.journal.flush()
-
     async def _file_checkpoint(self, st: RunState, journal: Any) -> AgentEvent:
         """The checkpoint every run makes as it starts (file checkpointing on)."""
         made = await asyncio.to_thread(journal.checkpoint, run_id=st.run_id)
@@ -360,7 +355,6 @@ class Engine(ToolCalls):
                 yield event
             if self._limit_before_request(st):
                 return
-            await self._flush_journal(st)
             response = Response()
             async for event in self._request(st, response, tools=list(st.deps.tool_schemas)):
                 yield event
@@ -686,7 +680,6 @@ class Engine(ToolCalls):
             self._add_turn(st, Turn(role="user", contents=[ContentText(text=prompt)]))
             if self._limit_before_request(st):
                 return
-            await self._flush_journal(st)
             response = Response()
             async for event in self._request(st, response, tools=[], extra=json_format(schema)):
                 yield event

@@ -191,6 +191,13 @@ class ToolCalls:
         if open_turn is not None:
             async for event in self._run_tools(st, open_turn.tool_requests, replay):
                 yield event
+            return
+        turns = st.conversation.turns
+        if turns and turns[-1].role == "assistant" and st.options.output_type is None:
+            # Its last response was journaled and had no calls: it had ended, and only
+            # its end was not written.
+            st.response_text = turns[-1].text
+            st.stop("complete")
 
     def _replayed(
         self, st: RunState, request: ContentToolRequest, replay: Replay

@@ -3,9 +3,10 @@ run, so that another process resumes it when this one dies.
 
 With ``Agent(store=...)`` each run is a record of kind ``run`` (key: the run's id; scope:
 the agent's session, so a conversation's runs are listed, swept and deleted with it)
-holding the conversation as the run found it, and each step the engine journals
-(:mod:`deputy_shiny._engine.journal`) is a record of kind ``run-step`` (key
-``<run id>.<step number>``, written once: a second writer of the same step is refused).
+holding the conversation as the run found it, and the steps the engine journals
+(:mod:`deputy_shiny._engine.journal`) are records of kind ``run-step`` (key
+``<run id>.<number>``, each holding the steps recorded while the one before was being
+written; written once: a second writer of the same record is refused).
 The text being streamed is a ``run-partial`` record, overwritten at most every
 :data:`PARTIAL_INTERVAL` seconds.
 
@@ -43,6 +44,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,24 +99,39 @@ def _final_status(stop_reason: str) -> str:
 class StoreRunJournal:
     """One run's journal in a store (what the engine's ``RunJournal`` protocol asks).
 
-    Steps are written in order on the store's loop, each after the one before; a step
-    that cannot be written (the store is down, or another process took the run over:
-    its step keys are taken) fails every later :meth:`flush`, so the run stops rather
+    Steps are queued as they happen and written in order by one writer on the store's
+    loop: the steps queued while a write is in flight go together in the next record
+    (one write for several steps, so the journal costs a few writes a run, not one a
+    step). A write that fails (the store is down, or another process took the run over:
+    its record keys are taken) fails every later :meth:`flush`, so the run stops rather
     than go on unjournaled.
     """
 
     def __init__(
-        self, store: Store, scope: str, run_id: str, lease: Lease, *, seq: int, status: str
+        self,
+        store: Store,
+        scope: str,
+        run_id: str,
+        lease: Lease,
+        *,
+        seq: int,
+        batch: int,
+        status: str,
     ) -> None:
         self.store = store
         self.scope = scope
         self.run_id = run_id
         self.partial_interval = PARTIAL_INTERVAL
         self._lease: Lease | None = lease
-        self._seq = seq
+        self._seq = seq  # steps queued so far
+        self._batch = batch  # step records written so far
         self._status = status
         self._bridge = bridge_for(store)
-        self._last: concurrent.futures.Future[None] | None = None
+        self._lock = threading.Lock()
+        self._queue: list[dict[str, Any]] = []
+        self._writer: concurrent.futures.Future[None] | None = None
+        self._writing = False  # a writer is running (it writes all that is queued)
+        self._failed: BaseException | None = None
         self._partial: concurrent.futures.Future[Any] | None = None
         self._renewer: concurrent.futures.Future[None] | None = None
         self._ended = False
@@ -134,35 +151,52 @@ class StoreRunJournal:
             except PersistenceError:
                 continue  # the store is down for now: try again; the lease may lapse
             if renewed is None:
-                return  # taken over: our next step's key is taken, and the run stops
+                return  # taken over: our next write's key is taken, and the run stops
             self._lease = renewed
 
     def record(self, kind: str, data: Mapping[str, Any], usage: AgentUsage) -> None:
         """Queue a step; it is written after the steps before it."""
         if self._ended:
             return
-        self._seq += 1
-        payload = {
-            "kind": kind,
-            "data": dict(data),
-            "usage": usage.model_dump(mode="json"),
-            "at": time.time(),
-        }
-        self._last = self._bridge.submit(
-            self._write, self._last, _step_key(self.run_id, self._seq), payload
-        )
+        step = {"kind": kind, "data": dict(data), "usage": usage.model_dump(mode="json")}
+        with self._lock:
+            self._seq += 1
+            self._queue.append(step)
+            if not self._writing:  # else the writer takes it before it stops
+                self._writing = True
+                self._writer = self._bridge.submit(self._drain)
 
-    async def _write(
-        self, before: concurrent.futures.Future[None] | None, key: str, payload: dict[str, Any]
-    ) -> None:
-        if before is not None:
-            await asyncio.wrap_future(before)  # its failure fails this step too: no gaps
-        await self.store.put(STEP_KIND, key, payload, scope=self.scope, expect_revision=0)
+    async def _drain(self) -> None:
+        """Write what is queued, one record at a time, until nothing is."""
+        while True:
+            with self._lock:
+                steps, self._queue = self._queue, []
+                if not steps:
+                    self._writing = False
+                    return
+            if self._failed is not None:
+                with self._lock:
+                    self._writing = False
+                raise self._failed
+            self._batch += 1
+            key = _step_key(self.run_id, self._batch)
+            payload = {"steps": steps, "at": time.time()}
+            try:
+                await self.store.put(STEP_KIND, key, payload, scope=self.scope, expect_revision=0)
+            except BaseException as exc:
+                self._failed = exc
+                with self._lock:
+                    self._writing = False
+                raise
 
     async def flush(self) -> None:
-        """Wait for every queued step (raises what stopped one)."""
-        if self._last is not None:
-            await asyncio.wrap_future(self._last)
+        """Wait until every step queued so far is written (raises what stopped one)."""
+        with self._lock:
+            writer = self._writer
+        if writer is not None:
+            await asyncio.wrap_future(writer)
+        if self._failed is not None:
+            raise self._failed
 
     def save_partial(self, text: str) -> None:
         """Save the streamed text so far, in the background."""
@@ -175,39 +209,37 @@ class StoreRunJournal:
 
     async def end(self, stop_reason: str) -> None:
         """Write the rest, then the run's final status; let the lease go."""
-        if self._ended:
-            return
-        self._ended = True
-        await asyncio.wrap_future(self._bridge.submit(self._finish, self._last, stop_reason))
+        if not self._ended:
+            await asyncio.wrap_future(self._close(stop_reason))
 
     def abandon(self, stop_reason: str) -> None:
         """:meth:`end` without waiting for it."""
         if not self._ended:
-            self._ended = True
-            self._bridge.submit(self._finish, self._last, stop_reason)
+            self._close(stop_reason)
+
+    def _close(self, stop_reason: str) -> concurrent.futures.Future[None]:
+        self._ended = True
+        with self._lock:
+            writer = self._writer
+        return self._bridge.submit(self._finish, writer, stop_reason)
 
     async def _finish(
-        self, before: concurrent.futures.Future[None] | None, stop_reason: str
+        self, writer: concurrent.futures.Future[None] | None, stop_reason: str
     ) -> None:
         lease, self._lease = self._lease, None
         if self._renewer is not None:
             self._renewer.cancel()
         try:
-            if before is not None:
-                with contextlib.suppress(Exception):  # logged by the run that waited on it
-                    await asyncio.wrap_future(before)
-            stored = await self.store.get(RUN_KIND, self.run_id)
-            if stored is not None and stored.status == self._status:
-                payload = {**stored.payload, "stop_reason": stop_reason, "ended_at": time.time()}
-                await self.store.claim(
-                    RUN_KIND,
-                    self.run_id,
-                    expect=self._status,
-                    to=_final_status(stop_reason),
-                    payload=payload,
-                )
-            with contextlib.suppress(PersistenceError):
-                await self.store.delete(PARTIAL_KIND, self.run_id)
+            if writer is not None:
+                with contextlib.suppress(Exception):  # a run that waited on it logged it
+                    await asyncio.wrap_future(writer)
+            await self._drain()  # what was queued after the writer finished
+            await self.store.claim(
+                RUN_KIND, self.run_id, expect=self._status, to=_final_status(stop_reason)
+            )
+            if self._partial is not None:
+                with contextlib.suppress(PersistenceError):
+                    await self.store.delete(PARTIAL_KIND, self.run_id)
         finally:
             if lease is not None:
                 with contextlib.suppress(PersistenceError):
@@ -269,6 +301,7 @@ class _Rebuilt:
     approval: str | None
     steps: int
     updated_at: float
+    batches: int = 0
 
 
 def _rebuild(stored: StoredRecord, steps: list[StoredRecord]) -> _Rebuilt:
@@ -279,10 +312,12 @@ def _rebuild(stored: StoredRecord, steps: list[StoredRecord]) -> _Rebuilt:
         state = _Rebuilt(
             record, turns, dict(record.compaction), AgentUsage(), 0, {}, {}, {}, None, 0, 0.0
         )
-        for step in steps:
-            _apply(state, step.payload)
-            state.steps += 1
-            state.updated_at = step.updated_at
+        for stored_steps in steps:
+            for step in stored_steps.payload["steps"]:
+                _apply(state, step)
+                state.steps += 1
+            state.batches += 1
+            state.updated_at = stored_steps.updated_at
     except (ValidationError, KeyError, TypeError, ValueError) as exc:
         raise PersistenceCorruptError(f"{where}: its journal is not valid ({exc}).") from None
     return state
@@ -358,7 +393,9 @@ class StoreRunJournals:
             "started_at": time.time(),
         }
         lease = await bridge_for(self.store).call(self._open, run_id, payload)
-        journal = StoreRunJournal(self.store, self.scope, run_id, lease, seq=0, status="continuing")
+        journal = StoreRunJournal(
+            self.store, self.scope, run_id, lease, seq=0, batch=0, status="continuing"
+        )
         journal.start_renewing(self.lease_ttl)
         return journal
 
@@ -428,7 +465,8 @@ class StoreRunJournals:
 
     async def _partial(self, run_id: str, steps: int) -> str:
         stored = await self.store.get(PARTIAL_KIND, run_id)
-        if stored is None or stored.payload.get("seq") != steps:
+        seq = None if stored is None else stored.payload.get("seq")
+        if stored is None or not isinstance(seq, int) or seq < steps:
             return ""  # none, or an earlier response's (it ended and was journaled)
         text = stored.payload.get("text")
         return text if isinstance(text, str) else ""
@@ -498,6 +536,7 @@ class RunClaim:
         self.limits = rebuilt.record.limits
         self.task = _task_text(rebuilt.turns, len(self.base_turns))
         self.steps = rebuilt.steps
+        self._batches = rebuilt.batches
         self.prior_usage = rebuilt.usage
         self.turn_number = rebuilt.turn_number
         self.results = dict(rebuilt.results)
@@ -516,7 +555,13 @@ class RunClaim:
             raise RunResumeError(f"run {self.run_id}: another process ended it while resuming.")
         self._lease = None
         journal = StoreRunJournal(
-            store, owner.scope, self.run_id, lease, seq=self.steps, status="continuing"
+            store,
+            owner.scope,
+            self.run_id,
+            lease,
+            seq=self.steps,
+            batch=self._batches,
+            status="continuing",
         )
         journal.start_renewing(owner.lease_ttl)
         return journal
