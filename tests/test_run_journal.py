@@ -17,7 +17,6 @@ import pytest
 
 from deputy_shiny import Agent, tool, tool_annotations
 from deputy_shiny.errors import (
-    AgentRunError,
     PersistenceCorruptError,
     RunResumeError,
     StoreUnavailableError,
@@ -150,7 +149,7 @@ def test_a_forged_journal_is_refused(tmp_path: Path, dying: None) -> None:
         _agent(_later(tmp_path), [], []).interrupted_run()
 
 
-def test_a_run_that_cannot_be_journaled_runs_nothing(
+def test_a_run_that_cannot_be_journaled_runs_unjournaled_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = FileStore(tmp_path, key=KEY)
@@ -161,11 +160,15 @@ def test_a_run_that_cannot_be_journaled_runs_nothing(
     ledger: list[str] = []
     agent = _agent(store, [CALL, "Sent."], ledger)
     monkeypatch.setattr(store, "acquire_lease", down)
-    with pytest.raises(AgentRunError, match="disk is gone") as failed:
-        agent.run_sync("Tell ops")
-    result = failed.value.result
-    assert result is not None and result.stop_reason == "error"
-    assert ledger == [] and result.usage.requests == 0
+    result = agent.run_sync("Tell ops")
+    assert result.stop_reason == "complete" and ledger == ["ops"]
+    warnings = [e for e in result.events if e.type == "warning"]
+    assert [(w.code, w.details) for w in warnings] == [  # type: ignore[union-attr]
+        ("journal_unavailable", "the disk is gone")
+    ]
+    assert _steps(store) == []
+    monkeypatch.undo()
+    assert _agent(_later(tmp_path), [], []).interrupted_run() is None
 
 
 def _blocks() -> list[str]:

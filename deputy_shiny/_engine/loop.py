@@ -225,8 +225,16 @@ class Engine(ToolCalls):
             if options.resume is None and replay is None:
                 self._add_turn(st, options.prompt)
             try:
-                if journal_failed is not None:  # the run cannot be journaled: it does not run
-                    raise journal_failed
+                if journal_failed is not None:  # it runs, but could not be resumed
+                    for event in await warn(
+                        st,
+                        partial(self._emit, st),
+                        "journal_unavailable",
+                        "This run is not journaled (the store is unavailable): if its "
+                        "process stops, the run cannot be resumed.",
+                        details=str(journal_failed),
+                    ):
+                        yield event
                 if deps.file_journal is not None:  # rewind_files() goes back to here
                     yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
@@ -303,8 +311,10 @@ class Engine(ToolCalls):
             )
 
     async def _open_journal(self, st: RunState) -> Exception | None:
-        """Open the run's journal (a replayed run's is open already); the error that
-        stops the run when it cannot be, else None. A delegated run is not journaled: its
+        """Open the run's journal (a replayed run's is open already); why it could not
+        be, else None. A run whose journal cannot be opened runs unjournaled (nothing of
+        it is in the store, so nothing can resume it twice): a chat stays usable while
+        its store is down. A delegated run is not journaled: its
         lead's call of it is (a lead resumed after a crash is told it was interrupted)."""
         replay, opener = st.options.replay, st.deps.journal
         if replay is not None:

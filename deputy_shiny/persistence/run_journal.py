@@ -428,6 +428,11 @@ class StoreRunJournals:
             if await self.store.lease_holder(_lease_name(stored.key)) is not None:
                 continue  # live, or being resumed
             rebuilt = _rebuild(stored, await self._steps(stored.key))
+            if rebuilt.steps == 0:
+                # Its process died before even the user's message was written: there is
+                # nothing to go on from (the run never made a request).
+                await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="stopped")
+                continue
             if rebuilt.approval is not None:
                 # It paused for a durable approval before its end was written: the
                 # approval carries it on (decided once, with resume_approval).
@@ -502,6 +507,12 @@ class StoreRunJournals:
                     status=stored.status,
                 )
             rebuilt = _rebuild(stored, await self._steps(run_id))
+            if rebuilt.steps == 0:
+                await store.claim(RUN_KIND, run_id, expect=stored.status, to="stopped")
+                raise RunResumeError(
+                    f"run {run_id}: its process ended before its first step was written.",
+                    status="stopped",
+                )
             if rebuilt.approval is not None:
                 await store.claim(RUN_KIND, run_id, expect=stored.status, to="pending")
                 raise RunResumeError(
