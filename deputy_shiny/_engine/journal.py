@@ -24,6 +24,7 @@ usage so far, and what became of the open response's tool calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,11 +33,15 @@ from ..conversation import Conversation
 from ..messages import ContentToolResult
 from ..usage import AgentUsage, UsageLimits
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "INTERRUPTED",
     "JournalOpener",
     "Replay",
     "RunJournal",
+    "end_journal",
+    "open_journal",
 ]
 
 INTERRUPTED = (
@@ -110,3 +115,40 @@ class Replay:
     results: dict[str, ContentToolResult] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
     allowed: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+async def open_journal(
+    opener: JournalOpener | None,
+    replay: Replay | None,
+    *,
+    delegated: bool,
+    run_id: str,
+    conversation: Conversation,
+    run_context: Mapping[str, Any],
+    limits: UsageLimits,
+) -> tuple[RunJournal | None, Exception | None]:
+    """A run's journal (a replayed run's is open already; None: not journaled), and why
+    it could not be opened. A delegated run is not journaled: its lead's call of it is
+    (a lead resumed after a crash is told that call was interrupted). A run whose journal
+    cannot be opened runs unjournaled: nothing of it is in the store, so nothing can
+    resume it twice, and a chat stays usable while its store is down.
+    """
+    if replay is not None:
+        return replay.journal, None
+    if opener is None or delegated:
+        return None, None
+    try:
+        return await opener.open(run_id, conversation, run_context, limits), None
+    except Exception as exc:
+        logger.warning("The run %s could not be journaled", run_id, exc_info=True)
+        return None, exc
+
+
+async def end_journal(journal: RunJournal | None, stop_reason: str | None) -> None:
+    """Record the run's end (a failure is logged: the run is over either way)."""
+    if journal is None:
+        return
+    try:
+        await journal.end(stop_reason or "interrupted")
+    except Exception:
+        logger.warning("The end of a journaled run was not written", exc_info=True)

@@ -92,6 +92,7 @@ from .budget import Meter, SharedBudget, _RequestRefused, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
+from .journal import end_journal, open_journal
 from .notices import cost_nearing, limit_notice, warn
 from .observer import observer_factory
 from .options import RunOptions
@@ -221,36 +222,28 @@ class Engine(ToolCalls):
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
-            journal_failed = await self._open_journal(st)
+            st.journal, journal_failed = await open_journal(
+                deps.journal,
+                replay,
+                delegated=deps.lineage is not None or deps.parent_budget is not None,
+                run_id=st.run_id,
+                conversation=conversation,
+                run_context=options.run_context,
+                limits=options.limits,
+            )
             if options.resume is None and replay is None:
                 self._add_turn(st, options.prompt)
             try:
                 if journal_failed is not None:  # it runs, but could not be resumed
-                    for event in await warn(
-                        st,
-                        partial(self._emit, st),
-                        "journal_unavailable",
-                        "This run is not journaled (the store is unavailable): if its "
-                        "process stops, the run cannot be resumed.",
-                        details=str(journal_failed),
-                    ):
+                    for event in await self._unjournaled(st, journal_failed):
                         yield event
                 if deps.file_journal is not None:  # rewind_files() goes back to here
                     yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
                 for event in await self._observe_hooks(st, "SessionStart"):
                     yield event
-                if options.resume is not None:
-                    async for event in self._resume(st, options.resume):
-                        yield event
-                elif replay is not None:
-                    async for event in self._replay(st, replay):
-                        yield event
-                else:
-                    for event in await self._observe_hooks(
-                        st, "UserPromptSubmit", prompt=options.prompt.text
-                    ):
-                        yield event
+                async for event in self._begin(st):
+                    yield event
                 if st.stop_reason is None:
                     async for event in self._loop(st):
                         yield event
@@ -280,7 +273,7 @@ class Engine(ToolCalls):
                 yield event
             for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
                 yield event
-            await self._end_journal(st)
+            await end_journal(st.journal, st.stop_reason)
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
             finished = True
@@ -310,33 +303,32 @@ class Engine(ToolCalls):
                 result=self.last_result,
             )
 
-    async def _open_journal(self, st: RunState) -> Exception | None:
-        """Open the run's journal (a replayed run's is open already); why it could not
-        be, else None. A run whose journal cannot be opened runs unjournaled (nothing of
-        it is in the store, so nothing can resume it twice): a chat stays usable while
-        its store is down. A delegated run is not journaled: its
-        lead's call of it is (a lead resumed after a crash is told it was interrupted)."""
-        replay, opener = st.options.replay, st.deps.journal
-        if replay is not None:
-            st.journal = replay.journal
-        elif opener is not None and st.deps.lineage is None:
-            try:
-                st.journal = await opener.open(
-                    st.run_id, st.conversation, st.options.run_context, st.options.limits
-                )
-            except Exception as exc:
-                logger.warning("The run %s could not be journaled", st.run_id, exc_info=True)
-                return exc
-        return None
+    async def _begin(self, st: RunState) -> AsyncIterator[AgentEvent]:
+        """The run's first step: a durable approval's decision applied, a journaled run
+        replayed, or the user's prompt submitted (its hooks)."""
+        options = st.options
+        if options.resume is not None:
+            async for event in self._resume(st, options.resume):
+                yield event
+        elif options.replay is not None:
+            async for event in self._replay(st, options.replay):
+                yield event
+        else:
+            for event in await self._observe_hooks(
+                st, "UserPromptSubmit", prompt=options.prompt.text
+            ):
+                yield event
 
-    async def _end_journal(self, st: RunState) -> None:
-        """Record the run's end (a failure is logged: the run is over either way)."""
-        if st.journal is None:
-            return
-        try:
-            await st.journal.end(st.stop_reason or "interrupted")
-        except Exception:
-            logger.warning("The end of run %s was not journaled", st.run_id, exc_info=True)
+    async def _unjournaled(self, st: RunState, error: Exception) -> list[AgentEvent]:
+        """The warning of a run whose journal could not be opened."""
+        return await warn(
+            st,
+            partial(self._emit, st),
+            "journal_unavailable",
+            "This run is not journaled (the store is unavailable): if its process stops, "
+            "the run cannot be resumed.",
+            details=str(error),
+        )
 
     async def _file_checkpoint(self, st: RunState, journal: Any) -> AgentEvent:
         """The checkpoint every run makes as it starts (file checkpointing on)."""

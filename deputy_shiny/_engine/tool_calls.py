@@ -86,13 +86,7 @@ class ToolCalls:
             replayed = self._replayed(st, request, replay) if replay is not None else None
             if replayed is not None:
                 # A resumed run: this call was decided (and counted) before the crash.
-                yield self._emit(
-                    st,
-                    ToolStartEvent,
-                    call_id=request.id,
-                    tool_name=request.name,
-                    arguments=request.arguments,
-                )
+                yield self._tool_start(st, request)
                 if isinstance(replayed, ContentToolResult):
                     yield self._finish_call(st, Outcome(replayed))
                     continue
@@ -108,13 +102,7 @@ class ToolCalls:
                 break
             st.meter.count_tool_call()
             st.progressed = True
-            yield self._emit(
-                st,
-                ToolStartEvent,
-                call_id=request.id,
-                tool_name=request.name,
-                arguments=request.arguments,
-            )
+            yield self._tool_start(st, request)
             prepared = self._prepare_call(st, request)
             if isinstance(prepared, ContentToolResult):
                 yield self._finish_call(st, Outcome(prepared))
@@ -180,6 +168,16 @@ class ToolCalls:
                 "tool_loop",
                 f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
             )
+
+    def _tool_start(self, st: RunState, request: ContentToolRequest) -> AgentEvent:
+        event: AgentEvent = self._emit(
+            st,
+            ToolStartEvent,
+            call_id=request.id,
+            tool_name=request.name,
+            arguments=request.arguments,
+        )
+        return event
 
     async def _replay(self, st: RunState, replay: Replay) -> AsyncIterator[AgentEvent]:
         """Go on with a journaled run whose process died: its usage so far counts, and

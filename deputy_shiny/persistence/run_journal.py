@@ -57,7 +57,7 @@ from ..errors import PersistenceCorruptError, PersistenceError, RunResumeError
 from ..messages import ContentText, ContentToolResult, Turn
 from ..usage import AgentUsage, UsageLimits
 from .store import Lease, Store, StoredRecord
-from .store_bridge import bridge_for
+from .store_bridge import bridge_for, keep_lease
 
 __all__ = [
     "LEASE_TTL",
@@ -141,18 +141,11 @@ class StoreRunJournal:
         self._renewer = self._bridge.submit(self._renew, ttl)
 
     async def _renew(self, ttl: float) -> None:
-        while self._lease is not None:
-            await asyncio.sleep(ttl / 3)
-            lease = self._lease
-            if lease is None:
-                return
-            try:
-                renewed = await self.store.renew_lease(lease, ttl)
-            except PersistenceError:
-                continue  # the store is down for now: try again; the lease may lapse
-            if renewed is None:
-                return  # taken over: our next write's key is taken, and the run stops
-            self._lease = renewed
+        # Lost (taken over): our next write's key is taken, and the run stops.
+        await keep_lease(self.store, lambda: self._lease, self._set_lease, ttl)
+
+    def _set_lease(self, lease: Lease) -> None:
+        self._lease = lease
 
     def record(self, kind: str, data: Mapping[str, Any], usage: AgentUsage) -> None:
         """Queue a step; it is written after the steps before it."""
