@@ -106,7 +106,7 @@ def _reply(point: str, dying: bool, seen: list[str]) -> Any:
             return ScriptedReply(text=LONG, chunk_size=6, delay=0.01)
         if not results:
             return ScriptedReply(tool_calls=_calls(point))
-        if point == "compaction" and len(results) == 1:  # a second round: the first compacts
+        if point == "compaction" and "sent to b" not in results:  # a second round: it compacts
             return ScriptedReply(tool_calls=[ScriptedToolCall("send", {"to": "b"}, id="c2")])
         return "All done."
 

@@ -148,6 +148,10 @@ def test_a_run_killed_during_compaction_compacts_again_and_finishes(crashed: Cra
     resumed = crashed.resumed("compaction")
     assert resumed["stop_reason"] == "complete" and resumed["response"] == "All done."
     assert [line.split(" ")[0] for line in crashed.ledger("compaction")] == ["send:a", "send:b"]
+    # both calls had ended before the compaction: their results are replayed, and the
+    # model is never told one was interrupted
+    assert "sent to b" in resumed["seen"]
+    assert not [seen for seen in resumed["seen"] if seen.startswith(INTERRUPTED)]
     turns = _texts(resumed["turns"])
     assert [role for role, _ in turns] == [
         "user",
@@ -157,6 +161,7 @@ def test_a_run_killed_during_compaction_compacts_again_and_finishes(crashed: Cra
         "user",
         "assistant",
     ]
-    # the two responses with calls and the last one; the cut summary request is not
-    # counted (it had not ended), and the resumed run compacts only if it still must
-    assert resumed["usage"]["tool_calls"] == 2 and resumed["usage"]["requests"] in (3, 4)
+    # as a run never interrupted: two responses with calls, the summary, the last one
+    # (the cut summary request had not ended: it is not counted)
+    assert (resumed["usage"]["requests"], resumed["usage"]["tool_calls"]) == (4, 2)
+    assert "compaction" in resumed["events"]

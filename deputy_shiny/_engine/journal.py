@@ -4,7 +4,8 @@ With a journal (``RunDeps.journal``: an agent with a ``store``), every step of a
 recorded as it happens and written to the store in the background, in order, so another
 process can resume the run if this one dies (:mod:`deputy_shiny.persistence.run_journal`
 implements both sides). The run waits for the store only before a tool runs (its start,
-and so every step before it, is written first) and at its end. The engine records:
+and so every step before it, is written first), before each model request (the results
+so far are written) and at its end. The engine records:
 
 * ``turn``: each turn as it joins the conversation: the user's message accepted, each
   model response once complete (text, tool calls, usage), each results turn;

@@ -353,6 +353,8 @@ class Engine(ToolCalls):
 
     async def _loop(self, st: RunState) -> AsyncIterator[AgentEvent]:
         while True:
+            if st.journal is not None:  # tools' results are in the store before it goes on
+                await st.journal.flush()
             async for event in self._compact_if_needed(st):
                 yield event
             if self._limit_before_request(st):
