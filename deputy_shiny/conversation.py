@@ -115,6 +115,41 @@ class Conversation:
         self._bounds = {}
         self._views = {}
 
+    def view_state(self) -> dict[str, Any]:
+        """What a compaction changes (the turns are never shortened), as JSON: the
+        summary, where the model's view starts, and the results cleared from it.
+
+        Examples:
+            >>> Conversation("Be brief.").view_state()
+            {'summary': None, 'context_start': 0, 'cleared': {}}
+        """
+        return {
+            "summary": self.summary,
+            "context_start": self.context_start,
+            "cleared": dict(self.cleared),
+        }
+
+    def restore_view_state(self, state: Mapping[str, Any]) -> None:
+        """Put a :meth:`view_state` back (read as untrusted JSON: odd values are dropped).
+
+        Examples:
+            >>> conversation = Conversation()
+            >>> conversation.restore_view_state({"summary": "So far: hi."})
+            >>> conversation.summary
+            'So far: hi.'
+        """
+        summary = state.get("summary")
+        start = state.get("context_start")
+        self.set_summary(
+            summary if isinstance(summary, str) else None,
+            context_start=start if isinstance(start, int) else 0,
+        )
+        cleared = state.get("cleared")
+        self.cleared = (
+            {str(k): str(v) for k, v in cleared.items()} if isinstance(cleared, dict) else {}
+        )
+        self._views = {}
+
     def clear_results(self, markers: Mapping[str, str]) -> None:
         """Show ``markers`` (by call id) in place of those tool results, in the model's view."""
         self.cleared.update(markers)

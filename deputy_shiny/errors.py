@@ -25,7 +25,8 @@ other class lives only here. The families:
   Beside it: ``ToolArgumentsError`` (a call's arguments fail the schema) and
   ``PathDenied`` (a path outside what a file tool may touch).
 - ``ApprovalResumeError`` (root): a durable approval cannot be resumed:
-  ``ApprovalDecidedError``, ``ApprovalMismatchError``.
+  ``ApprovalDecidedError``, ``ApprovalMismatchError``; ``RunResumeError``: an
+  interrupted run cannot be resumed (the same state machine).
 - ``McpError`` (root): ``McpConfigError`` (``McpReplConfigError``,
   ``McpUnknownServerError``), ``McpConnectionError`` (``McpTimeoutError``),
   ``McpBusyError``.
@@ -109,6 +110,7 @@ __all__ = [
     "RetainedAgentReleasedError",
     "RetainedHandleError",
     "RunContextError",
+    "RunResumeError",
     "SandboxUnavailableError",
     "ScriptedModelExhausted",
     "SessionError",
@@ -561,6 +563,18 @@ class ApprovalMismatchError(ApprovalResumeError):
     session id, working dir or approval dir, other tool definitions (fingerprints), no
     permission callback where one was saved, or a conversation that moved on since.
     Nothing was decided: fix the agent and resume again."""
+
+
+class RunResumeError(ApprovalResumeError):
+    """An interrupted run cannot be resumed (see :meth:`~deputy_shiny.Agent.resume_run`):
+    the agent has no ``store``, there is no such interrupted run of this agent and session,
+    another process holds it (it is live, or being resumed), it ended, it waits for an
+    approval (decide that with ``resume_approval``), or this agent's conversation moved
+    on since it started. Nothing was resumed. ``status`` is the run's status, if known."""
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class SessionError(PersistenceError):

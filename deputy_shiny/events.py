@@ -136,7 +136,8 @@ class WarningEvent(_EventBase):
     """Something went wrong that the run survived, or is about to stop it: ``message``
     for people, ``code`` for code (``cost_limit_warning``: the run has spent 90% of its
     cost limit; ``compact_fallback``: compaction used a plain digest because the summary
-    failed), ``details`` the underlying error or numbers. The ``Notification`` hook
+    failed; ``journal_unavailable``: the run could not be journaled in the store and runs
+    without it), ``details`` the underlying error or numbers. The ``Notification`` hook
     fires with the same code."""
 
     type: Literal["warning"] = "warning"

@@ -180,3 +180,10 @@ def test_idle_memory_measures_every_app_and_prints_the_ratios_last(
     # Three sessions are a coarse reading (RSS moves in pages), but never a negative one
     # for a server that holds them all open.
     assert ratios["kit"] > 0 and ratios["app"] > 0
+
+
+async def test_run_journal_prints_its_ratio_last(capsys: pytest.CaptureFixture[str]) -> None:
+    ratio = await load("run_journal").main(runs=4, chunks=20)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"ratio journal on/off, CPU time: {ratio:.3f}" and ratio > 0
+    assert lines[-2].startswith("ratio journal on/off, wall time: ")

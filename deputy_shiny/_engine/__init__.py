@@ -16,6 +16,7 @@ never reads an Agent's private state. The map, in the order a run meets it:
 * ``gate``: permission steps 7-9 per call (permission hooks, PreToolUse, approvals);
 * ``notices``: ``warning`` events and the ``Notification`` hook (denials, limits);
 * ``durable``: what the engine knows of durable approvals (pause and resume);
+* ``journal``: the run journal's steps, and a run replayed after its process died;
 * ``structured``: structured output prompts and the check of each reply;
 * ``compaction``: token counts, the kept turns, summaries (ContextRuntime);
 * ``offload``: large tool results kept aside, and ``read_tool_result``.

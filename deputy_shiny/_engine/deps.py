@@ -26,6 +26,7 @@ from ..trusted import TrustedResults
 from .budget import SharedBudget
 from .compaction import ContextRuntime
 from .durable import DurableStore
+from .journal import JournalOpener
 
 __all__ = ["Authority", "RunDeps", "RunReport"]
 
@@ -130,6 +131,8 @@ class RunDeps:
             requests, large results offloaded); None: neither.
         lineage: For a delegated run, who delegated it (``parent_agent_id``,
             ``parent_run_id``, ``delegation_id``, copied onto its result); None otherwise.
+        journal: Where each step of the run is journaled (an agent with a ``store``), so
+            another process can resume it (:mod:`deputy_shiny._engine.journal`); None: not.
     """
 
     agent_id: str
@@ -155,6 +158,7 @@ class RunDeps:
     trusted_results: TrustedResults | None = None
     context: ContextRuntime | None = None
     lineage: Lineage | None = None
+    journal: JournalOpener | None = None
 
     def hook_fields(self) -> dict[str, Any]:
         """What every hook context of a run with these deps carries besides the event's

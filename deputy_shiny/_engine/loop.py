@@ -52,6 +52,7 @@ from ..events import (
     AgentEvent,
     AgentResult,
     CompactionErrorEvent,
+    CompactionEvent,
     ContentEvent,
     CostSummary,
     FallbackEvent,
@@ -92,6 +93,7 @@ from .budget import Meter, SharedBudget, _RequestRefused, response_usage
 from .compaction import CompactionServices, Compactor
 from .deps import RunDeps, RunReport
 from .gate import ToolGate
+from .journal import end_journal, open_journal
 from .notices import cost_nearing, limit_notice, warn
 from .observer import observer_factory
 from .options import RunOptions
@@ -196,8 +198,9 @@ class Engine(ToolCalls):
             )
         self.running = True
         self.interrupter.arm()
+        replay = options.replay
         st = RunState(
-            run_id=f"run_{uuid.uuid4().hex}",
+            run_id=f"run_{uuid.uuid4().hex}" if replay is None else replay.run_id,
             options=options,
             deps=deps,
             conversation=conversation,
@@ -222,22 +225,28 @@ class Engine(ToolCalls):
         finished = False
         try:
             yield self._emit(st, StartEvent, task=options.prompt.text)
-            if options.resume is None:
+            st.journal, journal_failed = await open_journal(
+                deps.journal,
+                replay,
+                delegated=deps.lineage is not None or deps.parent_budget is not None,
+                run_id=st.run_id,
+                conversation=conversation,
+                run_context=options.run_context,
+                limits=options.limits,
+            )
+            if options.resume is None and replay is None:
                 self._add_turn(st, options.prompt)
             try:
+                if journal_failed is not None:  # it runs, but could not be resumed
+                    for event in await self._unjournaled(st, journal_failed):
+                        yield event
                 if deps.file_journal is not None:  # rewind_files() goes back to here
                     yield await self._file_checkpoint(st, deps.file_journal)
                 # As in deputy: SessionStart as each run starts, SessionEnd as it ends.
                 for event in await self._observe_hooks(st, "SessionStart"):
                     yield event
-                if options.resume is None:
-                    for event in await self._observe_hooks(
-                        st, "UserPromptSubmit", prompt=options.prompt.text
-                    ):
-                        yield event
-                else:
-                    async for event in self._resume(st, options.resume):
-                        yield event
+                async for event in self._begin(st):
+                    yield event
                 if st.stop_reason is None:
                     async for event in self._loop(st):
                         yield event
@@ -267,6 +276,7 @@ class Engine(ToolCalls):
                 yield event
             for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
                 yield event
+            await end_journal(st.journal, st.stop_reason)
             yield self._emit(st, UsageEvent, usage=st.usage())
             yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
             finished = True
@@ -275,6 +285,8 @@ class Engine(ToolCalls):
             if not finished:
                 st.stop(self.interrupter.reason or "interrupted", "The run was abandoned.")
                 self._make_consistent(st)
+                if st.journal is not None:
+                    st.journal.abandon(st.stop_reason or "interrupted")
             self.interrupter.disarm()
             self.last_result = self._result(st)
             self._last_error = st.error
@@ -293,6 +305,33 @@ class Engine(ToolCalls):
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _begin(self, st: RunState) -> AsyncIterator[AgentEvent]:
+        """The run's first step: a durable approval's decision applied, a journaled run
+        replayed, or the user's prompt submitted (its hooks)."""
+        options = st.options
+        if options.resume is not None:
+            async for event in self._resume(st, options.resume):
+                yield event
+        elif options.replay is not None:
+            async for event in self._replay(st, options.replay):
+                yield event
+        else:
+            for event in await self._observe_hooks(
+                st, "UserPromptSubmit", prompt=options.prompt.text
+            ):
+                yield event
+
+    async def _unjournaled(self, st: RunState, error: Exception) -> list[AgentEvent]:
+        """The warning of a run whose journal could not be opened."""
+        return await warn(
+            st,
+            partial(self._emit, st),
+            "journal_unavailable",
+            "This run is not journaled (the store is unavailable): if its process stops, "
+            "the run cannot be resumed.",
+            details=str(error),
+        )
 
     async def _file_checkpoint(self, st: RunState, journal: Any) -> AgentEvent:
         """The checkpoint every run makes as it starts (file checkpointing on). A run
@@ -322,6 +361,8 @@ class Engine(ToolCalls):
 
     async def _loop(self, st: RunState) -> AsyncIterator[AgentEvent]:
         while True:
+            if st.journal is not None:  # tools' results are in the store before it goes on
+                await st.journal.flush()
             async for event in self._compact_if_needed(st):
                 yield event
             if self._limit_before_request(st):
@@ -368,6 +409,8 @@ class Engine(ToolCalls):
             ),
         ):
             yield event
+            if isinstance(event, CompactionEvent | CompactionErrorEvent):
+                st.record("compaction", st.conversation.view_state())
             if isinstance(event, CompactionErrorEvent) and event.fallback == "text":
                 # Survived: the run goes on with a plain digest of what was removed.
                 for warning in await warn(
@@ -443,6 +486,7 @@ class Engine(ToolCalls):
     def _add_turn(self, st: RunState, turn: Turn) -> None:
         st.conversation.append(turn)
         st.turns.append(turn)
+        st.record("turn", {"turn": turn.model_dump(mode="json")})
 
     # ---------------------------------------------------------------- limits
 
@@ -571,6 +615,9 @@ class Engine(ToolCalls):
         params = {**st.deps.request_extras, **(extra or {})}
         include_partial = st.options.include_partial_messages
         st.partial = response
+        journal = st.journal
+        clock = time.monotonic
+        save_at = clock() + journal.partial_interval if journal is not None else 0.0
         try:
             async for text in stream_response(
                 model, messages, tools, params, response, self.interrupter.guard, deadline=deadline
@@ -578,6 +625,9 @@ class Engine(ToolCalls):
                 if isinstance(text, Waiting):  # nothing arrived for a while: say so
                     yield self._waiting_event(st, model, text)
                     continue
+                if journal is not None and clock() >= save_at:  # never per chunk
+                    journal.save_partial("".join(response.text))
+                    save_at = clock() + journal.partial_interval
                 event = self._text_event(st, text)
                 if include_partial:
                     yield event

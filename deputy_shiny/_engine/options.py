@@ -29,6 +29,7 @@ from ..errors import ConfigurationError, InvalidLimitError
 from ..messages import ContentImage, ContentText, Turn, UserContent, user_turn
 from ..usage import UsageLimits
 from .durable import Resumption
+from .journal import Replay
 from .structured import Validator
 
 __all__ = [
@@ -112,6 +113,9 @@ class RunOptions:
     # A durable approval being resumed: the run starts by applying its decision to the
     # saved call, instead of adding ``prompt`` to the conversation.
     resume: Resumption | None = None
+    # A journaled run being resumed after its process died: it goes on from its last
+    # journaled step, instead of adding ``prompt``.
+    replay: Replay | None = None
 
 
 def build_run_options(

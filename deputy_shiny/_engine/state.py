@@ -27,6 +27,7 @@ from ..tools import Tool
 from .budget import Meter, SharedBudget
 from .deps import RunDeps
 from .gate import ToolGate, Verdict
+from .journal import RunJournal
 from .observer import RunObserver
 from .options import RunOptions
 
@@ -78,6 +79,7 @@ class RunState:
     turn_number: int = 0  # the run's model turns so far (the ``turn`` events count them)
     cost_warned: bool = False  # the cost_limit_warning was sent (once a run)
     observer: RunObserver | None = None  # tracing (None: off)
+    journal: RunJournal | None = None  # the run journal (None: not journaled)
 
     @property
     def budget(self) -> SharedBudget:
@@ -85,6 +87,11 @@ class RunState:
 
     def usage(self) -> AgentUsage:
         return self.meter.usage()
+
+    def record(self, kind: str, data: dict[str, Any]) -> None:
+        """Journal a step (nothing without a journal)."""
+        if self.journal is not None:
+            self.journal.record(kind, data, self.usage())
 
     def stop(self, reason: str, message: str = "") -> None:
         if self.stop_reason is None:

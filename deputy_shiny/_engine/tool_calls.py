@@ -46,6 +46,7 @@ from ..tools._context import ProgressSink
 from .budget import current_budget
 from .durable import NOT_EXECUTED, Resumption
 from .gate import Verdict
+from .journal import INTERRUPTED, Replay
 from .notices import notify
 from .progress import ProgressBoard
 from .state import (
@@ -76,26 +77,33 @@ class ToolCalls:
     # ---------------------------------------------------------------- tools
 
     async def _run_tools(
-        self, st: RunState, requests: Sequence[ContentToolRequest]
+        self, st: RunState, requests: Sequence[ContentToolRequest], replay: Replay | None = None
     ) -> AsyncIterator[AgentEvent]:
         st.pending_calls = list(requests)
         st.results = {}
         ready: list[Ready] = []
         for index, request in enumerate(requests):
             self.interrupter.check()
+            replayed = self._replayed(st, request, replay) if replay is not None else None
+            if replayed is not None:
+                # A resumed run: this call was decided (and counted) before the crash.
+                yield self._tool_start(st, request)
+                if isinstance(replayed, ContentToolResult):
+                    yield self._finish_call(st, Outcome(replayed))
+                    continue
+                ready.append(replayed)
+                if st.deps.durable is not None:
+                    async for event in self._run_calls(st, ready):
+                        yield event
+                    ready.clear()
+                continue
             spent = st.meter.stop_before_tool_call()
             if spent is not None:
                 st.stop(*spent)
                 break
             st.meter.count_tool_call()
             st.progressed = True
-            yield self._emit(
-                st,
-                ToolStartEvent,
-                call_id=request.id,
-                tool_name=request.name,
-                arguments=request.arguments,
-            )
+            yield self._tool_start(st, request)
             prepared = self._prepare_call(st, request)
             if isinstance(prepared, ContentToolResult):
                 yield self._finish_call(st, Outcome(prepared))
@@ -132,6 +140,13 @@ class ToolCalls:
                     break
                 continue
             ready.append((request, tool, verdict.arguments or arguments, verdict))
+            st.record(
+                "decision",
+                {
+                    "call_id": request.id,
+                    "arguments": to_jsonable_python(verdict.arguments or arguments, fallback=str),
+                },
+            )
             if st.deps.durable is not None:
                 # With durable approvals, each call runs before the next is decided, so a
                 # pause never leaves an approved call unrun behind it.
@@ -155,6 +170,58 @@ class ToolCalls:
                 f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
             )
 
+    def _tool_start(self, st: RunState, request: ContentToolRequest) -> AgentEvent:
+        event: AgentEvent = self._emit(
+            st,
+            ToolStartEvent,
+            call_id=request.id,
+            tool_name=request.name,
+            arguments=request.arguments,
+        )
+        return event
+
+    async def _replay(self, st: RunState, replay: Replay) -> AsyncIterator[AgentEvent]:
+        """Go on with a journaled run whose process died: its usage so far counts, and
+        the calls of its last response are answered (replayed, interrupted, or run)."""
+        st.meter.count_prior(replay.prior_usage)
+        st.turn_number = replay.turn_number
+        st.progressed = True
+        open_turn = st.conversation.open_tool_requests()
+        if open_turn is not None:
+            async for event in self._run_tools(st, open_turn.tool_requests, replay):
+                yield event
+            return
+        turns = st.conversation.turns
+        if turns and turns[-1].role == "assistant" and st.options.output_type is None:
+            # Its last response was journaled and had no calls: it had ended, and only
+            # its end was not written.
+            st.response_text = turns[-1].text
+            st.stop("complete")
+
+    def _replayed(
+        self, st: RunState, request: ContentToolRequest, replay: Replay
+    ) -> ContentToolResult | Ready | None:
+        """What a resumed run does with a call of its open response: its journaled result;
+        an interrupted result when it was running and may not run twice; the call to run
+        (decided already: it is not asked again); None when it was never decided."""
+        result = replay.results.get(request.id)
+        if result is not None:
+            return result
+        started = replay.started.get(request.id)
+        arguments = replay.allowed.get(request.id) if started is None else started
+        if arguments is None:
+            return None
+        tool = st.deps.tools.get(request.name)
+        if started is not None and not _repeatable(tool):
+            return error_result(request, INTERRUPTED)
+        if tool is None:
+            return error_result(request, f"Tool {request.name!r} is no longer available.")
+        try:
+            parsed = tool.parse_arguments(arguments or request.arguments)
+        except ToolArgumentsError as exc:
+            return error_result(request, str(exc))
+        return (request, tool, parsed, Verdict(allowed=True))
+
     async def _suspend(
         self, st: RunState, later: Sequence[ContentToolRequest], approval: ApprovalRequest
     ) -> AgentEvent:
@@ -176,6 +243,7 @@ class ToolCalls:
                 run_context=st.options.run_context,
             )
         )
+        st.record("approval", {"call_id": approval.call_id, "ref": path})
         st.results[approval.call_id] = ContentToolResult(
             call_id=approval.call_id,
             name=approval.tool_name,
@@ -199,6 +267,8 @@ class ToolCalls:
         st.progressed = True
         st.pending_calls = list(resume.calls)
         st.results = {r.call_id: r for r in resume.results}
+        for result in resume.results:  # a crash from here on replays them
+            st.record("tool_end", {"result": result.model_dump(mode="json")})
         approval = resume.approval
         request = next(r for r in resume.calls if r.id == approval.call_id)
         tool = st.deps.tools[approval.tool_name]
@@ -310,6 +380,9 @@ class ToolCalls:
             context = st.deps.tool_context(st.run_id, st.options.run_context, request)
             if progress is not None:
                 context = dataclasses.replace(context, progress_sink=progress)
+            if st.journal is not None:  # from here on a crash leaves it "may have run"
+                st.record("tool_start", {"call_id": request.id})
+                await st.journal.flush()
             budget = current_budget.set(st.budget)  # a delegation tool draws on it
             call = log_context.call_id.set(request.id)  # on the tool's log records
             observer = st.observer
@@ -408,6 +481,7 @@ class ToolCalls:
     def _finish_call(self, st: RunState, outcome: Outcome) -> AgentEvent:
         result, duration = outcome.result, outcome.duration
         st.results[result.call_id] = result
+        st.record("tool_end", {"result": result.model_dump(mode="json")})
         request = next((r for r in st.pending_calls if r.id == result.call_id), None)
         if request is not None:
             signature = json.dumps(
@@ -482,4 +556,13 @@ async def _denied(
         tool_name=request.name,
         tool_input=dict(arguments),
         call_id=request.id,
+    )
+
+
+def _repeatable(tool: Tool | None) -> bool:
+    """A tool that may run again after it was interrupted: it says it is idempotent
+    (``tool_annotations(idempotent_hint=True)``). An MCP server's annotations are its
+    claims, not facts: its tools never run twice."""
+    return (
+        tool is not None and tool.annotations.idempotent_hint is True and tool.source.type != "mcp"
     )

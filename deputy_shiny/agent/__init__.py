@@ -25,6 +25,8 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_skills.py``: ``Skills``, the loaded skills;
 - ``_approvals.py``: ``Approvals``, the approval handler and durable approvals
   (``pending_approval``, ``resume_approval``);
+- ``_runs.py``: ``RunResumer``, held by ``Approvals``: runs journaled in the store and
+  resumed after their process died (``interrupted_run``, ``resume_run``);
 - ``_context.py``: ``ConversationContext``, the context policy, compaction, offloaded
   results and saved sessions;
 - ``_checkpoints.py``: ``FileCheckpoints``, the file checkpoint journal;

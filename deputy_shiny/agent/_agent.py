@@ -584,6 +584,7 @@ class Agent(
             request_extras=self._tools.request_extras(),
             approval_handler=self._approvals.handler,
             durable=self._approvals.store(),
+            journal=self._approvals.runs.opener(),
             on_tool_request=tuple(self._on_tool_request),
             on_tool_result=tuple(self._on_tool_result),
             tool_state=self._tool_state,

@@ -51,6 +51,7 @@ from ..persistence.store import Store
 from ..persistence.store_bridge import bridge_for, scope_for
 from ..usage import UsageLimits
 from ._guard import Guard
+from ._runs import RunMethods, RunResumer
 from ._tool_registry import ToolRegistry
 
 __all__ = ["ApprovalMethods", "Approvals", "check_store"]
@@ -106,6 +107,18 @@ class Approvals:
         self._engine = engine
         self._guard = guard
         self._pending_path: str | None = None  # the record the last run here saved
+        # Runs whose process died: the same state machine, for a whole run.
+        self.runs = RunResumer(
+            store,
+            agent_id=agent_id,
+            session_id=session_id,
+            usage_limits=usage_limits,
+            run_context=run_context,
+            run_deps=run_deps,
+            conversation=conversation,
+            engine=engine,
+            guard=guard,
+        )
         self._counted: set[str] = set()  # paused here: their earlier usage is counted
 
     @property
@@ -329,8 +342,9 @@ class Approvals:
         )
 
 
-class ApprovalMethods:
-    """An Agent's durable-approval methods, façades over its :class:`Approvals`."""
+class ApprovalMethods(RunMethods):
+    """An Agent's durable-approval methods, façades over its :class:`Approvals` (and its
+    interrupted-run methods, :class:`~deputy_shiny.agent._runs.RunMethods`)."""
 
     _approvals: Approvals  # made by Agent.__init__
 

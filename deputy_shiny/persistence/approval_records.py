@@ -82,7 +82,7 @@ from .approvals import (
 )
 from .approvals import approval_read as _file_approval_read
 from .store import Lease, Store, StoredRecord
-from .store_bridge import bridge_for
+from .store_bridge import bridge_for, keep_lease
 
 __all__ = [
     "APPROVAL_REF",
@@ -356,19 +356,12 @@ class StoreClaim(ResumeClaim):
         self._renewer = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        ttl = self._owner.lease_ttl
-        while self._lease is not None:
-            await asyncio.sleep(ttl / 3)
-            lease = self._lease
-            if lease is None:
-                return
-            try:
-                renewed = await self._owner.store.renew_lease(lease, ttl)
-            except PersistenceError:
-                continue  # the store is down for now: try again; the lease may lapse
-            if renewed is None:
-                return  # lost: the next step's claim fails and says so
-            self._lease = renewed
+        await keep_lease(
+            self._owner.store, lambda: self._lease, self._set_lease, self._owner.lease_ttl
+        )
+
+    def _set_lease(self, lease: Lease) -> None:
+        self._lease = lease
 
     async def _commit(self, record: ApprovalContinuation) -> bool:
         """A claim from the status this resumer wrote last: refused when another process

@@ -39,10 +39,10 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError, StoreUnavailableError
-from .store import Store, check_name
+from ..errors import ConfigurationError, PersistenceError, StoreUnavailableError
+from .store import Lease, Store, check_name
 
-__all__ = ["StoreBridge", "bridge_for", "scope_for"]
+__all__ = ["StoreBridge", "bridge_for", "keep_lease", "scope_for"]
 
 _T = TypeVar("_T")
 _BRIDGES_LOCK = threading.Lock()
@@ -162,3 +162,28 @@ def scope_for(session_id: str) -> str:
         return check_name(session_id, "scope")
     except ConfigurationError:
         return "session-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+async def keep_lease(
+    store: Store,
+    current: Callable[[], Lease | None],
+    renewed: Callable[[Lease], None],
+    ttl: float,
+) -> None:
+    """Renew a held lease every third of ``ttl`` while ``current()`` returns it (its
+    holder sets it to None when done); ``renewed`` gets each renewal. It stops when the
+    lease was lost (the holder's next conditional write learns it); a store that is down
+    for now is tried again (the lease may lapse meanwhile). Run it on the store's loop.
+    """
+    while current() is not None:
+        await asyncio.sleep(ttl / 3)
+        lease = current()
+        if lease is None:
+            return
+        try:
+            again = await store.renew_lease(lease, ttl)
+        except PersistenceError:
+            continue
+        if again is None:
+            return
+        renewed(again)
