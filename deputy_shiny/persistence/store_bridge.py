@@ -129,7 +129,16 @@ class StoreBridge:
 
 def _stop_loop(loop: asyncio.AbstractEventLoop) -> None:
     with contextlib.suppress(RuntimeError):  # closed already
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(_cancel_then_stop, loop)
+
+
+def _cancel_then_stop(loop: asyncio.AbstractEventLoop) -> None:
+    """On the loop: cancel what still runs there (a run's lease renewal whose run never
+    ended), then stop once the cancellations are handled, so no task is left pending
+    for the garbage collector to report."""
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)
 
 
 def _current_loop() -> asyncio.AbstractEventLoop | None:
