@@ -158,9 +158,14 @@ async def measure(url: str, conversations: int, turns: int, rounds: int) -> tupl
 
 
 async def main(
-    conversations: int = 1000, turns: int = 500, rounds: int = 5, postgres: str | None = None
+    conversations: int = 1000,
+    turns: int = 500,
+    rounds: int = 5,
+    postgres: str | None = None,
+    upload_mb: int = 10,
 ) -> dict[str, tuple[float, float]]:
-    """Measure on SQLite and (with ``postgres``) PostgreSQL; print one line each last."""
+    """Measure on SQLite and (with ``postgres``) PostgreSQL; print one line each last,
+    then (``upload_mb`` > 0) the upload of a PDF of that size to the model's turn."""
     stores = {"SQLite": f"sqlite+aiosqlite:///{Path(tempfile.mkdtemp()) / 'kit.db'}"}
     if postgres is not None:
         stores["PostgreSQL"] = postgres
@@ -170,6 +175,12 @@ async def main(
     for name, (drawer_ms, switch_ms) in results.items():
         print(f"{name}: drawer open, {conversations} conversations: {drawer_ms:.1f} ms")
         print(f"{name}: switch to a {turns}-turn conversation: {switch_ms:.1f} ms")
+    if upload_mb > 0:
+        sys.path.insert(0, str(ROOT / "benchmarks"))  # _uploads, beside this file
+        from _uploads import upload_line, upload_to_turn
+
+        upload_ms, _ = await upload_to_turn(rounds, upload_mb)
+        print(upload_line(upload_ms, upload_mb))
     return results
 
 
@@ -179,6 +190,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--postgres", help="a postgresql+psycopg:// URL (default: start one)")
+    parser.add_argument("--upload-mb", type=int, default=10, help="0: no upload line")
     args = parser.parse_args()
     server = None
     url = args.postgres
@@ -189,7 +201,7 @@ if __name__ == "__main__":
         server = start_postgres()
         url = server.database()
     try:
-        asyncio.run(main(args.conversations, args.turns, args.rounds, url))
+        asyncio.run(main(args.conversations, args.turns, args.rounds, url, args.upload_mb))
     finally:
         if server is not None:
             server.stop()

@@ -32,7 +32,7 @@ async def test_mcp_calls_prints_its_ratio_last(capsys: pytest.CaptureFixture[str
 async def test_conversations_prints_the_drawer_and_switch_lines_last(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    results = await load("conversations").main(conversations=5, turns=4, rounds=1)
+    results = await load("conversations").main(conversations=5, turns=4, rounds=1, upload_mb=0)
     lines = capsys.readouterr().out.strip().splitlines()
     drawer_ms, switch_ms = results["SQLite"]
     assert lines[-2:] == [
