@@ -45,6 +45,8 @@ other class lives only here. The families:
   ``ScriptedModelExhausted`` (a test model ran out of replies).
 - Raised by an app's own code: ``ToolRejectedError`` (from an ``on_tool_request``
   callback) and ``AskUserDeclined`` (from an ask_user callback).
+- The chat's uploads: ``AttachmentRefused`` (one file not accepted) and
+  ``AttachmentsRefused`` (a message's files, none of them saved or sent).
 
 Examples:
     >>> from deputy_shiny import ConfigurationError, DeputyError
@@ -70,6 +72,8 @@ __all__ = [
     "ApprovalMismatchError",
     "ApprovalResumeError",
     "AskUserDeclined",
+    "AttachmentRefused",
+    "AttachmentsRefused",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointLimitError",
@@ -679,3 +683,41 @@ class ScriptedModelExhausted(DeputyError):
         >>> issubclass(ScriptedModelExhausted, DeputyError)
         True
     """
+
+
+class AttachmentRefused(DeputyError):
+    """An uploaded file was not accepted; nothing of it was saved or sent.
+
+    Attributes:
+        name: The file's name as the browser gave it.
+        rule: ``type`` (not a kind the chat accepts), ``mismatch`` (the name says
+            another kind than the content), ``markup`` (HTML, SVG or XML), ``bomb`` (a
+            DOCX/XLSX that would unpack past the limit), ``invalid`` (a damaged file),
+            ``size`` / ``message_size`` / ``conversation_size`` (over a cap), ``images``
+            (the model does not take images).
+    """
+
+    def __init__(self, message: str, *, name: str, rule: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.rule = rule
+
+
+class AttachmentsRefused(DeputyError):
+    """A message's attachments were refused (each :class:`AttachmentRefused` says why);
+    none of them was saved or sent."""
+
+    def __init__(self, refusals: list[AttachmentRefused]) -> None:
+        self.refusals = refusals
+        super().__init__(self.note())
+
+    def note(self) -> str:
+        """The one note the chat shows.
+
+        Examples:
+            >>> AttachmentsRefused([AttachmentRefused("a.svg is markup.", name="a.svg",
+            ...                     rule="markup")]).note()
+            'Not sent. a.svg is markup. Your message is back in the input box.'
+        """
+        reasons = " ".join(str(r) for r in self.refusals)
+        return f"Not sent. {reasons} Your message is back in the input box."

@@ -95,6 +95,9 @@ def test_every_exception_below_a_root_is_caught_by_it() -> None:
         "AskUserDeclined",
         "ToolResultReferenceError",
         "ScriptedModelExhausted",
+        # The chat's refusal of an upload: told to the user, never an app's to catch.
+        "AttachmentRefused",
+        "AttachmentsRefused",
     }
     for cls in _exception_classes():
         if cls.__name__ in INTERNAL | standalone | {"DeputyError"}:

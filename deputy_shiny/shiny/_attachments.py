@@ -44,7 +44,7 @@ from htmltools import Tag
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._util import safe_fs
-from ..errors import ConfigurationError, PathDenied
+from ..errors import AttachmentsRefused, ConfigurationError, PathDenied
 from ..messages import ContentImage, ContentText, UserContent
 from ._upload_checks import (
     KIND_LABELS,
@@ -340,25 +340,6 @@ class SessionUploads:
             )
             raise AttachmentsRefused([refusal]) from exc
         return saved
-
-
-class AttachmentsRefused(Exception):
-    """A message's attachments were refused (each :class:`AttachmentRefused` says why)."""
-
-    def __init__(self, refusals: list[AttachmentRefused]) -> None:
-        self.refusals = refusals
-        super().__init__(self.note())
-
-    def note(self) -> str:
-        """The one note the chat shows.
-
-        Examples:
-            >>> AttachmentsRefused([AttachmentRefused("a.svg is markup.", name="a.svg",
-            ...                     rule="markup")]).note()
-            'Not sent. a.svg is markup. Your message is back in the input box.'
-        """
-        reasons = " ".join(str(r) for r in self.refusals)
-        return f"Not sent. {reasons} Your message is back in the input box."
 
 
 @dataclass(frozen=True)

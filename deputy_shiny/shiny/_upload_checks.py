@@ -39,7 +39,7 @@ import unicodedata
 import zipfile
 from typing import Literal
 
-from ..errors import DeputyError
+from ..errors import AttachmentRefused
 
 __all__ = [
     "KIND_LABELS",
@@ -92,24 +92,6 @@ MAX_NAME_LENGTH = 100
 _MARKUP = re.compile(rb"^\s*<(?:!doctype|\?xml|html|svg|head|body|script|iframe|!--)", re.I)
 # What a saved name keeps: letters and digits of any script, and a few separators.
 _UNSAFE = re.compile(r"[^\w .,()+\-]")
-
-
-class AttachmentRefused(DeputyError):
-    """An uploaded file was not accepted; nothing of it was saved or sent.
-
-    Attributes:
-        name: The file's name as the browser gave it.
-        rule: ``type`` (not a kind the chat accepts), ``mismatch`` (the name says
-            another kind than the content), ``markup`` (HTML, SVG or XML), ``bomb`` (a
-            DOCX/XLSX that would unpack past the limit), ``invalid`` (a damaged file),
-            ``size`` / ``message_size`` / ``conversation_size`` (over a cap), ``images``
-            (the model does not take images).
-    """
-
-    def __init__(self, message: str, *, name: str, rule: str) -> None:
-        super().__init__(message)
-        self.name = name
-        self.rule = rule
 
 
 def human_size(size: int) -> str:
