@@ -249,3 +249,29 @@ def test_the_kits_script_writes_no_words_of_its_own() -> None:
         source = script.read_text()
         assert not re.search(r"(textContent|innerText|innerHTML|title)\s*=\s*[\"'`]", source)
         assert not re.search(r"\.(textContent|innerText)\s*=\s*[^;]*[\"'][A-Za-z ]{4,}", source)
+
+
+def test_the_drawer_and_the_edit_control_speak_the_apps_language() -> None:
+    """The words of the history drawer's cap note and of an edit's confirm (#33, #34)."""
+    from deputy_shiny.shiny._session_branches import files_restored
+    from deputy_shiny.shiny._session_listing import capped_note
+
+    german = KitStrings(
+        files_restored_one="1 Datei zurückgesetzt: {names}",
+        files_restored_many="{count} Dateien zurückgesetzt: {names}",
+        files_more=" und {count} weitere",
+        capped_one="Höchstens {limit} Gespräche: das älteste ({titles}) wurde gelöscht.",
+        capped_many="Höchstens {limit} Gespräche: die ältesten ({titles}) wurden gelöscht.",
+    )
+    assert files_restored(["a.md"], german) == "1 Datei zurückgesetzt: a.md"
+    paths = [f"f{i}" for i in range(7)]
+    assert files_restored(paths, german) == (
+        "7 Dateien zurückgesetzt: f0, f1, f2, f3, f4 und 2 weitere"
+    )
+    assert capped_note(["x"], 3, german) == (
+        "Höchstens 3 Gespräche: das älteste (“x”) wurde gelöscht."
+    )
+    titles = ["a", "b", "c", "d", "e"]
+    assert capped_note(titles, 3, german) == (
+        "Höchstens 3 Gespräche: die ältesten (“a”, “b”, “c” und 2 weitere) wurden gelöscht."
+    )

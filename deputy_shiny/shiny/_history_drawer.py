@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ._chat_session import _ChatSession
     from ._session_conversation import SessionConversation
+    from ._strings import KitStrings
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class AgentChatHandle(Protocol):
 
     agent: Agent | None
     _chat_session: _ChatSession | None
+
+    strings: KitStrings
 
     def running(self) -> bool: ...
 
@@ -126,9 +129,8 @@ class _Drawer:
         handle = self.handle
         if handle is None or not handle.running():
             return handle is not None
-        confirmed = await handle.confirm(
-            title, "The agent is working on a reply: it is stopped first.", "Stop and continue"
-        )
+        words = handle.strings
+        confirmed = await handle.confirm(title, words.stop_first_body, words.stop_first_button)
         if not confirmed:
             return False
         if handle._chat_session is not None:
@@ -144,7 +146,9 @@ class _Drawer:
         conversation = self.conversation
         if conversation is None or value == conversation.listing.current:
             return
-        if not await self.stopped_first("Switch conversations?"):
+        if self.handle is None or not await self.stopped_first(
+            self.handle.strings.switch_confirm_title
+        ):
             await self.send_list()
             return
         if self.handle is not None and self.handle._chat_session is not None:
@@ -153,7 +157,9 @@ class _Drawer:
             await self.send_list()  # not the user's: the drawer shows what is there
 
     async def start_new(self) -> None:
-        if self.handle is not None and await self.stopped_first("Start a new conversation?"):
+        if self.handle is not None and await self.stopped_first(
+            self.handle.strings.new_confirm_title
+        ):
             await self.handle.new_conversation()
 
     async def rename(self, value: object, title: object) -> None:

@@ -40,6 +40,7 @@ from ._branches import BranchTree, prompt_indices
 from ._chat_session import BUSY_MESSAGE, _ChatSession, tell
 from ._history_drawer import listed
 from ._image_guard import ImageGuard
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["SessionBranches", "files_restored", "parse_edit", "parse_navigate"]
 
@@ -48,13 +49,12 @@ logger = logging.getLogger(__name__)
 MAX_EDIT_CHARS = 100_000
 """The longest edited message accepted (a longer one is refused with a note)."""
 SETTLE_POLLS = 200  # x 0.05 s: how long an edit waits for the stopped run to end
-NOT_EDITABLE = "This message never reached the agent, so it cannot be edited."
 SHOWN_FILES = 5
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def files_restored(paths: Sequence[str]) -> str:
+def files_restored(paths: Sequence[str], strings: KitStrings = DEFAULT_STRINGS) -> str:
     """The confirm's words for the files that go back.
 
     Examples:
@@ -64,8 +64,11 @@ def files_restored(paths: Sequence[str]) -> str:
         '7 files restored: f0, f1, f2, f3, f4 and 2 more'
     """
     names = ", ".join(paths[:SHOWN_FILES])
-    more = f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
-    return f"{len(paths)} file{'' if len(paths) == 1 else 's'} restored: {names}{more}"
+    if len(paths) > SHOWN_FILES:
+        names += strings.format("files_more", count=len(paths) - SHOWN_FILES)
+    if len(paths) == 1:
+        return strings.format("files_restored_one", names=names)
+    return strings.format("files_restored_many", count=len(paths), names=names)
 
 
 def parse_edit(value: Any) -> tuple[int, str] | None:
@@ -199,7 +202,7 @@ class SessionBranches:
         if ordinal is None:
             logger.warning("an edit or navigation naming message %r was refused", index)
             if 0 <= index < len(shown) and shown[index].get("role") == "user":
-                await tell(self.chat, NOT_EDITABLE)
+                await tell(self.chat, self.session.strings.not_editable)
         return ordinal
 
     async def _show(self) -> None:
@@ -292,11 +295,10 @@ class SessionBranches:
             await tell(self.chat, BUSY_MESSAGE)
             return
         if not content.strip() or len(content) > MAX_EDIT_CHARS:
-            await tell(self.chat, f"An edited message needs 1 to {MAX_EDIT_CHARS:,} characters.")
+            limit = f"{MAX_EDIT_CHARS:,}"
+            await tell(self.chat, self.session.strings.format("edit_length", limit=limit))
             return
-        await self._alone(
-            self._edit(index, content, attachments), "The message could not be edited"
-        )
+        await self._alone(self._edit(index, content, attachments), self.session.strings.edit_failed)
 
     async def _edit(self, index: int, content: str, attachments: bool) -> None:
         await self._settle()
@@ -311,12 +313,9 @@ class SessionBranches:
         paths: tuple[str, ...] = ()
         if journal is not None and checkpoint is not None:
             paths = await asyncio.to_thread(journal.changed_since, checkpoint)
-        body = (
-            f"{files_restored(paths)}. They go back to how they were when this message was "
-            "first sent, and the conversation continues from the edited message. The "
-            "conversation as it is stays one step away (‹ ›), with its files."
-        )
-        if not await self._go_ahead(turns, paths, "Edit this message?", body, "Edit and rerun"):
+        words = self.session.strings
+        body = words.format("edit_body", files=files_restored(paths, words))
+        if not await self._go_ahead(turns, paths, words.edit_title, body, words.edit_button):
             return
         state, files = await self._snapshot()
         self.tree.keep(turns, state, files)
@@ -325,9 +324,9 @@ class SessionBranches:
             await asyncio.to_thread(agent.rewind_files, checkpoint)
         await self._show()
         if journal is not None and checkpoint is None:
-            await tell(self.chat, "The files were not rewound: this message has no checkpoint.")
+            await tell(self.chat, words.edit_no_checkpoint)
         if attachments:
-            await tell(self.chat, "Attachments are not sent again with an edited message.")
+            await tell(self.chat, words.edit_no_attachments)
         await self.session.send(content)
         await self._after_run()
 
@@ -348,9 +347,7 @@ class SessionBranches:
             if self.switching or self._busy():
                 await tell(self.chat, BUSY_MESSAGE)
                 return
-            await self._alone(
-                self._navigate(index, direction), "The other version could not be opened"
-            )
+            await self._alone(self._navigate(index, direction), self.session.strings.version_failed)
         finally:
             await self.enable()  # shinychat waits for it to end the navigation
 
@@ -372,11 +369,11 @@ class SessionBranches:
                 paths.update(await asyncio.to_thread(journal.changed_since, checkpoint))
             now = await asyncio.to_thread(journal.read_files, tuple(target.files))
             paths.update(p for p, data in target.files.items() if now[p] != data)
-        body = (
-            f"{files_restored(sorted(paths))}. The files go back to how this version "
-            "left them; the current one stays one step away (‹ ›), with its files."
-        )
-        if not await self._go_ahead(turns, sorted(paths), "Open this version?", body, "Open"):
+        words = self.session.strings
+        body = words.format("version_body", files=files_restored(sorted(paths), words))
+        if not await self._go_ahead(
+            turns, sorted(paths), words.version_title, body, words.version_button
+        ):
             return
         state, files = await self._snapshot()
         self.tree.take(target)

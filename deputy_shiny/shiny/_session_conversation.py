@@ -335,7 +335,7 @@ class SessionConversation:
         await forget(self.persistence, self._link, dropped)
         if self.listing_changed is not None:
             await self.listing_changed()
-        return capped_note(self.listing.dropped, self.persistence.max_conversations)
+        return capped_note(self.listing.dropped, self.persistence.max_conversations, self.strings)
 
     def _in_use_names(self) -> set[Path]:
         return {*_in_use, *_open, self.folder.directory}

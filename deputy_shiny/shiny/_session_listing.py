@@ -37,6 +37,7 @@ from ._conversation_list import (
 )
 from ._kit_store import KitStore
 from ._stored_conversations import CONVERSATION_KIND, discard_folders, lease_name
+from ._strings import DEFAULT_STRINGS, KitStrings
 
 if TYPE_CHECKING:
     from ._conversations import KitPersistence
@@ -73,16 +74,20 @@ async def forget(
     await asyncio.to_thread(discard_folders, persistence, names)
 
 
-def capped_note(titles: list[str], limit: int) -> str | None:
-    """What the chat says when conversations past the cap were deleted (None: none)."""
+def capped_note(titles: list[str], limit: int, strings: KitStrings = DEFAULT_STRINGS) -> str | None:
+    """What the chat says when conversations past the cap were deleted (None: none).
+
+    Examples:
+        >>> capped_note(["a", "b"], 2)
+        'You can keep 2 conversations here, so the oldest ones (“a”, “b”) were deleted.'
+    """
     if not titles:
         return None
-    shown = ", ".join(f"“{t}”" for t in titles[:3]) + (" and more" if len(titles) > 3 else "")
-    many = len(titles) > 1
-    return (
-        f"You can keep {limit} conversations here, so the oldest one{'s' if many else ''} "
-        f"({shown}) {'were' if many else 'was'} deleted."
-    )
+    shown = ", ".join(f"“{t}”" for t in titles[:3])
+    if len(titles) > 3:
+        shown += strings.format("files_more", count=len(titles) - 3)
+    name = "capped_many" if len(titles) > 1 else "capped_one"
+    return strings.format(name, limit=limit, titles=shown)
 
 
 class SessionListing:

@@ -79,6 +79,14 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
         "mode_hint_one": ("modes",),
         "mode_hint_many": ("modes",),
         "mode_names_and": ("first", "last"),
+        "capped_one": ("limit", "titles"),
+        "capped_many": ("limit", "titles"),
+        "edit_length": ("limit",),
+        "edit_body": ("files",),
+        "version_body": ("files",),
+        "files_restored_one": ("names",),
+        "files_restored_many": ("count", "names"),
+        "files_more": ("count",),
     }.items()
 }
 """The placeholders each string with values must use (all of them, and no other)."""
@@ -232,6 +240,39 @@ class KitStrings(FrozenConfig):
     feedback_comment: str = "Comment (optional)"
     feedback_send: str = "Send comment"
     feedback_saved: str = "Thanks: your feedback is saved."
+    # The history drawer (saved conversations).
+    switch_confirm_title: str = "Switch conversations?"
+    stop_first_body: str = "The agent is working on a reply: it is stopped first."
+    stop_first_button: str = "Stop and continue"
+    capped_one: str = (
+        "You can keep {limit} conversations here, so the oldest one ({titles}) was deleted."
+    )
+    capped_many: str = (
+        "You can keep {limit} conversations here, so the oldest ones ({titles}) were deleted."
+    )
+    # Editing a past message, and its versions (‹ ›).
+    not_editable: str = "This message never reached the agent, so it cannot be edited."
+    edit_length: str = "An edited message needs 1 to {limit} characters."
+    edit_failed: str = "The message could not be edited"
+    edit_title: str = "Edit this message?"
+    edit_button: str = "Edit and rerun"
+    edit_body: str = (
+        "{files}. They go back to how they were when this message was first sent, and the "
+        "conversation continues from the edited message. The conversation as it is stays "
+        "one step away (‹ ›), with its files."
+    )
+    edit_no_checkpoint: str = "The files were not rewound: this message has no checkpoint."
+    edit_no_attachments: str = "Attachments are not sent again with an edited message."
+    version_failed: str = "The other version could not be opened"
+    version_title: str = "Open this version?"
+    version_button: str = "Open"
+    version_body: str = (
+        "{files}. The files go back to how this version left them; the current one stays "
+        "one step away (‹ ›), with its files."
+    )
+    files_restored_one: str = "1 file restored: {names}"
+    files_restored_many: str = "{count} files restored: {names}"
+    files_more: str = " and {count} more"
     # The conversation panel.
     new_conversation: str = "New conversation"
     download_conversation: str = "Download conversation"
