@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -296,7 +297,11 @@ def test_options_through_the_command(
     log = tmp_path / "debug.log"
     argv = ["run", "hello", "--model", "deputy/demo", "--dir", str(work), "--tools", "minimal"]
     argv += ["--no-ask", "--debug-file", str(log), "--no-color"]
+    library = logging.getLogger("deputy_shiny")
+    before = (library.level, library.propagate, list(library.handlers))
     assert main(argv) == 0
+    # --debug leaves the library's logging as it found it (records reach the root again).
+    assert (library.level, library.propagate, list(library.handlers)) == before
     out, err = capsys.readouterr()
     assert "**list files**" in out  # not a terminal: the Markdown as written
     assert "ask me something" not in out and "write a note" not in out  # minimal, no ask

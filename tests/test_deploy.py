@@ -172,7 +172,8 @@ def test_the_documented_manifest_bundles_the_app_and_a_fresh_env_serves_it(
     assert isinstance(files, dict)
     assert {name.split("/")[0] for name in files} == BUNDLE_TOP
     assert "deputy_shiny/shiny/www/deputy_shiny.js" in files and "app.py" in files
-    assert len(files) < 200
+    # The package's own modules (about 230 now); a stray tree (a venv, node_modules) is thousands.
+    assert len(files) < 400
     python = manifest["python"]
     assert isinstance(python, dict) and python["package_manager"]["package_file"] == (
         "requirements.txt"

@@ -204,12 +204,18 @@ def _main(argv: Sequence[str]) -> int:
     except CommandLineError as exc:
         errors.print(Text(f"deputy: {exc}"), soft_wrap=True)
         return 2
+    library = logging.getLogger("deputy_shiny")
+    level, propagate = library.level, library.propagate
     handler = debug_logging(options)
     try:
         return _session(options, errors)
     finally:
         if handler is not None:
-            logging.getLogger("deputy_shiny").removeHandler(handler)
+            # As it was: a process that runs the command again (a test, an embedding app)
+            # keeps its own logging, and its records still reach the root's handlers.
+            library.removeHandler(handler)
+            library.setLevel(level)
+            library.propagate = propagate
             handler.close()
 
 
