@@ -59,7 +59,7 @@ def _row(view: McpServerView, input_id: str, strings: KitStrings = DEFAULT_STRIN
     if busy:
         button.attrs["disabled"] = "disabled"
     state = tags.span(
-        view.state,
+        strings.state_word(view.state),
         class_=f"badge {_STATE_CLASS.get(view.state, 'text-bg-secondary')} deputy-mcp-state",
     )
     tools = strings.format("mcp_tools", count=view.tools)

@@ -233,6 +233,18 @@ class KitStrings(FrozenConfig):
     usage_line: str = (
         "Requests: {requests} · Tokens: {tokens} · Tool calls: {tool_calls} · Cost: {cost}"
     )
+    # The state badges of the MCP and subagent panels (by the state they show).
+    state_not_connected: str = "not connected"
+    state_connecting: str = "connecting"
+    state_connected: str = "connected"
+    state_failed: str = "failed"
+    state_closed: str = "closed"
+    state_running: str = "running"
+    state_queued: str = "queued"
+    state_completed: str = "completed"
+    state_stopped: str = "stopped"
+    state_suspended: str = "suspended"
+    state_not_started: str = "not_started"
     # The rating under each reply (agent_chat_ui(feedback=True)).
     feedback_group: str = "Rate this reply"
     feedback_good: str = "Good reply"
@@ -343,6 +355,18 @@ class KitStrings(FrozenConfig):
         if wanted:  # a string without values is no template: shown as written
             _check(text, wanted)
         return text
+
+    def state_word(self, state: str) -> str:
+        """The badge's word for a panel's ``state`` (an unknown one as it is).
+
+        Examples:
+            >>> KitStrings(state_running="läuft").state_word("running")
+            'läuft'
+            >>> DEFAULT_STRINGS.state_word("not connected"), DEFAULT_STRINGS.state_word("?")
+            ('not connected', '?')
+        """
+        word = getattr(self, "state_" + state.replace(" ", "_"), None)
+        return word if isinstance(word, str) else state
 
     def feedback_words(self) -> str:
         """The rating's words as JSON, for the page's script (it shows them as text).

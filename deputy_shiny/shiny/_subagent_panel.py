@@ -167,7 +167,7 @@ def _row(
     header = tags.div(
         tags.strong(str(view.get("agent_name", "?")), class_="deputy-subagent-name"),
         tags.span(
-            status,
+            strings.state_word(status),
             class_=f"badge {_STATUS_CLASS.get(status, 'text-bg-secondary')} deputy-subagent-status",
         ),
         tags.span(

@@ -222,7 +222,12 @@ class AgentChat:
         message = self.loc_user_messages.nth(index)
         message.hover(timeout=timeout)
         message.get_by_role("button", name="Edit message").click(timeout=timeout)
-        message.locator("[contenteditable='true']").fill(text, timeout=timeout)
+        editor = message.locator("[contenteditable='true']")
+        # The editor receives the message's text just after it opens: wait for it, or on a
+        # busy machine it lands after the fill and the two run together.
+        expect(editor).not_to_have_text(re.compile(r"^\s*$"), timeout=timeout)
+        editor.fill(text, timeout=timeout)
+        expect(editor).to_have_text(text, timeout=timeout)
         message.get_by_role("button", name="Save and resend").click(timeout=timeout)
 
     def versions(self, index: int) -> Locator:
