@@ -38,6 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Sandboxed calls as root leave no uid record on the machine: the record of which
     workspace holds which uid (deputy_shiny/sandbox/_uids.py) goes to a temporary
     directory, set before any app server is started (e2e servers start at collection)."""
+    if hasattr(config, "workerinput") and os.environ.get(_UID_CLAIMS):
+        return  # a worker of pytest -n shares its controller's record (set before it)
     _claims_before.append(os.environ.get(_UID_CLAIMS))
     os.environ[_UID_CLAIMS] = tempfile.mkdtemp(prefix="deputy-uid-claims-")
 
@@ -45,12 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the uid record and the ``deputy_shiny`` cgroup directories this process made
     (where no other process still uses them)."""
-    shutil.rmtree(os.environ.get(_UID_CLAIMS, ""), ignore_errors=True)
-    before = _claims_before.pop() if _claims_before else None
-    if before is None:
-        os.environ.pop(_UID_CLAIMS, None)
-    else:
-        os.environ[_UID_CLAIMS] = before
+    if _claims_before:  # a worker of pytest -n leaves its controller's record alone
+        shutil.rmtree(os.environ.get(_UID_CLAIMS, ""), ignore_errors=True)
+        before = _claims_before.pop()
+        if before is None:
+            os.environ.pop(_UID_CLAIMS, None)
+        else:
+            os.environ[_UID_CLAIMS] = before
     cgroups = sys.modules.get("deputy_shiny.sandbox._cgroups")
     if cgroups is not None:
         cgroups._remove_made_parents()

@@ -62,6 +62,7 @@ CHROMIUM_ARGS = [
 ]
 STARTUP_TIMEOUT = 90.0
 LOOKAHEAD = 2  # apps launched ahead of the module that uses them
+_LAUNCHED_AHEAD: list[bool] = []  # a worker of pytest -n: its first browser test launched
 ARTIFACTS = Path(tempfile.gettempdir()) / "deputy_shiny-e2e"
 
 # The scenario apps are started by `shiny run`, never imported by pytest.
@@ -229,13 +230,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     if session.config.option.collectonly:
         return
-    for item in session.items:
+    _plan(session.items)
+    if _xdist_worker(session.config):
+        return  # this worker may run no browser test: its first one launches them
+    for key in _PLAN[:LOOKAHEAD]:
+        _prelaunch(key)
+
+
+def _xdist_worker(config: pytest.Config) -> bool:
+    """True in a worker of ``pytest -n`` (each collects every test, runs some)."""
+    return hasattr(config, "workerinput")
+
+
+def _plan(items: list[pytest.Item]) -> None:
+    """The apps the selected modules declare in ``E2E_APPS``, in the order they run."""
+    for item in items:
         for entry in getattr(getattr(item, "module", None), "E2E_APPS", ()):
             key = _app_key(*entry) if isinstance(entry, tuple) else _app_key(entry)
             if key not in _PLAN:
                 _PLAN.append(key)
-    for key in _PLAN[:LOOKAHEAD]:
-        _prelaunch(key)
 
 
 def _app_key(app_file: str, env_overrides: dict[str, str] | None = None) -> AppKey:
@@ -269,13 +282,26 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     """Run the harness checks first among the browser tests.
 
     If the browser or server start is broken, that is the first failure; and the
-    harness needs no model, so the next apps warm up meanwhile.
+    harness needs no model, so the next apps warm up meanwhile. Under ``pytest -n``
+    the browser tests are one group, run in order by one worker (one browser, the apps
+    launched ahead of their modules), while the other workers run the rest.
     """
     harness = E2E / "test_harness.py"
     positions = [i for i, item in enumerate(items) if item.path.parent == E2E]
     ordered = sorted((items[i] for i in positions), key=lambda item: item.path != harness)
     for position, item in zip(positions, ordered, strict=True):
         items[position] = item
+    if session.config.pluginmanager.hasplugin("xdist"):
+        for item in ordered:
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a worker of ``pytest -n``, the first browser test launches the first apps."""
+    if item.path.is_relative_to(E2E) and _xdist_worker(item.config) and not _LAUNCHED_AHEAD:
+        _LAUNCHED_AHEAD.append(True)
+        for key in _PLAN[:LOOKAHEAD]:
+            _prelaunch(key)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
