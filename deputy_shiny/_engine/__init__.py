@@ -10,7 +10,8 @@ never reads an Agent's private state. The map, in the order a run meets it:
 * ``budget``: what runs spend: the one usage accumulator (UsageTally), the one charge
   rule (response_usage), a run's Meter, and SharedBudget, the limits a run shares
   with its delegations;
-* ``loop``: the Engine: requests, streaming, fallbacks, limits, stop reasons;
+* ``loop``: the Engine: the run's steps, limits, stop reasons;
+* ``request``: one model request: retries, fallbacks, streaming, the response's turn;
 * ``state``: what one run carries between steps, and error results;
 * ``tool_calls``: a response's tool calls: the gate, execution, results;
 * ``gate``: permission steps 7-9 per call (permission hooks, PreToolUse, approvals);
