@@ -12,6 +12,9 @@ arguments back into a call. Three sources of truth are supported:
 
 The descriptions in the schema (cleaned docstrings, ``Args:`` sections) come from
 :mod:`deputy_shiny.tools._descriptions`; its functions stay importable from here.
+Parsing the raw arguments and wording their problems live in
+:mod:`deputy_shiny.tools._arguments_errors`, reading the signature and binding the
+arguments to it in :mod:`deputy_shiny.tools._arguments_binding`.
 
 Examples:
     >>> def add(a: int, b: int = 1) -> int:
@@ -32,7 +35,6 @@ Examples:
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import json
 import re
@@ -40,17 +42,30 @@ import threading
 import types
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, PydanticJsonSchemaWarning
 from pydantic_core import PydanticUndefined
 
-from .._util.json import loads_bounded
-from ..errors import InvalidToolError, ToolArgumentsError
+from ..errors import InvalidToolError
+from ._arguments_binding import (
+    _Binder,
+    _callable_label,
+    _first_line,
+    _make_binder,
+    _resolved_signature,
+    _unwrap,
+)
+from ._arguments_errors import (
+    _arguments_error,
+    _format_loc,
+    _parse_raw,
+    _short_json,
+    _split_loc,
+)
 from ._descriptions import (
     clean_description,
     clean_schema_descriptions,
@@ -68,9 +83,6 @@ __all__ = [
     "docstring_summary",
     "parameter_descriptions",
 ]
-
-_MAX_PROBLEMS = 10
-_EXCERPT = 80
 
 
 # --------------------------------------------------------------------------- schema helpers
@@ -103,293 +115,6 @@ def _tidy_object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         tidy["additionalProperties"] = rest.pop("additionalProperties")
     tidy.update(rest)
     return tidy
-
-
-def _example_call(json_schema: Mapping[str, Any]) -> str:
-    props = json_schema.get("properties") or {}
-    parts = [f'"{name}": <{describe_schema(s)}>' for name, s in list(props.items())[:6]]
-    if len(props) > 6:
-        parts.append("...")
-    return "{" + ", ".join(parts) + "}"
-
-
-def _short_json(value: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value, default=str, ensure_ascii=False)
-    except Exception:
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _format_loc(loc: Sequence[Any]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _arguments_error(tool_name: str, problems: list[str]) -> ToolArgumentsError:
-    shown = problems[:_MAX_PROBLEMS]
-    if len(problems) > len(shown):
-        shown.append(f"... and {len(problems) - len(shown)} more problems")
-    lines = "\n".join(f"- {p}" for p in shown)
-    return ToolArgumentsError(
-        f"Invalid arguments for tool {tool_name!r}:\n{lines}\n"
-        "Fix the arguments and call the tool again.",
-        tool_name=tool_name,
-    )
-
-
-def _parse_raw(
-    raw: str | Mapping[str, Any] | None, tool_name: str, schema: dict[str, Any]
-) -> dict[str, Any]:
-    """Parse the model's raw arguments into a dict; ``""``, ``None`` and ``null`` mean ``{}``."""
-    example = _example_call(schema)
-    if raw is None:
-        return {}
-    if isinstance(raw, (bytes, bytearray)):
-        raw = bytes(raw).decode("utf-8", errors="replace")
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            value = loads_bounded(raw)
-        except json.JSONDecodeError as e:
-            if len(raw) <= _EXCERPT:
-                excerpt = raw
-            else:
-                start = max(0, e.pos - _EXCERPT // 2)
-                excerpt = raw[start : start + _EXCERPT]
-                excerpt = (
-                    ("..." if start else "")
-                    + excerpt
-                    + ("..." if start + _EXCERPT < len(raw) else "")
-                )
-            raise ToolArgumentsError(
-                f"Invalid arguments for tool {tool_name!r}: not valid JSON ({e.msg} at line "
-                f"{e.lineno} column {e.colno}) in {excerpt!r}. "
-                f"Send the arguments as one JSON object, e.g. {example}.",
-                tool_name=tool_name,
-            ) from None
-        if value is None:
-            return {}
-    else:
-        value = raw
-    if not isinstance(value, Mapping):
-        kind = {
-            list: "an array",
-            str: "a string",
-            bool: "a boolean",
-            int: "a number",
-            float: "a number",
-        }
-        what = kind.get(type(value), f"a {type(value).__name__}")
-        raise ToolArgumentsError(
-            f"Invalid arguments for tool {tool_name!r}: the arguments must be a JSON object "
-            f"with named arguments, e.g. {example}, not {what} ({_short_json(value)}).",
-            tool_name=tool_name,
-        )
-    return dict(value)
-
-
-# --------------------------------------------------------------------------- binding
-
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-
-
-@dataclass(frozen=True)
-class _Binder:
-    """Turns validated arguments (by name) into ``(args, kwargs)`` for the function."""
-
-    mode: Literal["keyword", "positional"]
-    # keyword mode: every positional-only parameter of the function, in order
-    positional_only: tuple[inspect.Parameter, ...] = ()
-    # positional mode: the schema's property order, and fill-ins for gaps
-    order: tuple[str, ...] = ()
-    fill: Mapping[str, Any] | None = None
-
-    def bind(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        kwargs = dict(arguments)
-        args: list[Any] = []
-        if self.mode == "keyword":
-            names = [p.name for p in self.positional_only]
-            last = max((i for i, n in enumerate(names) if n in kwargs), default=-1)
-            for param in self.positional_only[: last + 1]:
-                if param.name in kwargs:
-                    args.append(kwargs.pop(param.name))
-                elif param.default is not inspect.Parameter.empty:
-                    args.append(param.default)
-                else:
-                    raise ToolArgumentsError(f"Missing required argument {param.name!r}.")
-            return args, kwargs
-        fill = self.fill or {}
-        last = max((i for i, n in enumerate(self.order) if n in kwargs), default=-1)
-        for name in self.order[: last + 1]:
-            if name in kwargs:
-                args.append(kwargs.pop(name))
-            elif name in fill:
-                args.append(fill[name])
-            else:
-                later = [n for n in self.order[self.order.index(name) + 1 :] if n in arguments]
-                raise ToolArgumentsError(
-                    f"Argument {name!r} is needed when {later[0]!r} is given "
-                    "(the arguments are passed by position)."
-                )
-        return args, kwargs
-
-
-def _callable_label(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def _make_binder(
-    fn: Callable[..., Any],
-    names: Sequence[str],
-    *,
-    tool_name: str,
-    schema_defaults: Mapping[str, Any],
-    what: str,
-) -> _Binder:
-    """Decide how properties ``names`` map onto ``fn``'s parameters (checked at definition)."""
-    try:
-        sig = inspect.signature(fn)
-    except (ValueError, TypeError):
-        return _Binder("positional", order=tuple(names), fill=dict(schema_defaults))
-    params = list(sig.parameters.values())
-    named = {p.name: p for p in params if p.kind not in _VARIADIC}
-    has_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    has_var_pos = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
-    label = _callable_label(fn)
-    prefix = f"tool {tool_name!r}: {what}"
-
-    unmatched = [n for n in names if n not in named]
-    all_positional_only = all(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in named.values())
-    if (
-        (unmatched and not has_var_kw)
-        and all_positional_only
-        and not any(n in named for n in names)
-    ):
-        # e.g. str.upper(self, /): pass the values by position in property order.
-        positional = [p for p in params if p.kind in _POSITIONAL]
-        if len(positional) < len(names) and not has_var_pos:
-            raise InvalidToolError(
-                f"{prefix} has {len(names)} properties but {label} takes only "
-                f"{len(positional)} positional arguments."
-            )
-        fill = dict(schema_defaults)
-        for name, param in zip(names, positional, strict=False):
-            if param.default is not inspect.Parameter.empty:
-                fill[name] = param.default
-        for param in positional[len(names) :]:
-            if param.default is inspect.Parameter.empty:
-                raise InvalidToolError(
-                    f"{prefix} does not give {label}'s required parameter {param.name!r}."
-                )
-        return _Binder("positional", order=tuple(names), fill=fill)
-
-    if unmatched and not has_var_kw:
-        accepted = ", ".join(repr(n) for n in named) or "none"
-        raise InvalidToolError(
-            f"{prefix} has properties {', '.join(repr(n) for n in unmatched)} that match no "
-            f"parameter of {label} (its parameters: {accepted}). Rename them to match, or "
-            "give the function a **kwargs parameter."
-        )
-    for param in named.values():
-        if param.default is inspect.Parameter.empty and param.name not in names:
-            raise InvalidToolError(
-                f"{prefix} does not describe {label}'s required parameter {param.name!r}."
-            )
-    positional_only = tuple(p for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY)
-    return _Binder("keyword", positional_only=positional_only)
-
-
-# --------------------------------------------------------------------------- error locations
-
-
-_PYDANTIC_TAG_TYPES = {
-    "int": "integer",
-    "str": "string",
-    "float": "number",
-    "bool": "boolean",
-    "none": "null",
-    "list": "array",
-    "dict": "object",
-}
-
-
-def _split_loc(
-    loc: tuple[Any, ...], root: Mapping[str, Any]
-) -> tuple[tuple[Any, ...], str | None, int]:
-    """Split a pydantic error location into the value's path and the first union tag in it.
-
-    Pydantic puts the name of the union member it tried into ``loc`` (``('x', 'int')``);
-    walking the JSON schema alongside tells those tags from real keys. Returns
-    ``(path without tags, first tag or None, index in path where that union sits)``.
-    """
-    defs = root.get("$defs", {}) if isinstance(root, Mapping) else {}
-    node: Any = root
-    path: list[Any] = []
-    tag: str | None = None
-    union_at = 0
-    for part in loc:
-        node = _resolve_ref(node, defs)
-        branches = node.get("anyOf") or node.get("oneOf") if isinstance(node, Mapping) else None
-        if isinstance(branches, list):
-            real = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
-            if len(real) == 1:  # Optional[X]: pydantic adds no tag
-                node = _resolve_ref(real[0], defs)
-            elif isinstance(part, str) and isinstance(node, Mapping):
-                mapping = (node.get("discriminator") or {}).get("mapping") or {}
-                if part in mapping:  # a discriminated union picked its member: no failure
-                    node = {"$ref": mapping[part]}
-                    continue
-                if tag is None:
-                    tag, union_at = part, len(path)
-                node = _pick_branch(real, part)
-                continue
-        if not isinstance(node, Mapping):
-            path.append(part)
-            continue
-        path.append(part)
-        properties = node.get("properties") or {}
-        if isinstance(part, int):
-            prefix = node.get("prefixItems")
-            if isinstance(prefix, list) and part < len(prefix):
-                node = prefix[part]
-            else:
-                node = node.get("items")
-        elif part in properties:
-            node = properties[part]
-        else:
-            extra = node.get("additionalProperties")
-            node = extra if isinstance(extra, Mapping) else None
-    return tuple(path), tag, union_at
-
-
-def _resolve_ref(node: Any, defs: Mapping[str, Any]) -> Any:
-    for _ in range(20):
-        if not (isinstance(node, Mapping) and isinstance(node.get("$ref"), str)):
-            return node
-        node = defs.get(node["$ref"].rsplit("/", 1)[-1])
-    return node
-
-
-def _pick_branch(branches: list[Any], tag: str) -> Any:
-    base = tag.split("[", 1)[0]
-    for branch in branches:
-        if not isinstance(branch, Mapping):
-            continue
-        ref = branch.get("$ref")
-        if isinstance(ref, str) and ref.rsplit("/", 1)[-1] == tag:
-            return branch
-        if branch.get("type") == _PYDANTIC_TAG_TYPES.get(base):
-            return branch
-    return None
 
 
 # --------------------------------------------------------------------------- schemas
@@ -825,60 +550,3 @@ def _check_schema_once(validator_cls: Any, schema: Mapping[str, Any]) -> None:
     with _schema_cache_lock:
         if len(_checked_schemas) < _SCHEMA_CACHE_SIZE:
             _checked_schemas.add(key)
-
-
-def _unwrap(fn: Any) -> Any:
-    """The underlying function of a partial (for docstrings and annotations)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return fn
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def _globals_of(fn: Any) -> dict[str, Any]:
-    target = _unwrap(fn)
-    namespace = getattr(target, "__globals__", None)
-    if namespace is None:
-        for klass in type(target).__mro__:  # a callable object: its class's __call__
-            if "__call__" in klass.__dict__:
-                namespace = getattr(klass.__dict__["__call__"], "__globals__", None)
-                break
-    return dict(namespace or {})
-
-
-def _resolved_signature(fn: Callable[..., Any], tool_name: str) -> inspect.Signature:
-    """The signature of ``fn`` with string annotations (PEP 563) resolved."""
-    label = _callable_label(fn)
-    try:
-        raw = inspect.signature(fn)
-    except (ValueError, TypeError) as e:
-        raise InvalidToolError(
-            f"tool {tool_name!r}: cannot read the signature of {label} ({e}). Pass arguments= "
-            "with a pydantic model or a JSON schema."
-        ) from e
-    if not any(isinstance(p.annotation, str) for p in raw.parameters.values()):
-        return raw
-    try:
-        return inspect.signature(fn, eval_str=True)
-    except Exception:
-        pass  # resolve parameter by parameter below, to name the one that fails
-    namespace = _globals_of(fn)
-    params = []
-    for param in raw.parameters.values():
-        if isinstance(param.annotation, str):
-            try:
-                resolved = eval(param.annotation, namespace)
-            except Exception as e:
-                raise InvalidToolError(
-                    f"tool {tool_name!r}: the type hint {param.annotation!r} of parameter "
-                    f"{param.name!r} of {label} cannot be resolved ({type(e).__name__}: "
-                    f"{_first_line(e)}). Define the type at module level."
-                ) from e
-            param = param.replace(annotation=resolved)
-        params.append(param)
-    # Only the return annotation failed: it does not matter for the arguments.
-    return raw.replace(parameters=params, return_annotation=inspect.Signature.empty)
