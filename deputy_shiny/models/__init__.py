@@ -9,6 +9,7 @@ The package owns the wire, in dependency order (each module imports only those a
 - ``_litellm.py``: the lazy litellm import (offline cost map) and the provider registry;
 - ``_chat_model.py``: :class:`ChatModel`, the model-string check and what a model's
   provider needs or offers (:func:`missing_credentials`, :func:`supports_native_web_search`);
+- ``_provider_errors.py``: a failed request classified, summarized and typed;
 - ``_provider.py``: streaming one request, chunk assembly, provider errors, cost;
 - ``_replies.py`` and ``_custom_provider.py``: the scripted replies and the litellm
   ``CustomLLM`` bridge the test models and the demo model stream through;
