@@ -78,6 +78,23 @@ class Tmux:
                 raise AssertionError(f"{pattern!r} (x{count}) never showed; the screen:\n{screen}")
             time.sleep(0.1)
 
+    def wait_for_prompt(self) -> None:
+        """Wait until the CLI reads a task: the screen ends at an empty ``›`` prompt.
+
+        Keys typed before that are the terminal's type-ahead: echoed at once, read once
+        the prompt shows, without echoing their Enter. ``/exit`` typed that way leaves
+        the shell's next line behind the prompt (``› exit=0``), which a CI run caught.
+        """
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while True:
+            screen = self.screen()
+            lines = screen.rstrip().splitlines()
+            if lines and lines[-1].strip() == "›":
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the prompt never showed; the screen:\n{screen}")
+            time.sleep(0.1)
+
 
 @pytest.fixture(scope="module")
 def terminal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tmux]:
@@ -141,6 +158,7 @@ def test_a_session_approves_a_write_saves_and_a_resumed_run_continues_it(termina
     saved = json.loads((work / "session.json").read_text())
     assert "notes/demo-note.md" in json.dumps(saved)
 
+    terminal.wait_for_prompt()
     terminal.type("/exit")
     terminal.wait_for(r"(?m)^exit=0$")
 
@@ -236,7 +254,8 @@ def test_markdown_slash_commands_and_options_in_a_terminal(terminal: Tmux) -> No
     assert "Unknown command: /bogus. Type /help for the commands." in screen
     assert "Conversation cleared" in screen and "The conversation has 0 turns." in screen
     assert "You wrote" not in screen and "request" not in screen  # no command was a task
-    terminal.type("/exit")
+    terminal.wait_for_prompt()
+    terminal.key("C-d")  # leaves, as /exit does
     terminal.wait_for(done, count=seen[done] + 1)
 
     ok = r"(?m)^exit=0$"

@@ -154,6 +154,38 @@ def test_warm_up_leaves_no_model_to_build_on_a_users_first_run() -> None:
     assert len(state["built"]) == state["models"] > 50
 
 
+def test_warm_up_after_a_refused_tool_still_warms_and_runs() -> None:
+    """A tool refused for a parameter pydantic cannot describe leaves its half-made
+    arguments model among pydantic's classes until the collector runs (it failed CI
+    once, when the worker had run that test first): the warm-up skips it."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gc, socket\n"
+            "gc.disable()  # keep the half-made class alive, as a busy process may\n"
+            "import deputy_shiny\n"
+            "from deputy_shiny import Agent, tool\n"
+            "from deputy_shiny.errors import InvalidToolError\n"
+            "from deputy_shiny.testing import ScriptedModel, ScriptedReply\n"
+            "def f(sock: socket.socket) -> str:\n"
+            "    'Uses a socket.'\n"
+            "    return ''\n"
+            "try:\n"
+            "    tool(f)\n"
+            "except InvalidToolError as e:\n"
+            "    print('refused:', e)\n"
+            "deputy_shiny.warm_up()\n"
+            "print(Agent(ScriptedModel([ScriptedReply(text='hi')])).run_sync('x').response)\n",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "refused: tool 'f': cannot describe parameter 'sock'" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "hi"
+
+
 # ------------------------------------------------------------------ the lazy package root
 
 

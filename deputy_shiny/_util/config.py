@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PydanticUserError, ValidationError
 
 from ..errors import ConfigurationError
 
@@ -41,11 +41,17 @@ def describe_validation_error(owner: str, exc: ValidationError) -> str:
 
 
 def complete_deferred_models(package: str = "deputy_shiny") -> int:
-    """Build the validators of ``package``'s imported models not built yet; returns how many.
+    """Build the validators of ``package``'s imported models not built yet; returns how many built.
 
     Warm-up work (a worker thread as the app starts), so no user's first run pays for
     them; a model still builds itself on first use if this never runs. pydantic
     serializes concurrent builds of a model (one global rebuild lock).
+
+    A model that cannot be built is skipped: the warm-up is not the place to fail.
+    pydantic keeps a model class whose creation raised (say a tool's arguments model
+    for a parameter typed ``socket.socket``, refused with ``InvalidToolError``) among
+    ``BaseModel``'s subclasses until the collector frees it, so such a class may still
+    be listed here; if anything uses it, it raises there.
 
     Examples:
         >>> from deputy_shiny._util.config import complete_deferred_models
@@ -64,6 +70,11 @@ def complete_deferred_models(package: str = "deputy_shiny") -> int:
         in_package = cls.__module__ == package or cls.__module__.startswith(package + ".")
         if in_package and not cls.__pydantic_complete__:
             pending.append(cls)
+    built = 0
     for cls in pending:
-        cls.model_rebuild(raise_errors=False)
-    return len(pending)
+        try:
+            cls.model_rebuild(raise_errors=False)
+        except PydanticUserError:
+            continue
+        built += 1
+    return built
