@@ -48,14 +48,27 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from . import _custom_provider, _litellm
 from ._chat_model import DEMO_PROVIDER
+from ._demo_results import (
+    _QUOTE_LIMIT,
+    _REASON_LIMIT,
+    DANGEROUS_COMMAND,
+    DEFAULT_READ,
+    NOTE_PATH,
+    _all_tool_results,
+    _calls_by_id,
+    _clip,
+    _finding,
+    _follow_up,
+    _text_of,
+    _ToolResult,
+    _trailing_tool_results,
+)
 from ._demo_wording import TERMINAL_ROLE, for_terminal
 from ._replies import ScriptedReply, ScriptedToolCall
 
@@ -81,9 +94,6 @@ CHUNK_DELAY: float = 0.012
 """Seconds between chunks: enough to see the text stream in, little enough not to wait.
 Tests that drive many demo replies may set it to 0."""
 
-NOTE_PATH: Final = "notes/demo-note.md"
-DANGEROUS_COMMAND: Final = "rm -rf /"
-DEFAULT_READ: Final = "welcome.md"
 RESEARCHER_ROLE: Final = "You are the researcher of a small research team"
 """How a researcher subagent's system prompt begins (the demo then plays that part)."""
 WRITER_ROLE: Final = "You are the writer of a small research team"
@@ -157,13 +167,11 @@ _TOOL_FOR: Final[dict[Step, str]] = {
     "research": "delegate",
 }
 _RUN_COMMAND: Final = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
-_RUN_OUTPUT_LINES: Final = 40
 _MENU_WORDS: Final = re.compile(r"\b(?:help|menu|tour|start|features)\b", re.IGNORECASE)
 _READ_TARGET: Final = re.compile(
     r"\b(?:read|open)\s+(?:(?:me|the|file|contents of)\s+)*[`'\"]?([^\s`'\"]+)",
     re.IGNORECASE,
 )
-_NUMBERED_LINE: Final = re.compile(r"^\s*\d+\t(.*)$")
 
 _LATER: Final = (
     'You wrote "{quote}". I can only echo that back: I\'m the scripted demo model, '
@@ -211,11 +219,6 @@ TOUR_DONE: Final = (
     "That's the tour. Everything I said was scripted; set DEPUTY_MODEL and the "
     "provider's API key to let a real model use these tools."
 )
-_QUOTE_LIMIT: Final = 60
-_LINE_LIMIT: Final = 100
-_QUOTED_LINES: Final = 5
-_LISTED_ENTRIES: Final = 12
-_REASON_LIMIT: Final = 240
 
 _NOTE_CONTENT: Final = (
     "# A note from the demo\n\n"
@@ -423,52 +426,6 @@ def _tool_names(tools: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-# --------------------------------------------------------------------------- tool results
-
-
-@dataclass(frozen=True)
-class _ToolResult:
-    tool_name: str | None
-    arguments: dict[str, Any]
-    content: str
-
-
-def _trailing_tool_results(messages: list[dict[str, Any]]) -> list[_ToolResult]:
-    """The tool results after the last assistant message, matched to their calls."""
-    tail: list[dict[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        tail.append(message)
-    if not tail:
-        return []
-    calls = _calls_by_id(messages)
-    results = []
-    for message in reversed(tail):
-        name, arguments = calls.get(str(message.get("tool_call_id")), (None, {}))
-        results.append(_ToolResult(name, arguments, _text_of(message.get("content"))))
-    return results
-
-
-def _calls_by_id(messages: list[dict[str, Any]]) -> dict[str, tuple[str | None, dict[str, Any]]]:
-    """Every tool call in the conversation: id -> (tool name, arguments)."""
-    calls: dict[str, tuple[str | None, dict[str, Any]]] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
-                continue
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except (TypeError, ValueError):
-                arguments = {}
-            calls[str(call.get("id"))] = (
-                function.get("name"),
-                arguments if isinstance(arguments, dict) else {},
-            )
-    return calls
-
-
 def _next_hint(messages: list[dict[str, Any]], available: list[str]) -> str:
     """Suggest the first walkthrough step not done yet whose tool is offered.
 
@@ -485,146 +442,6 @@ def _next_hint(messages: list[dict[str, Any]], available: list[str]) -> str:
     assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     last_call = assistants[-1] if assistants else 0
     return TOUR_DONE if undone(_calls_by_id(messages[:last_call])) else ""
-
-
-def _follow_up(result: _ToolResult) -> str:
-    content = result.content.strip()
-    name = result.tool_name
-    if content.startswith("Denied:"):
-        return _denied(result, content)
-    if name == "list_files":
-        return _after_list(content)
-    if name == "read_file":
-        return _after_read(result, content)
-    if name == "write_file":
-        if not content.startswith(("Wrote ", "Appended ")):
-            return (
-                f"The write did not happen: `write_file` answered "
-                f"*{_clip(content, _REASON_LIMIT)}* (Scripted demo reply.)"
-            )
-        return (
-            f"The write happened. `write_file` answered: {_clip(content, _REASON_LIMIT)} "
-            "The note is in the agent's working directory now (the app's workspace panel "
-            f"lists it); try **read {NOTE_PATH}** to see it. (Scripted demo reply; the "
-            "tool was real.)"
-        )
-    if name == "ask_user":
-        return _after_ask(content)
-    if name == "run_bash" and result.arguments.get("command") != DANGEROUS_COMMAND:
-        return (
-            "The command ran in the sandbox. Its output:\n\n"
-            f"{_fenced(_first_lines(content, _RUN_OUTPUT_LINES))}\n\n(Scripted demo reply.)"
-        )
-    if name == "run_bash":
-        return (
-            "The command was **not** blocked: this agent has no hook that stops dangerous "
-            "commands, so `run_bash` ran it (rm refuses to delete `/` by itself). Its "
-            f"output:\n\n{_fenced(_first_lines(content, _QUOTED_LINES))}\n\nAdd "
-            "`hook_block_dangerous_bash()` to the agent's hooks to stop such commands. "
-            "(Scripted demo reply.)"
-        )
-    return (
-        f"The scripted demo got a result from `{name or 'a tool'}` that it has no script "
-        f"for. It begins:\n\n{_fenced(_first_lines(content, _QUOTED_LINES))}"
-    )
-
-
-def _denied(result: _ToolResult, content: str) -> str:
-    reason = _clip(content.removeprefix("Denied:").strip(), _REASON_LIMIT)
-    name = result.tool_name or "the tool"
-    if name == "run_bash" and reason.startswith("Blocked a dangerous command"):
-        return (
-            f"Blocked, as it should be. The call to `run_bash` came back denied: *{reason}* "
-            "Nothing ran: the agent checks every tool call before running it, and the "
-            "`hook_block_dangerous_bash()` hook read the command first. The run goes on; "
-            "the model just reads the denial. (Scripted demo reply.)"
-        )
-    if name == "write_file":
-        return (
-            f"The write did not happen: the call to `write_file` was denied: *{reason}* "
-            f"Nothing was written, and the conversation carries on; denied calls reach the "
-            "model as a result like any other. (Scripted demo reply.)"
-        )
-    return (
-        f"The call to `{name}` was denied before it ran: *{reason}* The agent checks every "
-        "tool call against its permissions (the app's permission mode, for one); the model "
-        "only reads the denial. (Scripted demo reply.)"
-    )
-
-
-def _after_list(content: str) -> str:
-    lines = [line for line in content.splitlines() if line.strip()]
-    entries = [line for line in lines[1:] if not line.startswith("[")]
-    if not entries:
-        summary = f"`list_files` answered: {_clip(lines[0] if lines else content, 200)}"
-    else:
-        shown = ", ".join(f"`{_clip(e, _QUOTE_LIMIT)}`" for e in entries[:_LISTED_ENTRIES])
-        more = len(entries) - _LISTED_ENTRIES
-        extra = f" and {more} more" if more > 0 else ""
-        folders = sum(1 for e in entries if e.endswith("/"))
-        kinds = _count(len(entries) - folders, "file")
-        if folders:
-            kinds += " and " + _count(folders, "folder")
-        summary = f"`list_files` found {kinds} in the workspace: {shown}{extra}."
-    return f"{summary} (Scripted summary: I count the lines of the result.)"
-
-
-def _after_read(result: _ToolResult, content: str) -> str:
-    path = str(result.arguments.get("path") or "the file")
-    lines = content.splitlines()
-    numbered = [m.group(1) for line in lines if (m := _NUMBERED_LINE.match(line))]
-    if not numbered:
-        return (
-            f"`read_file` could not read `{_clip(path, _QUOTE_LIMIT)}`. It answered: "
-            f"*{_clip(content, _REASON_LIMIT)}* (Scripted demo reply.) Try **list files** "
-            "to see what is there."
-        )
-    quoted = [_clip(line, _LINE_LIMIT) for line in numbered[:_QUOTED_LINES]]
-    rest = len(numbered) - len(quoted)
-    more = f"({rest} more line{'s' if rest != 1 else ''} not quoted.) " if rest > 0 else ""
-    return (
-        f"Here are the first lines of `{_clip(path, _QUOTE_LIMIT)}`, as `read_file` returned "
-        f"them:\n\n{_fenced(chr(10).join(quoted))}\n\n{more}I only quote the result: a "
-        "scripted demo can't summarise it."
-    )
-
-
-def _after_ask(content: str) -> str:
-    if content.startswith("The user declined"):
-        return (
-            "You declined to answer, and that's fine: `ask_user` told me so and the run went "
-            "on. (Scripted demo reply.)"
-        )
-    answers = _parse_answers(content)
-    if not answers:
-        return (
-            f"`ask_user` did not bring answers back. It said: *{_clip(content, _REASON_LIMIT)}* "
-            "(Scripted demo reply.)"
-        )
-    said = "; ".join(f"{header}: **{_clip(answer, _QUOTE_LIMIT)}**" for header, answer in answers)
-    return (
-        f"Thanks! You answered {said}. I'm scripted, so I just repeat your answers; a real "
-        "model would use them to decide what to do next."
-    )
-
-
-def _parse_answers(content: str) -> list[tuple[str, str]]:
-    answers: list[tuple[str, str]] = []
-    header: str | None = None
-    for line in content.splitlines():
-        heading = re.match(r"^\[(.+?)\] ", line)
-        if heading:
-            header = heading.group(1)
-            continue
-        answer = re.match(r"^Answer(?: \(free text\))?: (.*)$", line)
-        if answer and header is not None:
-            answers.append((header, answer.group(1)))
-            header = None
-    return answers
-
-
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 # --------------------------------------------------------------------------- research team
@@ -715,32 +532,6 @@ def _researcher_reply(messages: list[dict[str, Any]], available: list[str]) -> S
     )
 
 
-def _finding(result: _ToolResult) -> str:
-    content = result.content.strip()
-    if result.tool_name == "list_files":
-        entries = [line for line in content.splitlines()[1:] if line and not line.startswith("[")]
-        shown = ", ".join(_clip(e, _QUOTE_LIMIT) for e in entries[:_LISTED_ENTRIES])
-        counted = _count(len(entries), "entry", "entries")
-        return f"The workspace holds {counted}: {shown or 'nothing'}."
-    if result.tool_name == "read_file":
-        lines = [m.group(1) for line in content.splitlines() if (m := _NUMBERED_LINE.match(line))]
-        first = next((line.strip("# ").strip() for line in lines if line.strip()), "")
-        if not first:
-            return f"`{DEFAULT_READ}` could not be read: {_clip(content, _REASON_LIMIT)}"
-        return f"`{DEFAULT_READ}` has {_count(len(lines), 'line')}; it begins: {_clip(first, 120)}"
-    return f"`{result.tool_name}` said: {_clip(content, _REASON_LIMIT)}"
-
-
-def _all_tool_results(messages: list[dict[str, Any]]) -> list[_ToolResult]:
-    calls = _calls_by_id(messages)
-    results = []
-    for message in messages:
-        if message.get("role") == "tool":
-            name, arguments = calls.get(str(message.get("tool_call_id")), (None, {}))
-            results.append(_ToolResult(name, arguments, _text_of(message.get("content"))))
-    return results
-
-
 def _writer(messages: list[dict[str, Any]]) -> ScriptedReply:
     """The writer: a short answer made of the notes in its task."""
     topic = _task_topic(messages)
@@ -761,19 +552,6 @@ def _writer(messages: list[dict[str, Any]]) -> ScriptedReply:
 # --------------------------------------------------------------------------- text helpers
 
 
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        ]
-        return " ".join(parts)
-    return ""
-
-
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -783,21 +561,3 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 def _shorten(text: str) -> str:
     return _clip(re.sub(r"\s+", " ", text).strip(), _QUOTE_LIMIT)
-
-
-def _clip(text: str, limit: int) -> str:
-    flat = text.strip()
-    if len(flat) <= limit:
-        return flat
-    return flat[: limit - 1].rstrip() + "…"
-
-
-def _first_lines(text: str, count: int) -> str:
-    return "\n".join(_clip(line, _LINE_LIMIT) for line in text.splitlines()[:count])
-
-
-def _fenced(text: str) -> str:
-    """``text`` in a code fence longer than any backtick run inside it (renders as code)."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
