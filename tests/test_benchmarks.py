@@ -52,7 +52,7 @@ async def test_compaction_prints_its_ratio_last(capsys: pytest.CaptureFixture[st
 
 
 async def test_capacity_runs_both_modes_and_every_app_holds_two_sessions(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], bench: Callable[[str], ModuleType]
 ) -> None:
     # Tiny: N=2, 25 chunks 40 ms apart (a 40 ms interval keeps the scheduling delay that
     # a sleeping generator accumulates well under the 1.5x pace). This 2-core machine is
@@ -60,7 +60,7 @@ async def test_capacity_runs_both_modes_and_every_app_holds_two_sessions(
     # gap limit is loosened to 500 ms. The test checks that the benchmark works (every
     # app streams the whole text at pace, the table and ratios are printed), not the
     # machine's capacity.
-    held = await load("capacity").main(
+    held = await bench("capacity").main(
         mode="both", ladder=[2], chunks=25, interval=0.04, max_gap=0.5
     )
     assert held == {
