@@ -6,6 +6,7 @@ arrivals is at most the limit and the reply keeps pace (see capacity.py's docstr
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,9 +94,18 @@ def nearest(ladder: Sequence[int], target: int) -> int:
     return min(ladder, key=lambda n: (abs(n - target), n))
 
 
+def majority_held(results: Sequence[Result]) -> bool:
+    """Whether the rounds of one app at one N held it: more than half of them did.
+
+    One slow round (the machine's other work, a collection at the wrong moment) no longer
+    ends an app's ladder; an app that cannot hold N fails most rounds anyway.
+    """
+    return sum(r.held for r in results) * 2 > len(results)
+
+
 @dataclass
 class Ledger:
-    """Every result of one invocation: ``results[mode][run][app] = [Result per N]``."""
+    """Every result of one invocation: ``results[mode][run][app] = [Result per N and round]``."""
 
     results: dict[str, list[dict[str, list[Result]]]] = field(default_factory=dict)
 
@@ -105,21 +115,30 @@ class Ledger:
             runs.append({})
         runs[run].setdefault(result.app, []).append(result)
 
-    def failed(self, mode: str, run: int, app: str) -> bool:
+    def _steps(self, mode: str, run: int, app: str) -> list[tuple[int, bool]]:
+        """``(N, held by the majority of its rounds)`` for each N measured, in order."""
         runs = self.results.get(mode, [])
-        return run < len(runs) and any(not r.held for r in runs[run].get(app, []))
+        by_n: dict[int, list[Result]] = {}
+        for result in runs[run].get(app, []) if run < len(runs) else []:
+            by_n.setdefault(result.n, []).append(result)
+        return [(n, majority_held(by_n[n])) for n in sorted(by_n)]
+
+    def failed(self, mode: str, run: int, app: str) -> bool:
+        """Whether ``app`` failed an N already in this run (its ladder has ended)."""
+        return any(not held for _, held in self._steps(mode, run, app))
 
     def held(self, mode: str, run: int, app: str) -> int:
         """The largest N held before the app first failed (0: none)."""
         best = 0
-        for result in sorted(self.results[mode][run].get(app, []), key=lambda r: r.n):
-            if not result.held:
+        for n, held in self._steps(mode, run, app):
+            if not held:
                 break
-            best = result.n
+            best = n
         return best
 
     def at(self, mode: str, app: str, n: int, attr: str) -> float:
-        """The median over runs of one figure of ``app`` at ``n`` (NaN if never measured)."""
+        """The median over runs and rounds of one figure of ``app`` at ``n`` (NaN if never
+        measured)."""
         values = [
             getattr(r, attr)
             for run in self.results.get(mode, [])
@@ -132,3 +151,63 @@ class Ledger:
 def ratio(a: float, b: float) -> float:
     """``a / b``; infinite for a count over none, NaN for none over none."""
     return a / b if b else float("inf") if a else float("nan")
+
+
+RESAMPLES = 2000  # bootstrap resamples of the ladders, for a ratio's interval
+INTERVAL = 0.90  # the interval's coverage
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """The ratio of two apps' median sessions held, with a bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    ladders: int
+
+    def claim(self) -> str:
+        """What the figures allow one to say: a side only when the interval excludes 1."""
+        if self.ladders < 2:
+            return "one ladder: no interval, no claim"
+        interval = f"{INTERVAL:.0%} interval {self.low:.2f}-{self.high:.2f}, {self.ladders} ladders"
+        if self.low > 1:
+            return f"{interval}: the kit holds more"
+        if self.high < 1:
+            return f"{interval}: the kit holds fewer"
+        return f"{interval}: no claim, the interval spans 1"
+
+
+def ratio_estimate(
+    kit: Sequence[int], peer: Sequence[int], seed: int = 0, resamples: int = RESAMPLES
+) -> RatioEstimate:
+    """The ratio of medians of ``kit`` and ``peer`` (sessions held per ladder), with a
+    percentile bootstrap interval: each side's ladders are resampled on their own (they
+    ran interleaved, but a ladder of one app does not pair with one of another).
+
+    Examples:
+        >>> ratio_estimate([40, 40, 50], [20, 40, 130]).value
+        1.0
+        >>> ratio_estimate([80, 80, 80], [40, 40, 40]).claim()
+        '90% interval 2.00-2.00, 3 ladders: the kit holds more'
+    """
+    value = ratio(statistics.median(kit), statistics.median(peer))
+    if len(kit) < 2 or len(peer) < 2:
+        return RatioEstimate(value, value, value, min(len(kit), len(peer)))
+    rng = random.Random(seed)
+    draws = sorted(
+        ratio(
+            statistics.median(rng.choices(kit, k=len(kit))),
+            statistics.median(rng.choices(peer, k=len(peer))),
+        )
+        for _ in range(resamples)
+    )
+    tail = (1 - INTERVAL) / 2
+    low = draws[int(tail * (resamples - 1))]
+    high = draws[int((1 - tail) * (resamples - 1))]
+    return RatioEstimate(value, low, high, min(len(kit), len(peer)))
+
+
+def spread(values: Sequence[int]) -> str:
+    """``median M (spread lo-hi)`` of one app's sessions held per ladder."""
+    return f"median {statistics.median(values):g} (spread {min(values)}-{max(values)})"

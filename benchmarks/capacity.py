@@ -36,16 +36,25 @@ its last text is at most 1.5x the generator's own duration (chunks x interval). 
 stands in for the issue's "p50 gap at most 1.5x the chunk interval" because the kit is
 to coalesce text (a flush every ~40 ms carrying several chunks): its gaps would be
 ~40 ms by design though it keeps up, while an app that falls behind stretches the reply,
-which the span shows whatever the message size. **Sessions held** is the largest N held
-before an app first fails; it is not measured at larger N after that, except at the
-ladder steps nearest 10 and 20, which the start and burst ratios use.
+which the span shows whatever the message size.
 
-It prints one line per app and N (start p50/max, burst median, gap p50/p99, the
+Rounds and ladders. At each N every app is measured ``--rounds`` times in a row (3; its
+server idle again before each round) and holds N when most rounds held it, so one slow
+round (the machine's other work) does not end its ladder. **Sessions held** is the
+largest N held before an app first fails; it is not measured at larger N after that,
+except at the ladder steps nearest 10 and 20, which the start and burst ratios use. The
+whole ladder is climbed ``--runs`` times (3), and each app's sessions held is reported
+as the median over the ladders with its spread (lowest-highest). A ratio of two apps
+comes with a 90% percentile-bootstrap interval (each side's ladders resampled) and is
+*claimed* (the kit holds more, or fewer) only when that interval excludes 1; a single
+ladder gives no interval and no claim.
+
+It prints one line per app, N and round (start p50/max, burst median, gap p50/p99, the
 longest span over the reply's duration, complete sessions, held), then each app's
-sessions held per run, and last the ratios of each mode (medians over ``--runs``):
-``ratio kit/minimal sessions held``, ``ratio kit/by-hand sessions held``, in wire mode
-``ratio kit/chatlas sessions held``, then kit/minimal start p50 at 20 sessions and
-burst at 10. Targets (#21): held kit/minimal >= 0.5, kit/by-hand >= 1.5, kit/chatlas
+sessions held per ladder with median and spread, and last the ratios of each mode
+(medians over the ladders, with interval and claim): ``ratio kit/minimal sessions
+held``, ``ratio kit/by-hand sessions held``, in wire mode ``ratio kit/chatlas sessions
+held``, then kit/minimal start p50 at 20 sessions and burst at 10. Targets (#21): held kit/minimal >= 0.5, kit/by-hand >= 1.5, kit/chatlas
 >= 1.0; start and burst ratios <= 2. Bounded: loopback only, every phase has a timeout,
 servers are killed at the end.
 
@@ -57,7 +66,8 @@ prints the rows (mode ``nginx``, apps ``kit-1p`` and ``kit-<P>p``), sessions hel
 run, and last ``ratio kit P processes/1 process sessions held``.
 
 Usage: .venv/bin/python benchmarks/capacity.py [--mode both] [--ladder 10,20,40,80,160]
-       [--runs 1] [--chunks 200] [--interval 0.02] [--processes 1]
+       [--runs 3] [--rounds 3] [--chunks 200] [--interval 0.02] [--processes 1]
+(``--processes`` climbs its ladders with one round a step.)
 """
 
 from __future__ import annotations
@@ -74,7 +84,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _capacity_clients import measure, warm_up
-from _capacity_figures import HEADER, Ledger, Result, judge, nearest, ratio, row
+from _capacity_figures import (
+    HEADER,
+    Ledger,
+    Result,
+    judge,
+    nearest,
+    ratio,
+    ratio_estimate,
+    row,
+    spread,
+)
 from _capacity_scale import SCALE_MODE, run_scale, summarize_scale
 from _capacity_setup import (
     APPS,
@@ -112,8 +132,10 @@ async def one_step(
     tmp: Path,
     base_url: str,
     starting: Sequence[Server] = (),
+    rounds: int = 1,
 ) -> list[tuple[str, Result]]:
-    """Fresh servers for every (mode, app) of this N, measured one at a time.
+    """Fresh servers for every (mode, app) of this N, measured one at a time, each
+    ``rounds`` times in a row (the server idle again before each round).
 
     ``starting``: servers started elsewhere (the fake OpenAI server) that must serve
     before anything is measured; they start together with this N's servers.
@@ -133,17 +155,23 @@ async def one_step(
             await settle(servers)
             log(f"N={n}: {mode} {app.label}: others idle after {time.monotonic() - began:.1f} s")
             warm = await warm_up(server.port, app.chat_input)
-            cpu, wall = time.process_time(), time.monotonic()
-            samples = await measure(server.port, app, n, config) if warm.complete else []
-            # If the clients (this process) were near a full core, they were the limit.
-            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-            log(f"N={n}: {mode} {app.label}: clients used {cpu:.1f} s CPU in {wall:.1f} s")
+            for round_index in range(rounds):
+                if round_index:
+                    await settle([server])  # the last round's streams have all ended
+                cpu, wall = time.process_time(), time.monotonic()
+                samples = await measure(server.port, app, n, config) if warm.complete else []
+                # If the clients (this process) were near a full core, they were the limit.
+                cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+                log(
+                    f"N={n}: {mode} {app.label} round {round_index + 1}: "
+                    f"clients used {cpu:.1f} s CPU in {wall:.1f} s"
+                )
+                result = judge(app.label, n, samples, config)
+                if not warm.complete:
+                    result = dataclasses.replace(result, held=False, why=f"warm-up: {warm.error}")
+                out.append((mode, result))
+                print(row(mode, result), flush=True)
             server.stop()  # its memory and any lagging streams go before the next app
-            result = judge(app.label, n, samples, config)
-            if not warm.complete:
-                result = dataclasses.replace(result, held=False, why=f"warm-up: {warm.error}")
-            out.append((mode, result))
-            print(row(mode, out[-1][1]), flush=True)
     finally:
         for server in servers:
             server.stop()
@@ -151,9 +179,15 @@ async def one_step(
 
 
 async def run_all(
-    modes: Sequence[str], ladder: Sequence[int], runs: int, config: Config, tmp: Path
+    modes: Sequence[str],
+    ladder: Sequence[int],
+    runs: int,
+    config: Config,
+    tmp: Path,
+    rounds: int = 1,
 ) -> Ledger:
-    """Climb the ladder ``runs`` times for every mode's apps; return every result."""
+    """Climb the ladder ``runs`` times for every mode's apps, ``rounds`` rounds per step;
+    return every result."""
     ledger = Ledger()
     keep = {nearest(ladder, point) for point in RATIO_POINTS}
     fake: Server | None = None
@@ -176,7 +210,9 @@ async def run_all(
                     if n in keep or not ledger.failed(mode, run, app.label)
                 ]
                 if wanted:
-                    step_results = await one_step(n, wanted, config, tmp, base_url, starting)
+                    step_results = await one_step(
+                        n, wanted, config, tmp, base_url, starting, rounds
+                    )
                     starting = []
                     for mode, result in step_results:
                         ledger.add(mode, run, result)
@@ -189,23 +225,24 @@ async def run_all(
 def summarize(
     ledger: Ledger, modes: Sequence[str], ladder: Sequence[int], runs: int
 ) -> dict[str, dict[str, int]]:
-    """Print sessions held per app and run, then the ratios last; return held (medians)."""
+    """Print sessions held per app and ladder (median and spread), then the ratios last,
+    each with its interval and what it allows one to claim; return held (medians)."""
     held: dict[str, dict[str, int]] = {}
+    per_ladder: dict[tuple[str, str], list[int]] = {}
     for mode in modes:
         held[mode] = {}
         for app in APPS[mode]:
-            per_run = [ledger.held(mode, run, app.label) for run in range(runs)]
-            held[mode][app.label] = int(statistics.median(per_run))
-            shown = ", ".join(str(h) for h in per_run)
-            print(f"{mode:8} {app.label:8} sessions held per run: {shown}")
+            values = [ledger.held(mode, run, app.label) for run in range(runs)]
+            per_ladder[mode, app.label] = values
+            held[mode][app.label] = int(statistics.median(values))
+            shown = ", ".join(str(h) for h in values)
+            print(f"{mode:8} {app.label:8} sessions held per ladder: {shown}; {spread(values)}")
     start_n, burst_n = nearest(ladder, 20), nearest(ladder, 10)
     for mode in modes:
-        h = held[mode]
         print(f"mode: {mode}")
-        print(f"ratio kit/minimal sessions held: {ratio(h['kit'], h['minimal']):.2f}")
-        print(f"ratio kit/by-hand sessions held: {ratio(h['kit'], h['by-hand']):.2f}")
-        if "chatlas" in h:
-            print(f"ratio kit/chatlas sessions held: {ratio(h['kit'], h['chatlas']):.2f}")
+        for peer in [app.label for app in APPS[mode] if app.label != "kit"]:
+            estimate = ratio_estimate(per_ladder[mode, "kit"], per_ladder[mode, peer])
+            print(f"ratio kit/{peer} sessions held: {estimate.value:.2f} ({estimate.claim()})")
         start = ratio(
             ledger.at(mode, "kit", start_n, "start_p50"),
             ledger.at(mode, "minimal", start_n, "start_p50"),
@@ -222,11 +259,12 @@ def summarize(
 async def main(
     mode: str = "both",
     ladder: Sequence[int] = (10, 20, 40, 80, 160),
-    runs: int = 1,
+    runs: int = 3,
     chunks: int = 200,
     interval: float = 0.02,
     max_gap: float = MAX_P99_GAP,
     processes: int = 1,
+    rounds: int = 3,
 ) -> dict[str, dict[str, int]]:
     """Run the benchmark and print its table and ratios; return sessions held per mode/app.
 
@@ -242,7 +280,7 @@ async def main(
     scale = f"; kit on 1 and {processes} processes behind nginx" if processes > 1 else ""
     print(
         f"capacity: modes {', '.join(modes)}{scale}; ladder {', '.join(map(str, ladder))}; "
-        f"runs {runs}; {chunks} chunks {interval * 1000:g} ms apart; "
+        f"{runs} ladders, {rounds} rounds a step; {chunks} chunks {interval * 1000:g} ms apart; "
         f"holds: p99 gap <= {max_gap * 1000:g} ms, pace <= {MAX_PACE}x; "
         f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores",
         flush=True,
@@ -251,7 +289,7 @@ async def main(
         if processes > 1:
             ledger = await run_scale(sorted(ladder), runs, config, Path(tmp), processes)
             return summarize_scale(ledger, runs, processes)
-        ledger = await run_all(modes, sorted(ladder), runs, config, Path(tmp))
+        ledger = await run_all(modes, sorted(ladder), runs, config, Path(tmp), rounds)
     return summarize(ledger, modes, sorted(ladder), runs)
 
 
@@ -259,7 +297,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("provider", "wire", "both"), default="both")
     parser.add_argument("--ladder", default="10,20,40,80,160", help="comma-separated N")
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=3, help="ladders climbed (interleaved)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds per app at each N (held: most of them)"
+    )
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.02)
     parser.add_argument(
@@ -271,5 +312,13 @@ if __name__ == "__main__":
     args = parser.parse_args()
     steps = [int(part) for part in args.ladder.split(",") if part.strip()]
     asyncio.run(
-        main(args.mode, steps, args.runs, args.chunks, args.interval, processes=args.processes)
+        main(
+            args.mode,
+            steps,
+            args.runs,
+            args.chunks,
+            args.interval,
+            processes=args.processes,
+            rounds=args.rounds,
+        )
     )
