@@ -280,7 +280,7 @@ async def main(
     scale = f"; kit on 1 and {processes} processes behind nginx" if processes > 1 else ""
     print(
         f"capacity: modes {', '.join(modes)}{scale}; ladder {', '.join(map(str, ladder))}; "
-        f"{runs} ladders, {rounds} rounds a step; {chunks} chunks {interval * 1000:g} ms apart; "
+        f"{runs} ladders, {1 if processes > 1 else rounds} rounds a step; {chunks} chunks {interval * 1000:g} ms apart; "
         f"holds: p99 gap <= {max_gap * 1000:g} ms, pace <= {MAX_PACE}x; "
         f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores",
         flush=True,
