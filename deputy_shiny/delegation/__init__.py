@@ -45,6 +45,7 @@ from .records import (
     DelegationStatus,
     InputError,
     SubagentRecord,
+    SubagentResult,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "RouteSpec",
     "SkillRegistry",
     "SubagentRecord",
+    "SubagentResult",
     "ToolRegistry",
     "agent_definition_read",
     "agent_definition_resolve",
