@@ -10,9 +10,20 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, AgentResult, UsageLimits
-from deputy_shiny.delegation import AgentDefinition, LeadAgent, SubagentRecord, SubagentResult
+from deputy_shiny import Agent, AgentResult, Permissions, UsageLimits
+from deputy_shiny.delegation import (
+    AgentDefinition,
+    LeadAgent,
+    SubagentRecord,
+    SubagentResult,
+    agent_definition,
+    agent_definition_read,
+    agent_definition_resolve,
+    agent_definition_write,
+)
+from deputy_shiny.errors import AgentDefinitionError
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+from deputy_shiny.tools import tool_read_file, tool_write_file, tools_file
 from tests.helpers import local_tool
 
 
@@ -141,3 +152,104 @@ def test_every_event_of_a_subagent_names_who_delegated_it(tmp_path: Path) -> Non
     # The ids survive a round trip through JSON, as saved sessions carry events.
     start = sub.events[0]
     assert type(start).model_validate_json(start.model_dump_json()).delegation_id == ids[2]
+
+
+# --------------------------------------------------------------------------- row 40
+
+
+def test_agent_definition_as_a_function_with_memory_and_initial_prompt(tmp_path: Path) -> None:
+    # deputy's test: agent_definition("a", "A", "ROLE", memory = "STATIC",
+    #   initial_prompt = "INITIAL"); the subagent's system prompt holds the memory.
+    definition = agent_definition("a", "A", "ROLE", memory="STATIC", initial_prompt="INITIAL")
+    assert isinstance(definition, AgentDefinition)
+    assert (definition.name, definition.description, definition.prompt) == ("a", "A", "ROLE")
+    assert definition.memory == ("STATIC",) and definition.disallowed_tools == ()
+    sub_model = ScriptedModel(["done"])
+    lead = LeadAgent(
+        ScriptedModel([_delegate("a", "TASK"), "ok"]),
+        working_dir=tmp_path,
+        subagents=[definition],
+        subagent_models={"a": sub_model},
+    )
+    lead.run_sync("go")
+    (manifest,) = lead.get_subagent_contexts().values()
+    assert manifest is not None
+    assert manifest.system_prompt == "ROLE\n\n# Memory\nSTATIC"
+    (sub,) = lead.get_subagent_results()
+    assert sub is not None and sub.turns[0].text == "INITIAL\n\nTASK"
+    # deputy's NULL defaults are accepted as None.
+    assert agent_definition("b", "B", "P", disallowed_tools=None, mcp_servers=None).memory == ()
+    with pytest.raises(AgentDefinitionError, match="memory"):
+        agent_definition("c", "C", memory=["  "])
+
+
+def test_a_definitions_tool_objects_are_the_subagents_own(tmp_path: Path) -> None:
+    # deputy's vignette: code_reviewer <- agent_definition(..., tools = tools_file());
+    # the lead itself has no file tools.
+    (tmp_path / "app.py").write_text("print('hi')\n")
+    reviewer = agent_definition(
+        "code_reviewer",
+        "Reviews code for best practices and potential issues",
+        "You are an expert developer. Review code for correctness.",
+        tools=tools_file(),
+    )
+    assert {"read_file", "write_file"} <= {t.name for t in reviewer.tools}
+    lead = LeadAgent(
+        ScriptedModel([_delegate("code_reviewer", "Review app.py."), "Reviewed."]),
+        working_dir=tmp_path,
+        subagents=[reviewer],
+        subagent_models={
+            "code_reviewer": ScriptedModel(
+                [_call("read_file", {"path": "app.py"}), "It prints hi."]
+            )
+        },
+    )
+    assert "read_file" not in lead.get_tools()
+    lead.run_sync("Review the app")
+    (sub,) = lead.get_subagent_results()
+    assert sub is not None and sub.response == "It prints hi."
+    (output,) = sub.tool_results()
+    assert not output.is_error and "print('hi')" in output.output
+
+
+def test_the_leads_permissions_still_bind_a_subagents_own_tools(tmp_path: Path) -> None:
+    # Attack: a prompt-injected subagent writes with a tool its definition granted,
+    # while the lead may not write files. The lead's permissions still refuse it.
+    writer = agent_definition("writer", "Writes.", "Write.", tools=[tool_write_file()])
+    lead = LeadAgent(
+        ScriptedModel([_delegate("writer", "Write x."), "ok"]),
+        working_dir=tmp_path,
+        permissions=Permissions(file_write=False),
+        subagents=[writer],
+        subagent_models={
+            "writer": ScriptedModel([_call("write_file", {"path": "x.txt", "content": "x"}), "no"])
+        },
+    )
+    lead.run_sync("go")
+    (sub,) = lead.get_subagent_results()
+    assert sub is not None
+    (denied,) = sub.tool_results()
+    assert denied.is_error and not (tmp_path / "x.txt").exists()
+    assert "needs file_write" in denied.output
+    # A name still needs the lead to have the tool: a definition naming write_file
+    # gets nothing from a lead without it.
+    named = agent_definition("named", "Names.", tools=["write_file"])
+    lead2 = LeadAgent(
+        ScriptedModel([_delegate("named", "Write."), "ok"]),
+        working_dir=tmp_path,
+        subagents=[named],
+    )
+    lead2.run_sync("go")
+    (record,) = lead2.list_subagents()
+    assert record.status == "failed" and "write_file" in (record.error or "")
+
+
+def test_a_definition_file_names_its_tool_objects(tmp_path: Path) -> None:
+    read = tool_read_file()
+    reviewer = agent_definition("reviewer", "Reviews.", tools=[read], memory=["A", "B"])
+    path = tmp_path / "reviewer.yaml"
+    agent_definition_write(reviewer, path)
+    assert "tools:\n- read_file\n" in path.read_text()
+    back = agent_definition_read(path, [read])
+    assert back.tools == ("read_file",) and back.memory == ("A", "B")
+    assert agent_definition_resolve(back, [read]).tools == (read,)
