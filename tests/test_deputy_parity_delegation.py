@@ -253,3 +253,43 @@ def test_a_definition_file_names_its_tool_objects(tmp_path: Path) -> None:
     back = agent_definition_read(path, [read])
     assert back.tools == ("read_file",) and back.memory == ("A", "B")
     assert agent_definition_resolve(back, [read]).tools == (read,)
+
+
+# --------------------------------------------------------------------------- row 43
+
+
+async def test_run_shiny_streams_a_run_for_a_shinychat_chat(tmp_path: Path) -> None:
+    # deputy: chat_append("chat", agent$run_shiny(input$chat_user_input,
+    #   max_tool_calls = 1)): the reply as a content stream, tool calls included, and
+    # at most max_tool_calls calls.
+    agent = Agent(
+        ScriptedModel(
+            [
+                ScriptedReply("Adding.", tool_calls=[ScriptedToolCall("add", {"a": 1, "b": 2})]),
+                _call("add", {"a": 3, "b": 4}, call_id="c2"),
+                "never",
+            ]
+        ),
+        working_dir=tmp_path,
+        tools=[local_tool(_add, name="add")],
+        run_context={"user_id": "ana"},
+    )
+    chunks = [c async for c in agent.run_shiny("1 + 2?", max_tool_calls=1, run_context={"x": 1})]
+    assert [type(c).__name__ for c in chunks] == [
+        "ContentText",
+        "ContentToolRequest",
+        "ContentToolResult",
+    ]
+    result = agent.last_run()
+    assert result is not None and result.stop_reason == "tool_call_limit"
+    assert result.run_context == {"user_id": "ana", "x": 1}
+    # Without max_tool_calls: the agent's, else 25, never more than the agent's.
+    strict = Agent(
+        ScriptedModel([_call("add", {"a": 1, "b": 1}), _call("add", {"a": 2, "b": 2}, "c2")]),
+        tools=[local_tool(_add, name="add")],
+        usage_limits=UsageLimits(max_tool_calls=1),
+    )
+    _ = [c async for c in strict.run_shiny("go", max_tool_calls=5)]
+    strict_result = strict.last_run()
+    assert strict_result is not None and strict_result.stop_reason == "tool_call_limit"
+    assert strict_result.usage.tool_calls == 1
