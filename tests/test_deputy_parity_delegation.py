@@ -293,3 +293,32 @@ async def test_run_shiny_streams_a_run_for_a_shinychat_chat(tmp_path: Path) -> N
     strict_result = strict.last_run()
     assert strict_result is not None and strict_result.stop_reason == "tool_call_limit"
     assert strict_result.usage.tool_calls == 1
+
+
+# --------------------------------------------------------------------------- row 44
+
+
+def test_the_approval_review_edits_a_list_argument_as_json() -> None:
+    # deputy's approval_review_server() shows a non-scalar argument read-only ("deny the
+    # call if it is wrong"); the kit's review edits it as JSON, parsed on the server
+    # (a bad edit denies with the parser's note) and checked by the tool's schema in
+    # the gate before the call runs (tests/e2e/test_approvals.py drives it).
+    from deputy_shiny.approvals import ApprovalRequest
+    from deputy_shiny.shiny._answers import decision_from_answer
+    from deputy_shiny.shiny._modals import approval_modal
+
+    schema = {"type": "object", "properties": {"names": {"type": "array"}}}
+    request = ApprovalRequest(
+        call_id="c1",
+        tool_name="tag",
+        arguments={"names": ["draft"], "path": "a.txt"},
+        input_schema=schema,
+    )
+    html = str(approval_modal(request))
+    assert 'data-type="json"' in html and '>[\n  "draft"\n]</textarea>' in html
+    good = decision_from_answer(request, {"action": "approve", "values": {"names": '["x"]'}})
+    assert good.approved and good.updated_input == {"names": ["x"], "path": "a.txt"}
+    same = decision_from_answer(request, {"action": "approve", "values": {"names": '[ "draft" ]'}})
+    assert same.approved and same.updated_input is None  # reformatted is not edited
+    bad = decision_from_answer(request, {"action": "always", "values": {"names": "[1,"}})
+    assert not bad.approved and "'names' is not valid JSON" in (bad.message or "")
