@@ -110,7 +110,8 @@ def approval_review_server(
         for poke in holder:
             poke()
 
-    agent.add_hook(HookMatcher("Stop", on_stop))
+    matcher = HookMatcher("Stop", on_stop)
+    agent.add_hook(matcher)
     decide_with: Decide = decide or (lambda path, d: agent.resume_approval_async(path, d))
     task = asyncio.create_task(
         _review_loop(agent, asks, wake, pending, outcome, decide_with),
@@ -120,6 +121,7 @@ def approval_review_server(
 
     def ended() -> None:
         holder.clear()
+        agent.hooks.remove(matcher)  # an agent that outlives the session keeps no hook
         task.cancel()
 
     session.on_ended(ended)
@@ -154,11 +156,16 @@ async def _review_loop(
     while True:
         await wake.wait()
         wake.clear()
-        record = await agent.pending_approval_async()
+        try:
+            record = await agent.pending_approval_async()
+        except Exception as exc:  # a store that is down: say so, look again on refresh
+            logger.warning("approval review: reading the pending approval failed: %s", exc)
+            await _set(outcome, {"decision": None, "tool_input": None, "error": str(exc)})
+            continue
         if record is not None and record.status != "pending":
             record = None
         await _set(pending, record)
-        if record is None or record.source.path in submitted:
+        if record is None or str(record.source.path) in submitted:
             continue
         path = str(record.source.path)
         try:
