@@ -22,6 +22,7 @@ from deputy_shiny.delegation import (
     agent_definition_write,
 )
 from deputy_shiny.errors import AgentDefinitionError
+from deputy_shiny.skills import skill_create
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import tool_read_file, tool_write_file, tools_file
 from tests.helpers import local_tool
@@ -210,6 +211,26 @@ def test_a_definitions_tool_objects_are_the_subagents_own(tmp_path: Path) -> Non
     assert sub is not None and sub.response == "It prints hi."
     (output,) = sub.tool_results()
     assert not output.is_error and "print('hi')" in output.output
+
+
+def test_a_definitions_skill_objects_bring_their_prompt_and_tools(tmp_path: Path) -> None:
+    # deputy: agent_definition(..., skills = list(skill)): a Skill value, not a name.
+    adding = skill_create(
+        "adding", prompt="Add with the add tool.", tools=[local_tool(_add, name="add")]
+    )
+    lead = LeadAgent(
+        ScriptedModel([_delegate("adder", "1 + 2?"), "3."]),
+        working_dir=tmp_path,
+        subagents=[agent_definition("adder", "Adds.", "You add.", skills=[adding])],
+        subagent_models={"adder": ScriptedModel([_call("add", {"a": 1, "b": 2}), "3"])},
+    )
+    lead.run_sync("go")
+    (manifest,) = lead.get_subagent_contexts().values()
+    assert manifest is not None and "Add with the add tool." in manifest.system_prompt
+    (sub,) = lead.get_subagent_results()
+    assert sub is not None
+    (added,) = sub.tool_results()
+    assert (added.output, added.is_error) == ("3", False)
 
 
 def test_the_leads_permissions_still_bind_a_subagents_own_tools(tmp_path: Path) -> None:
