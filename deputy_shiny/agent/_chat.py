@@ -210,13 +210,12 @@ class ChatMethods:
 
         Examples:
             >>> import asyncio
-            >>> from deputy_shiny import Agent
             >>> from deputy_shiny.testing import ScriptedModel
-            >>> agent = Agent(ScriptedModel(["Hello there"]))
-            >>> async def main():
-            ...     return "".join([c.text async for c in agent.run_shiny("Hi")])
-            >>> asyncio.run(main())
-            'Hello there'
+            >>> async def kinds(agent):
+            ...     return [type(c).__name__ async for c in agent.run_shiny("Hi")]
+            >>> from deputy_shiny import Agent
+            >>> asyncio.run(kinds(Agent(ScriptedModel(["Hello there"]))))
+            ['ContentText', 'ContentText']
         """
         if max_tool_calls is None:
             max_tool_calls = self.usage_limits.max_tool_calls
