@@ -16,12 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests._nginx import start_nginx
 from tests._postgres import PostgresServer
 from tests.e2e.conftest import AppServer
-from tests.e2e.test_two_processes import FRESH_SERVER_MS, Cluster, load, open_on
+from tests.e2e.test_two_processes import (
+    FRESH_SERVER_MS,
+    Cluster,
+    load,
+    open_on,
+    serve_cluster,
+)
 
 APP = "resume.py"
 END = "REPLY-END."
@@ -45,27 +50,13 @@ def cluster(
         "DEPUTY_RECORD_KEY": secrets.token_hex(32),
         "DEPUTY_E2E_LEDGER": str(ledger),
     }
-    for name in ("a", "b"):  # launched side by side: each imports litellm as it starts
-        serve_app(APP, wait=False, DEPUTY_E2E_TAG=f"resume-{name}", **shared)
-    processes = {
-        name: serve_app(APP, DEPUTY_E2E_TAG=f"resume-{name}", **shared) for name in ("a", "b")
-    }
-    ports = {name: int(server.url.rsplit(":", 1)[1]) for name, server in processes.items()}
-    proxy = start_nginx(ports)
-    try:
-        yield Cluster(processes, proxy)
-    finally:
-        proxy.stop()
-
-
-@pytest.fixture
-def user(new_page: Callable[[], Page]) -> BrowserContext:
-    return new_page().context
+    yield from serve_cluster(serve_app, APP, "resume", shared)
 
 
 def test_a_reply_killed_mid_stream_on_a_finishes_live_on_b(
-    user: BrowserContext, cluster: Cluster, ledger: Path
+    new_page: Callable[[], Page], cluster: Cluster, ledger: Path
 ) -> None:
+    user = new_page().context  # one user: its cookies hold its token and route
     page, chat = open_on(user, cluster, "a")
     chat.send("go")
     chat.expect_latest_reply("word 020,", timeout=FRESH_SERVER_MS)  # mid-reply
