@@ -251,6 +251,13 @@ class InterruptedRun(BaseModel):
             as far as it was saved (the resumed run asks the model again).
         interrupted_calls: Names of the tool calls that were running when it stopped.
         started_at / updated_at: Unix times (the run's start, its last journaled step).
+        turns: The turns the run added to the conversation, as journaled: the user's
+            message, each finished response and its tools' results (what a UI shows of
+            it before it goes on).
+        held: True when the run's lease is still held: its process may have just died
+            (the lease lapses within ``LEASE_TTL`` seconds of its last renewal) or may
+            still be running it; it cannot be resumed until the lease lapses. Only
+            ``interrupted_run_async(include_held=True)`` returns such a run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -262,6 +269,8 @@ class InterruptedRun(BaseModel):
     interrupted_calls: list[str] = Field(default_factory=list)
     started_at: float = 0.0
     updated_at: float = 0.0
+    turns: list[Turn] = Field(default_factory=list)
+    held: bool = False
 
 
 class _RunRecord(BaseModel):
@@ -409,45 +418,54 @@ class StoreRunJournals:
 
     # ------------------------------------------------------------ reading
 
-    async def interrupted(self) -> list[InterruptedRun]:
-        """This agent's interrupted runs in the session, oldest first."""
-        return await bridge_for(self.store).call(self._interrupted)
+    async def interrupted(self, *, include_held: bool = False) -> list[InterruptedRun]:
+        """This agent's interrupted runs in the session, oldest first (``include_held``:
+        with the runs whose lease is still held, ``held=True``)."""
+        return await bridge_for(self.store).call(self._interrupted, include_held)
 
-    async def _interrupted(self) -> list[InterruptedRun]:
+    async def _interrupted(self, include_held: bool = False) -> list[InterruptedRun]:
         found: list[InterruptedRun] = []
         for stored in await self.store.list_records(RUN_KIND, scope=self.scope):
             if stored.status not in _IN_FLIGHT or not self._mine(stored):
                 continue
-            if await self.store.lease_holder(_lease_name(stored.key)) is not None:
+            held = await self.store.lease_holder(_lease_name(stored.key)) is not None
+            if held and not include_held:
                 continue  # live, or being resumed
             rebuilt = _rebuild(stored, await self._steps(stored.key))
-            if rebuilt.steps == 0:
+            # Nothing is decided about a run another process may hold.
+            if not held and rebuilt.steps == 0:
                 # Its process died before even the user's message was written: there is
                 # nothing to go on from (the run never made a request).
                 await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="stopped")
                 continue
-            if rebuilt.approval is not None:
+            if not held and rebuilt.approval is not None:
                 # It paused for a durable approval before its end was written: the
                 # approval carries it on (decided once, with resume_approval).
                 await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="pending")
                 continue
-            found.append(
-                InterruptedRun(
-                    run_id=stored.key,
-                    task=_task_text(rebuilt.turns, len(rebuilt.record.turns)),
-                    steps=rebuilt.steps,
-                    partial_text=await self._partial(stored.key, rebuilt.steps),
-                    interrupted_calls=[
-                        r.name
-                        for t in rebuilt.turns[-1:]
-                        for r in t.tool_requests
-                        if r.id in rebuilt.started
-                    ],
-                    started_at=rebuilt.record.started_at,
-                    updated_at=rebuilt.updated_at or stored.updated_at,
-                )
-            )
+            found.append(await self._described(stored, rebuilt, held))
         return sorted(found, key=lambda run: run.started_at)
+
+    async def _described(
+        self, stored: StoredRecord, rebuilt: _Rebuilt, held: bool
+    ) -> InterruptedRun:
+        base = len(rebuilt.record.turns)
+        return InterruptedRun(
+            run_id=stored.key,
+            task=_task_text(rebuilt.turns, base),
+            steps=rebuilt.steps,
+            partial_text=await self._partial(stored.key, rebuilt.steps),
+            interrupted_calls=[
+                r.name
+                for t in rebuilt.turns[-1:]
+                for r in t.tool_requests
+                if r.id in rebuilt.started
+            ],
+            started_at=rebuilt.record.started_at,
+            updated_at=rebuilt.updated_at or stored.updated_at,
+            turns=rebuilt.turns[base:],
+            held=held,
+        )
 
     def _mine(self, stored: StoredRecord) -> bool:
         payload = stored.payload
