@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
-from ..errors import InvalidToolError, ToolNameConflictError
+from ..errors import InvalidToolError, PermissionDeniedError, ToolNameConflictError
 from ..models import ChatModel, supports_native_web_search
-from ..permissions import Permissions, PermissionsError, native_web_refusal
+from ..permissions import Permissions, native_web_refusal
 from ..tools import NativeWebSearch, Tool
 from ..tools.web import bind_native_web_search
 from ._guard import Guard
@@ -170,7 +170,12 @@ class ToolRegistry:
                 continue
             refusal = native_web_refusal(permissions, item.name)
             if refusal is not None:
-                raise PermissionsError(refusal)
+                raise PermissionDeniedError(
+                    refusal,
+                    tool_name=item.name,
+                    permission_mode=permissions.mode,
+                    reason=refusal,
+                )
             if item.provider != model.provider:
                 raise InvalidToolError(
                     f"Provider-native {item.name} is for {item.provider}, but this agent talks "

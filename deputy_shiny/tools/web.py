@@ -550,6 +550,7 @@ def tool_web_fetch(
 
 def tools_web(
     model: object | None = None,
+    use_native: bool = True,
     *,
     allow_private_network: bool = False,
     allowed_networks: Iterable[AllowedNetwork] = (),
@@ -564,6 +565,9 @@ def tools_web(
     Args:
         model: The model the tools are for; None for the universal tools. The agent
             registering the tools asks its own model, which is the one requests go to.
+        use_native: False gives the universal tools even with ``model``, as deputy's
+            ``tools_web(chat, use_native = FALSE)`` (every request checked here, no
+            provider's extra cost).
         allow_private_network: Passed to :func:`tool_web_fetch` (True: no network guard).
         allowed_networks: Passed to :func:`tool_web_fetch`: non-public networks or hosts
             web_fetch may still reach.
@@ -573,11 +577,16 @@ def tools_web(
         ['web_fetch', 'web_search']
         >>> type(tools_web("openai/gpt-4o-search-preview")[1]).__name__
         'NativeWebSearch'
+        >>> type(tools_web("openai/gpt-4o-search-preview", use_native=False)[1]).__name__
+        'Tool'
     """
+    if not isinstance(use_native, bool):
+        raise TypeError(f"use_native must be True or False, not {use_native!r}")
     tools: list[Tool | NativeWebSearch] = [
         tool_web_fetch(
             allow_private_network=allow_private_network, allowed_networks=allowed_networks
         )
     ]
-    tools.append(NativeWebSearch() if model is not None else tool_web_search())
+    native = model is not None and use_native
+    tools.append(NativeWebSearch() if native else tool_web_search())
     return tools
