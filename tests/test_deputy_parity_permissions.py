@@ -28,6 +28,7 @@ from deputy_shiny.permissions import (
 from deputy_shiny.sandbox import Sandbox
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import (
+    NativeWebFetch,
     NativeWebSearch,
     Tool,
     tool_read_file,
@@ -361,3 +362,59 @@ async def test_the_tool_loop_stop_says_how_a_polling_tool_avoids_it() -> None:
     result = await agent.run_async("wait for the job")
     assert result.stop_reason == "tool_loop"
     assert "a polling tool should return something that changes" in (result.stop_message or "")
+
+
+FETCH_MODEL = "gemini/gemini-2.5-flash"  # litellm: supports_url_context and web search
+BOTH = Permissions(web=True, tool_allowlist=("web_search", "web_fetch"))
+
+
+def test_tools_web_uses_native_fetch_where_litellm_says_the_model_reads_urls() -> None:
+    # deputy: tools_web(chat) gives Google's native search and fetch, OpenAI's native
+    # search with the universal fetch.
+    agent = Agent(FETCH_MODEL, permissions=BOTH)
+    agent.register_tools(tools_web(agent.model))
+    tools = agent.get_tools()
+    assert isinstance(tools["web_fetch"], NativeWebFetch)
+    assert isinstance(tools["web_search"], NativeWebSearch)
+    assert agent._run_deps().request_extras == {
+        "tools": [{"url_context": {}}],
+        "web_search_options": {"search_context_size": "medium"},
+    }
+    openai = Agent("openai/gpt-4o-search-preview", permissions=BOTH)
+    openai.register_tools(tools_web(openai.model))
+    assert isinstance(openai.get_tools()["web_fetch"], Tool)  # our fetch tool in its place
+    assert openai._run_deps().request_extras == {
+        "web_search_options": {"search_context_size": "medium"}
+    }
+
+
+def test_native_fetch_is_authorized_at_registration_like_native_search() -> None:
+    agent = Agent(FETCH_MODEL, permissions=Permissions(web=True, tool_allowlist=("web_search",)))
+    with pytest.raises(PermissionDeniedError, match="web_fetch needs an explicit tool_allowlist"):
+        agent.register_tools(tools_web(agent.model))
+    assert agent.get_tools() == {}
+    narrowed = Agent(FETCH_MODEL, permissions=BOTH)
+    narrowed.register_tools(tools_web(narrowed.model))
+    narrowed.set_permission_mode("readonly")  # no provider-side call can be checked now
+    assert narrowed.get_tools() == {}
+    assert narrowed._run_deps().request_extras == {}
+
+
+async def test_native_fetch_rides_beside_the_function_tools_in_the_request() -> None:
+    model = ScriptedModel(["read it"])
+    chat_model = model.as_chat_model()
+    agent = Agent(
+        model,
+        tools=[local_tool(_add)],
+        permissions=Permissions(web=True, tool_allowlist=("web_fetch", "_add")),
+    )
+    agent.register_tool(NativeWebFetch(provider=chat_model.provider, model=chat_model.model))  # type: ignore[arg-type]
+    assert await agent.chat_async("what does https://example.org say?") == "read it"
+    sent = model.requests[0]["tools"]
+    assert {"url_context": {}} in sent
+    assert [t["function"]["name"] for t in sent if "function" in t] == ["_add"]
+
+
+def _add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
