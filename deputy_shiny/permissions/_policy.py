@@ -24,8 +24,9 @@ from ..errors import ConfigurationError, PermissionsError
 PermissionMode = Literal["standard", "plan", "readonly", "full"]
 """``standard`` (the default): reads and writes in the working dir, no code or web
 unless the flags allow; ``plan``: look but don't touch; ``readonly``: reads (and the
-built-in web tools when ``web=True``), nothing that writes; ``full``: everything the
-flags allow, custom tools included."""
+built-in web tools when ``web=True``), nothing that writes; ``full``: every tool, custom
+ones included, as deputy's (the capability flags default to on; one turned off still
+applies)."""
 
 ApprovalEffect = Literal["write", "destructive", "open_world"]
 
