@@ -155,6 +155,16 @@ def test_each_installer_is_named_in_the_denial(command: str, installer: str) -> 
     assert f"({installer})" in decision.reason
 
 
+def test_an_install_hidden_below_what_is_read_is_denied_and_odd_code_never_crashes() -> None:
+    perms = Permissions(run_bash=True, run_python=True)
+    hidden = "echo " + "$(" * 20 + "pip install evil" + ")" * 20
+    decision = permissions_check(perms, tool_run_bash(), {"command": hidden}, ".")
+    assert decision.decision == "deny" and "too deeply" in decision.reason
+    # Code Python itself cannot compile runs nothing: allowed (the tool reports the error).
+    for code in ["1+" * 200_000 + "1", "os.system(", "(" * 10_000]:
+        assert permissions_check(perms, tool_run_python(), {"code": code}, ".").allowed
+
+
 # --------------------------------------------------------------------------- row 21
 
 

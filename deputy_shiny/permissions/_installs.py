@@ -38,6 +38,7 @@ __all__ = ["install_in_bash", "install_in_call", "install_in_python"]
 
 _MAX_DEPTH = 8
 _UNKNOWN = "\x00"  # a word the reader cannot know (a variable, a call)
+_TOO_DEEP = "commands nested too deeply to check"
 
 # program -> the subcommands that install packages (the first word that is not an option)
 _SUBCOMMANDS: dict[str, frozenset[str]] = {
@@ -151,8 +152,10 @@ def install_in_bash(command: str, depth: int = 0) -> str | None:
         >>> install_in_bash("pip list && npm test") is None
         True
     """
-    if depth > _MAX_DEPTH or not isinstance(command, str):
+    if not isinstance(command, str):
         return None
+    if depth > _MAX_DEPTH:
+        return _TOO_DEEP  # fail closed: an install could hide below what is read
     script = lex(command)
     for cmd in script.commands:
         words, payloads = strip_prefixes(cmd.words)
@@ -303,12 +306,14 @@ def install_in_python(code: str, depth: int = 0) -> str | None:
         >>> install_in_python("print('pip install x')") is None
         True
     """
-    if depth > _MAX_DEPTH or not isinstance(code, str):
+    if not isinstance(code, str):
         return None
+    if depth > _MAX_DEPTH:
+        return _TOO_DEEP
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # Python cannot compile it either, so it runs nothing
     aliases: dict[str, str] = {}
     names: dict[str, ast.AST] = {}
     for node in ast.walk(tree):
