@@ -362,6 +362,12 @@ def test_a_removed_deputy_method_names_its_replacement(name: str, replacement: s
         agent.tunrs  # type: ignore[attr-defined]  # noqa: B018 (a typo: the plain message)
 
 
+def test_deputys_code_flag_names_are_refused_naming_ours() -> None:
+    # deputy: Permissions(bash = TRUE, r_code = TRUE)
+    with pytest.raises(PermissionsError, match=r"bash= is run_bash=.*r_code= is run_python="):
+        Permissions(bash=True, r_code=True)  # type: ignore[call-arg]
+
+
 async def test_the_tool_loop_stop_says_how_a_polling_tool_avoids_it() -> None:
     def poll() -> str:
         """Check whether the job is done."""

@@ -90,6 +90,10 @@ FULL_MODE_FLAGS = ("run_python", "run_bash", "web", "install_packages")
 ``file_read`` and ``file_write`` default to on in every mode."""
 
 
+# deputy's flag names for the code tools (a port's Permissions(bash=TRUE)).
+_DEPUTY_FLAGS = {"bash": "run_bash", "r_code": "run_python"}
+
+
 class Permissions(FrozenConfig):
     """The policy every tool call is checked against (frozen; revise with ``model_copy``).
 
@@ -164,6 +168,12 @@ class Permissions(FrozenConfig):
         # As deputy's full mode ("allow all tools"): the capability flags a caller
         # leaves out default to on. One given explicitly still applies, so
         # Permissions(mode="full", run_bash=False) denies bash (a kept difference).
+        if isinstance(data, dict):
+            renamed = [
+                f"{old}= is {new}= here" for old, new in _DEPUTY_FLAGS.items() if old in data
+            ]
+            if renamed:
+                raise ValueError(f"deputy's {'; '.join(renamed)}")
         if isinstance(data, dict) and data.get("mode") == "full":
             return {**dict.fromkeys(FULL_MODE_FLAGS, True), **data}
         return data
