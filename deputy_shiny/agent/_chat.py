@@ -27,9 +27,31 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatMethods"]
 
+# deputy's Agent methods that have another name here: calling one says what to use
+# (the differences are listed in the docs' "Differences from deputy, on purpose").
+DEPUTY_NAMES = {
+    "turns": "get_turns() (one accessor per concept)",
+    "provider": "the model property (agent.model.provider, agent.model.name)",
+    "get_provider": "the model property: a ChatModel with provider, name and params",
+    "get_model_object": "the model property: a ChatModel with its params and api_base",
+    "set_chat": "set_model(model) (a model string or ChatModel)",
+    "run_shiny": "the Shiny kit: agent_chat_ui() / agent_chat_server() in deputy_shiny.shiny",
+    "print": "print(agent) or repr(agent)",
+}
+
 
 class ChatMethods:
     """An Agent's chat and stream adapters (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+
+    if not TYPE_CHECKING:  # mypy would take every attribute as defined
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached for a missing attribute: a deputy name says what replaces it.
+            hint = DEPUTY_NAMES.get(name)
+            message = f"{type(self).__name__!r} object has no attribute {name!r}"
+            if hint is not None:
+                message += f"; for deputy's ${name}() use {hint}"
+            raise AttributeError(message, name=name, obj=self)
 
     if TYPE_CHECKING:
         # Agent's own; mypy holds these to the real signatures (an override that
