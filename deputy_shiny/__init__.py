@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         tools_mcp_async,
     )
     from .messages import (
+        ContentAudio,
         ContentImage,
         ContentText,
         ContentThinking,
@@ -186,6 +187,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tools_mcp_async",
     ),
     ".messages": (
+        "ContentAudio",
         "ContentImage",
         "ContentText",
         "ContentThinking",
@@ -302,6 +304,7 @@ __all__ = [
     "CompactionError",
     "CompactionRecord",
     "ConfigurationError",
+    "ContentAudio",
     "ContentImage",
     "ContentText",
     "ContentThinking",

@@ -33,6 +33,7 @@ from ._chat_model import (
     SupportsChatModel,
     check_model_string,
     missing_credentials,
+    supports_audio,
     supports_images,
     supports_native_web_search,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "check_model_string",
     "missing_credentials",
     "resolve_model",
+    "supports_audio",
     "supports_images",
     "supports_native_web_search",
 ]
