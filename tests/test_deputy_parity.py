@@ -776,3 +776,36 @@ async def test_the_chat_card_shows_a_returned_image_from_the_session(tmp_path: P
     # A transcript replayed from the conversation shows the same card.
     (result,) = [r for t in agent.get_turns() for r in t.tool_results]
     assert result.images == [png]
+
+
+def test_mcp_plots_retain_image_content(tmp_path: Path) -> None:
+    # Row 2, deputy (S0): "Plots retain ellmer image content": an MCP server's plot (here
+    # a stand-in for mcp-repl's repl tool) reaches the model as an image, not as text.
+    import mcp_types as types
+    from mcp.server.mcpserver import MCPServer
+
+    from deputy_shiny.mcp import McpConfig, McpInProcessServer
+
+    repl = MCPServer("repl")
+    plot = base64.b64encode(PNG_1PX).decode()
+    local = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @repl.tool(annotations=local)
+    def run(input: str) -> list[Any]:
+        """Run code."""
+        return [
+            types.TextContent(type="text", text="> plot(x)"),
+            types.ImageContent(type="image", data=plot, mime_type="image/png"),
+        ]
+
+    config = McpConfig(servers={"repl": McpInProcessServer(name="repl", server=repl)})
+    model = ScriptedModel([_call("run", {"input": "plot(x)"}), "A line."])
+    agent = Agent(model, working_dir=tmp_path).load_mcp(config)
+    try:
+        result = agent.run_sync("plot x")
+    finally:
+        agent.close()
+    (returned,) = result.tool_results()
+    assert returned.images == [ContentImage(data=plot, media_type="image/png")]
+    parts = model.requests[-1]["messages"][-1]["content"]
+    assert parts[-1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{plot}"}}
