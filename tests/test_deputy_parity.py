@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from deputy_shiny.tools import (
     tool_write_file,
 )
 from deputy_shiny.tools._content import PNG_1PX
-from tests.helpers import READ_ONLY, local_tool
+from tests.helpers import READ_ONLY, card_result, local_tool
 
 
 class Stop(BaseModel):
@@ -755,22 +754,12 @@ def test_images_a_tool_is_made_to_return_are_checked(tmp_path: Path) -> None:
 async def test_the_chat_card_shows_a_returned_image_from_the_session(tmp_path: Path) -> None:
     # The kit's tool card: the image as shinychat's content_extra <img> whose source is
     # the image's own data: URL (no link, no markup); the output stays code text.
-    from deputy_shiny.shiny import render_events
-
     png = content_image_inline(PNG_1PX)
     said = ContentText(text="<img src=x onerror=alert(1)>")
     model = ScriptedModel([_call("render", {"name": "sales"}), "Seen."])
     agent = Agent(model, tools=[_returns([said, png])], working_dir=tmp_path)
-    chunks = [c async for c in render_events(agent.run("go"))]
-    (block,) = [
-        b
-        for c in chunks
-        if not isinstance(c, str)
-        for b in (c.blocks or [])
-        if b["type"] == "tool_result"  # type: ignore[index]
-    ]
-    assert block["value_type"] == "content_extra"  # type: ignore[index]
-    text, image = json.loads(block["value"])  # type: ignore[index]
+    value_type, (text, image) = await card_result(agent)
+    assert value_type == "content_extra"
     assert image == {"type": "image", "src": f"data:image/png;base64,{png.data}"}
     assert text["value_type"] == "code" and "onerror" in text["value"]
     # A transcript replayed from the conversation shows the same card.

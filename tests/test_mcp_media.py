@@ -17,9 +17,10 @@ import pytest
 
 from deputy_shiny import Agent, AgentResult, ContentImage, Tool, tools_mcp
 from deputy_shiny.models import ChatModel, supports_audio, supports_images
-from deputy_shiny.shiny import render_events
 from deputy_shiny.shiny._render import tool_result_block
 from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
+
+from .helpers import card_result
 
 SERVER = Path(__file__).resolve().with_name("mcp_media_server.py")
 PNG_2X1 = (
@@ -152,16 +153,8 @@ async def test_the_tool_card_shows_an_mcp_image_from_its_own_bytes(
     media_tools: list[Tool], tmp_path: Path
 ) -> None:
     agent = Agent(Recorder("plot").model, tools=media_tools, working_dir=tmp_path)
-    chunks = [c async for c in render_events(agent.run("go"))]
-    (block,) = [
-        b
-        for c in chunks
-        if not isinstance(c, str)
-        for b in (c.blocks or [])
-        if b["type"] == "tool_result"  # type: ignore[index]
-    ]
-    assert block["value_type"] == "content_extra"  # type: ignore[index]
-    text, image = json.loads(block["value"])  # type: ignore[index]
+    value_type, (text, image) = await card_result(agent)
+    assert value_type == "content_extra"
     assert image == {"type": "image", "src": f"data:image/png;base64,{PNG_2X1}"}
     assert text == {"type": "text", "value": text["value"], "value_type": "code"}
 

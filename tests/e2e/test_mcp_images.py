@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from deputy_shiny.shiny.playwright import AgentChat
 from tests.e2e.conftest import AppServer, open_chat
@@ -28,6 +28,17 @@ def app(serve_app: Callable[..., AppServer]) -> AppServer:
     return serve_app("mcp_images.py")
 
 
+def card_after(page: Page, app: AppServer, task: str, reply: str) -> Locator:
+    """Open the app, send ``task``, wait for ``reply``; the tool card, opened."""
+    chat = open_recorded(page, app)
+    chat.send(task)
+    chat.expect_latest_reply(reply)
+    chat.expect_idle()
+    card = chat.loc_tool_cards.last
+    card.locator("summary, .card-header, button").first.click()
+    return card
+
+
 def open_recorded(page: Page, app: AppServer) -> AgentChat:
     page.add_init_script(RECORD_VIOLATIONS)
     headers = page.request.get(app.url).headers
@@ -39,12 +50,7 @@ def open_recorded(page: Page, app: AppServer) -> AgentChat:
 
 
 def test_the_card_shows_the_server_s_image_from_the_session(page: Page, app: AppServer) -> None:
-    chat = open_recorded(page, app)
-    chat.send("plot")
-    chat.expect_latest_reply("Done: I saw 1 image(s). END-plot")
-    chat.expect_idle()
-    card = chat.loc_tool_cards.last
-    card.locator("summary, .card-header, button").first.click()
+    card = card_after(page, app, "plot", "Done: I saw 1 image(s). END-plot")
     image = card.locator("img.shiny-chat-tool-image")
     expect(image).to_have_count(1)
     src = image.get_attribute("src") or ""
@@ -59,12 +65,7 @@ def test_the_card_shows_the_server_s_image_from_the_session(page: Page, app: App
 
 
 def test_a_hostile_server_s_images_show_as_notes(page: Page, app: AppServer) -> None:
-    chat = open_recorded(page, app)
-    chat.send("hostile")
-    chat.expect_latest_reply("Done: I saw 0 image(s). END-hostile")
-    chat.expect_idle()
-    card = chat.loc_tool_cards.last
-    card.locator("summary, .card-header, button").first.click()
+    card = card_after(page, app, "hostile", "Done: I saw 0 image(s). END-hostile")
     expect(card).to_contain_text("image refused: declared image/svg+xml")
     expect(card).to_contain_text("declared image/jpeg, but the data is image/png")
     expect(card).to_contain_text("onerror")  # the server's markup, shown as text
