@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, AgentResult, ContentImage, Tool, tools_mcp
+from deputy_shiny import (
+    Agent,
+    AgentResult,
+    ContentAudio,
+    ContentImage,
+    ContentToolResult,
+    Tool,
+    Turn,
+    tools_mcp,
+)
+from deputy_shiny._engine.compaction import _turn_tokens
 from deputy_shiny.models import ChatModel, supports_audio, supports_images
 from deputy_shiny.shiny._render import tool_result_block
 from deputy_shiny.testing import FunctionModel, ScriptedReply, ScriptedToolCall
@@ -176,3 +186,12 @@ def test_the_card_checks_an_image_again_by_its_bytes() -> None:
     assert shown == {"type": "image", "src": f"data:image/png;base64,{PNG_2X1}"}
     alone: Any = tool_result_block("c1", "plot", "out", is_error=False, images=claims[:3]).blocks
     assert alone[0]["value_type"] == "code"
+
+
+def test_a_returned_sound_counts_as_its_note_in_the_context_budget() -> None:
+    # As an image does: its base64 is not text the model reads (a 1 MB clip is not
+    # 350,000 tokens that would set off compaction).
+    wav = b"RIFF\0\0\0\0WAVEfmt " + b"\0" * 1_000_000
+    clip = ContentAudio(data=base64.b64encode(wav).decode(), media_type="audio/wav")
+    result = ContentToolResult(call_id="c1", name="sound", output="a beep", audio=[clip])
+    assert _turn_tokens(Turn(role="user", contents=[result])) < 200
