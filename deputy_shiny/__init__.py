@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         tools_mcp_async,
     )
     from .messages import (
+        ContentAudio,
         ContentImage,
         ContentText,
         ContentThinking,
@@ -188,6 +189,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tools_mcp_async",
     ),
     ".messages": (
+        "ContentAudio",
         "ContentImage",
         "ContentText",
         "ContentThinking",
@@ -304,6 +306,7 @@ __all__ = [
     "CompactionError",
     "CompactionRecord",
     "ConfigurationError",
+    "ContentAudio",
     "ContentImage",
     "ContentText",
     "ContentThinking",

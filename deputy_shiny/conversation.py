@@ -192,11 +192,17 @@ class Conversation:
         """True when a tool result the model sees carries images."""
         return any(r.images for turn in self.context_turns() for r in turn.tool_results)
 
-    def messages(self, *, images: bool = True) -> list[dict[str, Any]]:
+    def holds_tool_audio(self) -> bool:
+        """True when a tool result the model sees carries audio."""
+        return any(r.audio for turn in self.context_turns() for r in turn.tool_results)
+
+    def messages(self, *, images: bool = True, audio: bool = True) -> list[dict[str, Any]]:
         """The model's view in OpenAI chat format: system prompt, then context turns
-        (``images=False``: for a model that takes no images, see
-        :func:`~deputy_shiny.messages.to_openai_messages`)."""
-        return to_openai_messages(self.system_prompt, self.context_turns(), images=images)
+        (``images=False`` / ``audio=False``: for a model that takes no images / no audio
+        input, see :func:`~deputy_shiny.messages.to_openai_messages`)."""
+        return to_openai_messages(
+            self.system_prompt, self.context_turns(), images=images, audio=audio
+        )
 
     def open_tool_requests(self) -> Turn | None:
         """The last turn when it is an assistant turn whose tool calls have no results yet."""

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ._util.json import loads_bounded
+from ._util.media import AUDIO_FORMATS
 from .errors import ConfigurationError
 from .usage import TurnUsage
 
@@ -90,7 +91,8 @@ class ContentToolResult(_Content):
 
     ``images`` are the inline images the tool returned (checked: PNG, JPEG, GIF or
     WebP data, never a link); they reach a model that takes images with the result, and
-    ``output`` names each one for a model that does not.
+    ``output`` names each one for a model that does not. ``audio`` is the same for the
+    sound a tool returned (checked: WAV or MP3 data), for models that take audio input.
 
     Examples:
         >>> ContentToolResult(call_id="call_1", name="read_file", output="hi").is_error
@@ -103,6 +105,7 @@ class ContentToolResult(_Content):
     output: str
     is_error: bool = False
     images: list[ContentImage] = Field(default_factory=list)
+    audio: list[ContentAudio] = Field(default_factory=list)
     approved_arguments: dict[str, Any] | None = None
     """The arguments the tool ran with when a person edited the model's before
     approving (the model's own stay in the matching request); None when it ran with the
@@ -129,6 +132,21 @@ class ContentImage(_Content):
         if self.data is None:
             raise ConfigurationError("ContentImage needs url or data")
         return f"data:{self.media_type};base64,{self.data}"
+
+
+class ContentAudio(_Content):
+    """A sound as inline base64 data (WAV or MP3), as a tool or an MCP server returned it.
+
+    It reaches a model that takes audio input with the tool's result; never a link.
+
+    Examples:
+        >>> ContentAudio(data="UklGRg==", media_type="audio/wav").type
+        'audio'
+    """
+
+    type: Literal["audio"] = "audio"
+    data: str
+    media_type: str = "audio/wav"
 
 
 Content = Annotated[
@@ -199,15 +217,16 @@ def user_turn(*contents: UserContent) -> Turn:
 
 
 def to_openai_messages(
-    system_prompt: str | None, turns: Iterable[Turn], *, images: bool = True
+    system_prompt: str | None, turns: Iterable[Turn], *, images: bool = True, audio: bool = True
 ) -> list[dict[str, Any]]:
     """Convert a system prompt and turns to OpenAI-format chat messages for litellm.
 
     Thinking content is sent only where it carries a provider signature (Anthropic's
     extended thinking needs it back with tool use); otherwise it is not replayed. The
-    images tool calls returned follow their results in a user message (a tool message
-    holds text only with most providers); with ``images=False`` (a model that takes
-    no images) that message says what was left out instead.
+    images and sound tool calls returned follow their results in a user message (a tool
+    message holds text only with most providers); with ``images=False`` (a model that
+    takes no images) or ``audio=False`` (no audio input) that message says what was
+    left out instead.
     """
     messages: list[dict[str, Any]] = []
     if system_prompt:
@@ -216,20 +235,20 @@ def to_openai_messages(
         if turn.role == "system":
             messages.append({"role": "system", "content": turn.text})
         elif turn.role == "user":
-            messages.extend(_user_messages(turn, images))
+            messages.extend(_user_messages(turn, images, audio))
         else:
             messages.append(_assistant_message(turn))
     return messages
 
 
-def _user_messages(turn: Turn, images: bool = True) -> list[dict[str, Any]]:
+def _user_messages(turn: Turn, images: bool = True, audio: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": r.call_id, "content": r.output} for r in turn.tool_results
     ]
     others = [c for c in turn.contents if isinstance(c, ContentText | ContentImage)]
-    returned = [r for r in turn.tool_results if r.images]
+    returned = [r for r in turn.tool_results if r.images or r.audio]
     if returned:
-        out.append({"role": "user", "content": _returned_images(returned, images)})
+        out.append({"role": "user", "content": _returned_media(returned, images, audio)})
     if not others:
         return out
     if all(isinstance(c, ContentText) for c in others):
@@ -245,27 +264,44 @@ def _user_messages(turn: Turn, images: bool = True) -> list[dict[str, Any]]:
     return out
 
 
-def _returned_images(results: list[ContentToolResult], images: bool) -> list[dict[str, Any]]:
+def _returned_media(
+    results: list[ContentToolResult], images: bool, audio: bool
+) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for result in results:
-        n = len(result.images)
-        if not images:
-            parts.append(
-                {
-                    "type": "text",
-                    "text": f"[The {result.name} call ({result.call_id}) returned {n} "
-                    "image(s); this model takes no images, so they were not sent.]",
-                }
+        call = f"the {result.name} call ({result.call_id})"
+        kinds: list[str] = []
+        sent: list[dict[str, Any]] = []
+        if result.images and images:
+            kinds.append("image(s)")
+            sent.extend(
+                {"type": "image_url", "image_url": {"url": i.to_url()}} for i in result.images
             )
-            continue
-        parts.append(
-            {
-                "type": "text",
-                "text": f"The image(s) the {result.name} call ({result.call_id}) returned:",
-            }
-        )
-        parts.extend({"type": "image_url", "image_url": {"url": i.to_url()}} for i in result.images)
+        elif result.images:
+            parts.append(_left_out(result, f"{len(result.images)} image(s)", "images"))
+        if result.audio and audio:
+            kinds.append("audio")
+            sent.extend(_input_audio(a) for a in result.audio)
+        elif result.audio:
+            parts.append(_left_out(result, f"{len(result.audio)} audio clip(s)", "audio"))
+        if sent:
+            parts.append({"type": "text", "text": f"The {' and '.join(kinds)} {call} returned:"})
+            parts.extend(sent)
     return parts
+
+
+def _left_out(result: ContentToolResult, what: str, kind: str) -> dict[str, Any]:
+    text = (
+        f"[The {result.name} call ({result.call_id}) returned {what}; this model takes no "
+        f"{kind}, so they were not sent.]"
+    )
+    return {"type": "text", "text": text}
+
+
+def _input_audio(clip: ContentAudio) -> dict[str, Any]:
+    # OpenAI's input_audio part (litellm maps it for other providers) names a format.
+    audio_format = AUDIO_FORMATS.get(clip.media_type, "wav")
+    return {"type": "input_audio", "input_audio": {"data": clip.data, "format": audio_format}}
 
 
 def _assistant_message(turn: Turn) -> dict[str, Any]:

@@ -231,3 +231,15 @@ def run_confined(confined: Any, uid: int | None = None) -> str:
     finally:
         confined.release()
     return (done.stdout + done.stderr).decode(errors="replace")
+
+
+async def card_result(agent: Agent, task: str = "go") -> tuple[str, list[dict[str, Any]]]:
+    """Run ``task`` through the kit's renderer; the one tool card's result block as its
+    ``value_type`` and, for ``content_extra``, its items (else ``[]``)."""
+    from deputy_shiny.shiny import render_events
+
+    chunks = [c async for c in render_events(agent.run(task))]
+    blocks: list[Any] = [b for c in chunks if not isinstance(c, str) for b in (c.blocks or [])]
+    (block,) = [b for b in blocks if b["type"] == "tool_result"]
+    extra = block["value_type"] == "content_extra"
+    return block["value_type"], json.loads(block["value"]) if extra else []

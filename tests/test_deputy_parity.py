@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from deputy_shiny.tools import (
     tool_write_file,
 )
 from deputy_shiny.tools._content import PNG_1PX
-from tests.helpers import READ_ONLY, local_tool
+from tests.helpers import READ_ONLY, card_result, local_tool
 
 
 class Stop(BaseModel):
@@ -744,24 +743,47 @@ def test_images_a_tool_is_made_to_return_are_checked(tmp_path: Path) -> None:
 async def test_the_chat_card_shows_a_returned_image_from_the_session(tmp_path: Path) -> None:
     # The kit's tool card: the image as shinychat's content_extra <img> whose source is
     # the image's own data: URL (no link, no markup); the output stays code text.
-    from deputy_shiny.shiny import render_events
-
     png = content_image_inline(PNG_1PX)
     said = ContentText(text="<img src=x onerror=alert(1)>")
     model = ScriptedModel([_call("render", {"name": "sales"}), "Seen."])
     agent = Agent(model, tools=[_returns([said, png])], working_dir=tmp_path)
-    chunks = [c async for c in render_events(agent.run("go"))]
-    (block,) = [
-        b
-        for c in chunks
-        if not isinstance(c, str)
-        for b in (c.blocks or [])
-        if b["type"] == "tool_result"  # type: ignore[index]
-    ]
-    assert block["value_type"] == "content_extra"  # type: ignore[index]
-    text, image = json.loads(block["value"])  # type: ignore[index]
+    value_type, (text, image) = await card_result(agent)
+    assert value_type == "content_extra"
     assert image == {"type": "image", "src": f"data:image/png;base64,{png.data}"}
     assert text["value_type"] == "code" and "onerror" in text["value"]
     # A transcript replayed from the conversation shows the same card.
     (result,) = [r for t in agent.get_turns() for r in t.tool_results]
     assert result.images == [png]
+
+
+def test_mcp_plots_retain_image_content(tmp_path: Path) -> None:
+    # Row 2, deputy (S0): "Plots retain ellmer image content": an MCP server's plot (here
+    # a stand-in for mcp-repl's repl tool) reaches the model as an image, not as text.
+    import mcp_types as types
+    from mcp.server.mcpserver import MCPServer
+
+    from deputy_shiny.mcp import McpConfig, McpInProcessServer
+
+    repl = MCPServer("repl")
+    plot = base64.b64encode(PNG_1PX).decode()
+    local = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @repl.tool(annotations=local)
+    def run(input: str) -> list[Any]:
+        """Run code."""
+        return [
+            types.TextContent(type="text", text="> plot(x)"),
+            types.ImageContent(type="image", data=plot, mime_type="image/png"),
+        ]
+
+    config = McpConfig(servers={"repl": McpInProcessServer(name="repl", server=repl)})
+    model = ScriptedModel([_call("run", {"input": "plot(x)"}), "A line."])
+    agent = Agent(model, working_dir=tmp_path).load_mcp(config)
+    try:
+        result = agent.run_sync("plot x")
+    finally:
+        agent.close()
+    (returned,) = result.tool_results()
+    assert returned.images == [ContentImage(data=plot, media_type="image/png")]
+    parts = model.requests[-1]["messages"][-1]["content"]
+    assert parts[-1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{plot}"}}

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from deputy_shiny import Agent, ConfigurationError, McpConnection, McpError, tool_metadata
+from deputy_shiny import (
+    Agent,
+    ConfigurationError,
+    ContentImage,
+    ContentText,
+    McpConnection,
+    McpError,
+    tool_metadata,
+)
 from deputy_shiny.errors import (
     InvalidToolError,
     McpBusyError,
@@ -18,7 +26,7 @@ from deputy_shiny.errors import (
 )
 from deputy_shiny.testing import ScriptedModel
 
-from .mcp_servers import in_process, notes_server, paging_server
+from .mcp_servers import PNG_1PX, in_process, notes_server, paging_server
 
 
 def agent(**kwargs: Any) -> Agent:
@@ -82,7 +90,7 @@ async def test_annotations_are_the_servers_and_missing_ones_stay_missing(notes: 
         await conn.aclose()
 
 
-async def test_error_results_and_images_become_text(notes: Any) -> None:
+async def test_error_results_become_errors_and_images_content(notes: Any) -> None:
     conn = await McpConnection.open(
         in_process(notes=notes), "notes", agent(), tools=["fail", "picture"]
     )
@@ -93,7 +101,11 @@ async def test_error_results_and_images_become_text(notes: Any) -> None:
         with pytest.raises(ToolInvocationError, match="broken on purpose"):
             await tools["fail"].invoke({"message": "broken on purpose"})
         output = await tools["picture"].invoke({})
-        assert output.startswith("a tiny picture\n[image: image/png, 28 bytes, not shown]")
+        # The image stays an image (#37): the engine sends it to a model that takes one.
+        assert output == [
+            ContentText(text="a tiny picture"),
+            ContentImage(data=PNG_1PX, media_type="image/png"),
+        ]
         assert conn.status == "connected"  # an error result is not a broken connection
     finally:
         await conn.aclose()

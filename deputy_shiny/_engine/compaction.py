@@ -105,7 +105,7 @@ hostile 10 MB tool-call argument would take seconds to tokenise."""
 
 
 def _turn_tokens(turn: Turn) -> int:
-    messages = to_openai_messages(None, [turn], images=False)
+    messages = to_openai_messages(None, [turn], images=False, audio=False)
     estimate = estimate_prompt_tokens(messages)
     if estimate * 4 > _EXACT_CHARS:
         return estimate
@@ -181,7 +181,7 @@ def _messages_bound(messages: Sequence[dict[str, Any]]) -> int | None:
 
 def _turn_bound(turn: Turn) -> int | None:
     """An upper bound on ``_turn_tokens(turn)``, or None when none is cheap."""
-    return _messages_bound(to_openai_messages(None, [turn], images=False))
+    return _messages_bound(to_openai_messages(None, [turn], images=False, audio=False))
 
 
 @functools.lru_cache(maxsize=256)

@@ -30,7 +30,7 @@ from ..events import (
     WaitingEvent,
 )
 from ..messages import Turn, TurnUsage
-from ..models import ChatModel, supports_images
+from ..models import ChatModel, supports_audio, supports_images
 from ..models._provider import (
     ProviderFailed,
     Response,
@@ -77,7 +77,7 @@ class Requests:
         (``ChatModel.retries``), then moves to the next fallback model; each further
         attempt must fit the run's request limit.
         """
-        sendable: dict[bool, list[dict[str, Any]]] = {}  # by whether images may go
+        sendable: dict[tuple[bool, bool], list[dict[str, Any]]] = {}  # by images, audio may go
         fallbacks = st.deps.fallbacks
         attempt = 1  # on the current model
         loop = asyncio.get_running_loop()
@@ -258,11 +258,14 @@ def _wake(done: asyncio.Future[None]) -> None:
 
 
 def _messages_for(
-    conversation: Conversation, model: ChatModel, made: dict[bool, list[dict[str, Any]]]
+    conversation: Conversation,
+    model: ChatModel,
+    made: dict[tuple[bool, bool], list[dict[str, Any]]],
 ) -> list[dict[str, Any]]:
-    """The request's messages for ``model``: the images tools returned go only to a
-    model that takes images (asked only when there are some); ``made`` keeps each form."""
+    """The request's messages for ``model``: the images and sound tools returned go only
+    to a model that takes them (asked only when there are some); ``made`` keeps each form."""
     images = not conversation.holds_tool_images() or supports_images(model)
-    if images not in made:
-        made[images] = conversation.messages(images=images)
-    return made[images]
+    audio = not conversation.holds_tool_audio() or supports_audio(model)
+    if (images, audio) not in made:
+        made[images, audio] = conversation.messages(images=images, audio=audio)
+    return made[images, audio]

@@ -396,7 +396,7 @@ class ToolCalls:
             finally:
                 log_context.call_id.reset(call)
                 current_budget.reset(budget)
-            content = tool_content(value)  # text, JSON, or content objects (images too)
+            content = tool_content(value)  # text, JSON, or content objects (images, sound)
             output = content.output
             if st.deps.trusted_results is not None:
                 output = self._trusted_result(st, request, arguments, value, output, extra)
@@ -407,6 +407,7 @@ class ToolCalls:
                 output=output,
                 is_error=failed,
                 images=list(content.images),
+                audio=list(content.audio),
             )
         except ToolInvocationError as exc:
             failed, result = True, error_result(request, str(exc))

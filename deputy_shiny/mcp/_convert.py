@@ -6,6 +6,13 @@ the worst) and whose source records the server, the remote name and the connecti
 The source never carries a built-in ``kind``: a server tool called ``read_file`` is
 judged by its annotations, with no file authority. A tool whose name or input schema
 is malformed is rejected (:class:`RejectedTool`), never made an unannotated executable.
+
+A result's image and audio blocks (mcp-repl's plots among them) become
+:class:`~deputy_shiny.messages.ContentImage` / :class:`~deputy_shiny.messages.ContentAudio`
+beside its text, so they take the path a local tool's returned images take (checked by
+their bytes, sent to a model that takes them, shown in the chat's tool card); a block
+whose declared MIME type is not what its bytes are is refused with a note, as is
+anything that is not a PNG, JPEG, GIF or WebP image or WAV or MP3 sound.
 """
 
 from __future__ import annotations
@@ -19,11 +26,32 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._util.media import audio_type, image_type
 from ..errors import InvalidToolError, ToolInvocationError
+from ..messages import ContentAudio, ContentImage, ContentText
 from ..tools import Tool, ToolAnnotations, ToolSource
 from ..tools._tool import TOOL_NAME_PATTERN
 
-__all__ = ["RejectedTool", "ToolBinding", "content_text", "convert_tool", "result_text"]
+__all__ = [
+    "RejectedTool",
+    "ToolBinding",
+    "content_text",
+    "convert_tool",
+    "result_content",
+    "result_text",
+]
+
+ResultContent = str | list[ContentText | ContentImage | ContentAudio]
+"""What an MCP tool gives the engine: its text, or its text, images and sound in order."""
+
+# Spellings of the media types the bytes can prove, as servers write them.
+_MEDIA_ALIASES = {
+    "image/jpg": "image/jpeg",
+    "audio/x-wav": "audio/wav",
+    "audio/wave": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/mp3": "audio/mpeg",
+}
 
 CallRemote = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """Calls a tool on the server by its remote name; returns the SDK's CallToolResult."""
@@ -111,9 +139,9 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
-def _caller(call: CallRemote, remote_name: str) -> Callable[..., Awaitable[str]]:
-    async def call_mcp_tool(**arguments: Any) -> str:
-        return result_text(await call(remote_name, arguments))
+def _caller(call: CallRemote, remote_name: str) -> Callable[..., Awaitable[ResultContent]]:
+    async def call_mcp_tool(**arguments: Any) -> ResultContent:
+        return result_content(await call(remote_name, arguments))
 
     return call_mcp_tool
 
@@ -146,6 +174,54 @@ def result_text(result: Any) -> str:
     if result.is_error:
         raise ToolInvocationError(text or "The MCP tool reported an error without a message.")
     return text
+
+
+def result_content(result: Any) -> ResultContent:
+    """A CallToolResult as the engine takes it: its text (:func:`result_text`) when it
+    holds no image or audio, else its blocks in order as content objects, each image
+    and sound checked against its declared type (a mismatch becomes a note).
+    An ``isError`` result raises ToolInvocationError with its text.
+
+    Examples:
+        >>> import mcp_types as types
+        >>> svg = "PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+"  # <svg onload=alert(1)>
+        >>> (note,) = result_content(types.CallToolResult(content=[
+        ...     types.ImageContent(type="image", data=svg, mime_type="image/png")]))
+        >>> note.text
+        '[image refused: declared image/png, but the data is not a PNG, JPEG, GIF or WebP image]'
+    """
+    parts = list(result.content or [])
+    if result.is_error or not any(getattr(p, "type", None) in ("image", "audio") for p in parts):
+        return result_text(result)
+    items: list[ContentText | ContentImage | ContentAudio] = []
+    for part in parts:
+        if part.type in ("image", "audio"):
+            items.append(_media(part))
+        elif text := content_text(part):
+            items.append(ContentText(text=text))
+    return items
+
+
+def _media(part: Any) -> ContentText | ContentImage | ContentAudio:
+    """An image or audio block as content, or the note why it is refused."""
+    declared = str(part.mime_type or "").split(";", 1)[0].strip().lower()
+    declared = _MEDIA_ALIASES.get(declared, declared)
+    data = str(part.data or "")
+    try:  # 12 bytes hold every signature checked (WebP's and WAV's end at byte 12)
+        head = base64.b64decode(data[:16], validate=True)
+    except (binascii.Error, ValueError):
+        head = b""
+    if part.type == "image":
+        actual, what = image_type(head), "a PNG, JPEG, GIF or WebP image"
+    else:
+        actual, what = audio_type(head), "WAV or MP3 audio"
+    if actual != declared:
+        shown = declared or "no type"
+        found = actual or f"not {what}"
+        return ContentText(text=f"[{part.type} refused: declared {shown}, but the data is {found}]")
+    if part.type == "image":
+        return ContentImage(data=data, media_type=actual)
+    return ContentAudio(data=data, media_type=actual)
 
 
 def content_text(part: Any) -> str:

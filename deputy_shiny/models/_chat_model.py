@@ -225,8 +225,9 @@ def supports_native_web_fetch(model: ChatModel) -> bool:
 def supports_images(model: ChatModel) -> bool:
     """True when the model takes image content (litellm's ``supports_vision``).
 
-    The test and demo models (providers registered here) take whatever they are sent;
-    a model litellm cannot answer for takes none (its images become a note).
+    The test and demo models (providers registered here) take whatever they are sent,
+    unless made without (``FunctionModel(fn, vision=False)``); a model litellm cannot
+    answer for takes none (its images become a note).
 
     Examples:
         >>> supports_images(ChatModel(model="openai/gpt-4o-mini"))
@@ -237,11 +238,27 @@ def supports_images(model: ChatModel) -> bool:
     return _litellm_says(model, "supports_vision", registered=True)
 
 
+def supports_audio(model: ChatModel) -> bool:
+    """True when the model takes audio input (litellm's ``supports_audio_input``).
+
+    As :func:`supports_images`: the test and demo models take it unless made without
+    (``FunctionModel(fn, audio_input=False)``); a model litellm cannot answer for takes
+    none (its audio becomes a note).
+
+    Examples:
+        >>> supports_audio(ChatModel(model="gemini/gemini-2.5-flash"))
+        True
+        >>> supports_audio(ChatModel(model="openai/gpt-4o-mini"))
+        False
+    """
+    return _litellm_says(model, "supports_audio_input", registered=True)
+
+
 def _litellm_says(model: ChatModel, check: str, *, registered: bool) -> bool:
     """litellm's ``check`` (``supports_vision``...) for the model; ``registered`` for the
     providers registered here; False for a model litellm cannot answer for."""
     if _litellm.is_registered(model.provider):
-        return registered
+        return registered and check not in _litellm.provider_lacks(model.provider)
     try:
         return bool(getattr(_litellm.get_litellm(), check)(model=model.model))
     except Exception:  # litellm does not know the model: it has no such capability

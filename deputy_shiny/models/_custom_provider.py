@@ -96,7 +96,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Protocol
@@ -195,11 +195,14 @@ class ReplySource(Protocol):
         ...
 
 
-def register_source(provider: str, source: ReplySource, *, weak: bool) -> None:
+def register_source(
+    provider: str, source: ReplySource, *, weak: bool, lacks: Iterable[str] = ()
+) -> None:
     """Register litellm provider ``provider`` answering from ``source``.
 
     With ``weak=True`` the handler holds ``source`` only weakly (test models, which
     unregister themselves when collected); the demo model passes ``weak=False``.
+    ``lacks``: the capabilities its models lack (``supports_vision``...).
     Deferred until litellm is imported, like every :func:`_litellm.register_provider`.
 
     Examples:
@@ -222,7 +225,7 @@ def register_source(provider: str, source: ReplySource, *, weak: bool) -> None:
     def factory(litellm: ModuleType) -> Any:
         return _handler_class(litellm)(provider, getter)
 
-    _litellm.register_provider(provider, factory)
+    _litellm.register_provider(provider, factory, lacks=lacks)
 
 
 @dataclass(slots=True)

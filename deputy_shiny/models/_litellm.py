@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -37,6 +37,9 @@ _module: ModuleType | None = None
 _pending: dict[str, Callable[[ModuleType], Any]] = {}
 _installed: dict[str, Any] = {}
 _forgotten: deque[str] = deque()
+# What a registered provider says its models cannot take (litellm's check names, such
+# as "supports_vision"): a test model without vision answers like a real one.
+_lacking: dict[str, frozenset[str]] = {}
 # Marks the custom_provider_map entries we own, so foreign entries are left alone.
 _MARK = "deputy_shiny"
 
@@ -185,14 +188,18 @@ async def _mock_stream(litellm: Any) -> None:
         pass
 
 
-def register_provider(name: str, factory: Callable[[ModuleType], Any]) -> None:
+def register_provider(
+    name: str, factory: Callable[[ModuleType], Any], *, lacks: Iterable[str] = ()
+) -> None:
     """Register a litellm ``CustomLLM`` provider under ``name`` (model strings ``name/...``).
 
     ``factory(litellm)`` builds the handler; it runs when litellm is (or already was)
-    imported. Registering a name again replaces its handler.
+    imported. Registering a name again replaces its handler. ``lacks`` names the
+    capabilities (litellm's checks: ``supports_vision``...) its models do not have.
     """
     with _lock:
         _drain_forgotten()
+        _lacking[name] = frozenset(lacks)
         if _module is None:
             _pending[name] = factory
         else:
@@ -222,6 +229,7 @@ def _drain_forgotten() -> None:
     while _forgotten:
         name = _forgotten.popleft()
         _pending.pop(name, None)
+        _lacking.pop(name, None)
         changed = _installed.pop(name, None) is not None or changed
     if changed and _module is not None:
         _sync_provider_map()
@@ -231,6 +239,12 @@ def is_registered(name: str) -> bool:
     """True if a custom provider of that name is registered (installed or pending)."""
     with _lock:
         return name in _installed or name in _pending
+
+
+def provider_lacks(name: str) -> frozenset[str]:
+    """The capabilities a registered provider said its models lack (see register_provider)."""
+    with _lock:
+        return _lacking.get(name, frozenset())
 
 
 def _install(name: str, factory: Callable[[ModuleType], Any]) -> None:

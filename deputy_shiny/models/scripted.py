@@ -47,14 +47,23 @@ class _TestModel:
 
     _kind: ClassVar[str] = "scripted"
 
-    def __init__(self, retries: int = 0) -> None:
+    def __init__(self, retries: int = 0, *, vision: bool = True, audio_input: bool = True) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
             raise ConfigurationError(f"retries must be an int from 0 to 10, not {retries!r}")
+        for name, flag in (("vision", vision), ("audio_input", audio_input)):
+            if not isinstance(flag, bool):
+                raise ConfigurationError(f"{name} must be True or False, not {flag!r}")
         # No retries unless asked: each scripted reply then answers exactly one request.
         self._retries = retries
         self.requests: list[dict[str, Any]] = []
         self._provider = f"deputy-scripted-{uuid.uuid4().hex[:12]}"
-        _custom_provider.register_source(self._provider, self, weak=True)
+        # What the model cannot take, by litellm's check names (supports_images() asks).
+        lacks = [
+            c
+            for c, has in (("supports_vision", vision), ("supports_audio_input", audio_input))
+            if not has
+        ]
+        _custom_provider.register_source(self._provider, self, weak=True, lacks=lacks)
         finalizer = weakref.finalize(self, _litellm.forget_provider, self._provider)
         finalizer.atexit = False
 
@@ -92,7 +101,9 @@ class ScriptedModel(_TestModel):
     :class:`ScriptedModelExhausted`. ``requests`` records every request as
     ``{"messages": [...], "tools": [...], "params": {...}}``. ``retries`` (default 0, so
     each reply answers one request) is the model's :attr:`ChatModel.retries`: a
-    transient failure is then retried at once, taking the next reply.
+    transient failure is then retried at once, taking the next reply. ``vision=False``
+    / ``audio_input=False`` make a model that takes no images / no audio, as litellm
+    says of many real ones: the images and sound tools return then reach it as a note.
 
     Examples:
         >>> from deputy_shiny import Agent
@@ -105,7 +116,14 @@ class ScriptedModel(_TestModel):
 
     _kind = "scripted"
 
-    def __init__(self, responses: Iterable[Reply], *, retries: int = 0) -> None:
+    def __init__(
+        self,
+        responses: Iterable[Reply],
+        *,
+        retries: int = 0,
+        vision: bool = True,
+        audio_input: bool = True,
+    ) -> None:
         if isinstance(responses, str | bytes | ScriptedReply | BaseException):
             raise ConfigurationError(
                 "ScriptedModel takes a list of replies, e.g. ScriptedModel(['Hello!'])."
@@ -124,7 +142,7 @@ class ScriptedModel(_TestModel):
         self._replies: deque[ScriptedReply | Exception] = deque(replies)
         self._total = len(replies)
         self._lock = threading.Lock()
-        super().__init__(retries)
+        super().__init__(retries, vision=vision, audio_input=audio_input)
 
     @property
     def remaining(self) -> int:
@@ -161,6 +179,7 @@ class FunctionModel(_TestModel):
     (returned or raised: either fails the request, like an exception reply of a
     :class:`ScriptedModel`). A sync ``fn`` may be called in a worker thread (litellm
     dispatches provider calls there); an async one is awaited on the event loop.
+    ``retries``, ``vision`` and ``audio_input`` as :class:`ScriptedModel`'s.
 
     Examples:
         >>> def echo(messages, tools):
@@ -174,14 +193,21 @@ class FunctionModel(_TestModel):
 
     _kind = "function"
 
-    def __init__(self, fn: ReplyFunction, *, retries: int = 0) -> None:
+    def __init__(
+        self,
+        fn: ReplyFunction,
+        *,
+        retries: int = 0,
+        vision: bool = True,
+        audio_input: bool = True,
+    ) -> None:
         if not callable(fn):
             raise ConfigurationError(
                 f"FunctionModel needs a function (messages, tools) -> reply, "
                 f"not {type(fn).__name__}."
             )
         self._fn = fn
-        super().__init__(retries)
+        super().__init__(retries, vision=vision, audio_input=audio_input)
 
     def _scripted_response(self, request: dict[str, Any]) -> object:
         self.requests.append(request)

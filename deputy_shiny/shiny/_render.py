@@ -62,6 +62,7 @@ from ..events import (
     WarningEvent,
 )
 from ..messages import ContentImage
+from ..tools._content import checked_image
 from ._escape import code_text, html_text, markdown_text
 from ._image_guard import ImageGuard
 from ._strings import DEFAULT_STRINGS, KitStrings
@@ -150,10 +151,11 @@ def tool_result_block(
     """A shinychat message holding the ``tool_result`` block of a card (output as code).
 
     ``title`` is plain text, escaped here like :func:`tool_request_block`'s. ``images``
-    (the checked inline images a tool returned) show in the card under the output, as
-    shinychat's ``content_extra`` value: ``<img>`` elements whose source is the image's
-    own ``data:`` URL, never markup and never a link (an image without inline data is
-    left out).
+    (the inline images a tool or an MCP server returned) show in the card under the
+    output, as shinychat's ``content_extra`` value: ``<img>`` elements whose source is
+    the image's own ``data:`` URL, never markup and never a link. Each is checked again
+    here, by its bytes, as the engine checked it (a transcript or a stream of another
+    origin may hold anything): a link, an SVG or bytes of no image type are left out.
 
     Examples:
         >>> block = tool_result_block("c1", "read_file", "<i>", is_error=True, title="Denied: <i>")
@@ -161,7 +163,8 @@ def tool_result_block(
         ('Denied: &lt;i&gt;', '<i>', 'code')
     """
     value, value_type = code_text(output), "code"
-    shown = [{"type": "image", "src": i.to_url()} for i in images if i.data and i.url is None]
+    checked = [checked_image(i) for i in images]
+    shown = [{"type": "image", "src": i.to_url()} for i in checked if isinstance(i, ContentImage)]
     if shown:
         text = {"type": "text", "value": value, "value_type": "code"}
         value, value_type = json.dumps([text, *shown]), "content_extra"

@@ -5,7 +5,8 @@ the type are whatever the sender wrote (shinychat derives the type from the name
 extension, and anyone can send the websocket message by hand), so the kind of a file is
 decided here from its content alone:
 
-* images by their signature (PNG, JPEG, GIF, WebP);
+* images by their signature (PNG, JPEG, GIF, WebP), the check a tool's or an MCP
+  server's image gets too (``_util/media.py``);
 * a PDF by ``%PDF-``;
 * DOCX and XLSX as ZIP archives holding ``word/document.xml`` or ``xl/workbook.xml``,
   checked by the sizes their central directory declares before any member is inflated
@@ -39,6 +40,7 @@ import unicodedata
 import zipfile
 from typing import Literal
 
+from .._util.media import image_type
 from ..errors import AttachmentRefused
 
 __all__ = [
@@ -73,13 +75,6 @@ _EXTENSIONS: dict[str, frozenset[str]] = {
     "csv": frozenset({"csv"}),
     "markdown": frozenset({"md", "markdown"}),
     "text": frozenset({"txt", "text", "log", ""}),
-}
-
-IMAGE_TYPES: dict[str, str] = {
-    "png": "image/png",
-    "jpeg": "image/jpeg",
-    "gif": "image/gif",
-    "webp": "image/webp",
 }
 
 MAX_ZIP_MEMBERS = 5000
@@ -117,24 +112,13 @@ def _extension(name: str) -> str:
     return ext.lower() if dot and head.strip(". ") else ""
 
 
-def _image_type(data: bytes) -> str | None:
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
-    return None
-
-
 def image_media_type(data: bytes) -> str:
-    """The MIME type of an image :func:`sniff` accepted (``image/png``...)."""
-    kind = _image_type(data)
+    """The MIME type of an image :func:`sniff` accepted (``image/png``...): the kit's one
+    image check (``_util.media.image_type``), as tools' images use."""
+    kind = image_type(data)
     if kind is None:
         raise ValueError("not an image")
-    return IMAGE_TYPES[kind]
+    return kind
 
 
 def unpacked_size(data: bytes, name: str) -> tuple[int, list[str]]:
@@ -213,7 +197,7 @@ def sniff(data: bytes, name: str, *, max_unpacked: int = 50_000_000) -> Attachme
         AttachmentRefused: a kind the chat never accepts, markup, a damaged or bombed
             archive, or a name that says another kind than the content.
     """
-    if _image_type(data) is not None:
+    if image_type(data) is not None:
         kind: AttachmentKind = "image"
     elif data.startswith(b"%PDF-"):
         kind = "pdf"
