@@ -96,7 +96,7 @@ def test_ids_are_generated_and_read_only() -> None:
     assert agent.agent_id.startswith("agent_")
     assert agent.agent_name == "helper"
     with pytest.raises(AttributeError):
-        agent.session_id = "other"  # type: ignore[misc]
+        agent.session_id = "other"  # type: ignore[misc, assignment]
     with pytest.raises(AttributeError):
         agent.agent_id = "other"  # type: ignore[misc]
 

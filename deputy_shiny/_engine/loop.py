@@ -276,6 +276,7 @@ class Engine(Requests, ToolCalls):
                 if st.journal is not None:
                     st.journal.abandon(st.stop_reason or "interrupted")
             self.interrupter.disarm()
+            conversation.apply_pending()  # set_turns() after the run's last request
             self.last_result = self._result(st)
             self._last_error = st.error
             self.running = False
@@ -351,6 +352,8 @@ class Engine(Requests, ToolCalls):
         while True:
             if st.journal is not None:  # tools' results are in the store before it goes on
                 await st.journal.flush()
+            # set_turns() during the run: here, between responses, the run takes them.
+            st.conversation.apply_pending()
             async for event in self._compact_if_needed(st):
                 yield event
             if self._limit_before_request(st):
