@@ -265,8 +265,17 @@ class Engine(Requests, ToolCalls):
             for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
                 yield event
             await end_journal(st.journal, st.stop_reason)
-            yield self._emit(st, UsageEvent, usage=st.usage())
-            yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
+            usage = st.usage()
+            yield self._emit(st, UsageEvent, usage=usage, limits=options.limits)
+            yield self._emit(
+                st,
+                StopEvent,
+                stop_reason=st.stop_reason,
+                message=st.stop_message,
+                total_turns=len(conversation.turns),
+                usage=usage,
+                cost=usage.cost,
+            )
             finished = True
         finally:
             # Also reached when the consumer closes or cancels us mid-run: no awaits here.
@@ -510,7 +519,8 @@ class Engine(Requests, ToolCalls):
             if self._limit_before_request(st):
                 return
             response = Response()
-            async for event in self._request(st, response, tools=[], extra=json_format(schema)):
+            extra = json_format(schema)
+            async for event in self._request(st, response, tools=[], extra=extra, structured=True):
                 yield event
             turn = self._finish_response(st, response)
             async for event in self._after_request_events(st, turn):
