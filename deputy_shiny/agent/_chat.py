@@ -22,7 +22,7 @@ from ..messages import (
     user_turn,
 )
 from ._echo import Echo, echo_mode, echo_reply, echo_value
-from ._streams import StreamContent, checked_controller, stream_chunks
+from ._streams import RunStream, StreamContent, checked_controller, stream_chunks
 
 if TYPE_CHECKING:
     from .._engine.loop import Engine
@@ -166,7 +166,7 @@ class ChatMethods:
         content: Literal["text"] | None = ...,
         controller: Any = ...,
         **kwargs: Unpack[RunKeywords],
-    ) -> AsyncIterator[str]: ...
+    ) -> RunStream[str]: ...
 
     @overload
     def stream_async(
@@ -176,7 +176,7 @@ class ChatMethods:
         content: Literal["all"] | None = ...,
         controller: Any = ...,
         **kwargs: Unpack[RunKeywords],
-    ) -> AsyncIterator[StreamContent]: ...
+    ) -> RunStream[StreamContent]: ...
 
     @overload
     def stream_async(
@@ -185,7 +185,7 @@ class ChatMethods:
         content: Literal["all"],
         controller: Any = ...,
         **kwargs: Unpack[RunKeywords],
-    ) -> AsyncIterator[StreamContent]: ...
+    ) -> RunStream[StreamContent]: ...
 
     def stream_async(
         self,
@@ -194,7 +194,7 @@ class ChatMethods:
         content: Literal["text", "all"] | None = None,
         controller: Any = None,
         **kwargs: Unpack[RunKeywords],
-    ) -> AsyncIterator[str] | AsyncIterator[StreamContent]:
+    ) -> RunStream[str] | RunStream[StreamContent]:
         """Stream a reply: ``stream="text"`` yields str chunks, ``"content"`` content objects.
 
         ``"content"`` yields :class:`ContentText` chunks, :class:`ContentThinking` once a
