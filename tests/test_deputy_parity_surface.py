@@ -362,3 +362,13 @@ def test_usage_carries_the_limits_and_stop_the_totals() -> None:
     assert isinstance(stop, StopEvent)
     assert (stop.total_turns, stop.cost) == (2, 0.5)
     assert stop.usage is not None and stop.usage.total_tokens == 13
+
+
+def test_deputys_folded_accessors_say_what_to_use() -> None:
+    # deputy: agent$turns(), agent$provider() (here one accessor per concept)
+    agent = Agent(ScriptedModel([]))
+    with pytest.raises(AttributeError, match=r"use get_turns\(\)"):
+        agent.turns()  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match=r"use get_provider\(\)"):
+        agent.provider()  # type: ignore[attr-defined]
+    assert not hasattr(agent, "no_such_thing")
