@@ -260,22 +260,8 @@ class Engine(Requests, ToolCalls):
             st.stop("complete")
             for event in await limit_notice(st):  # a limit or provider ended it: Notification
                 yield event
-            for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
+            async for event in self._end(st):
                 yield event
-            for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
-                yield event
-            await end_journal(st.journal, st.stop_reason)
-            usage = st.usage()
-            yield self._emit(st, UsageEvent, usage=usage, limits=options.limits)
-            yield self._emit(
-                st,
-                StopEvent,
-                stop_reason=st.stop_reason,
-                message=st.stop_message,
-                total_turns=len(conversation.turns),
-                usage=usage,
-                cost=usage.cost,
-            )
             finished = True
         finally:
             # Also reached when the consumer closes or cancels us mid-run: no awaits here.
@@ -303,6 +289,26 @@ class Engine(Requests, ToolCalls):
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _end(self, st: RunState) -> AsyncIterator[AgentEvent]:
+        """The run's end: its Stop and SessionEnd hooks, its journal closed, then its
+        usage under its limits and the stop event with deputy's totals."""
+        for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
+            yield event
+        for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
+            yield event
+        await end_journal(st.journal, st.stop_reason)
+        usage = st.usage()
+        yield self._emit(st, UsageEvent, usage=usage, limits=st.options.limits)
+        yield self._emit(
+            st,
+            StopEvent,
+            stop_reason=st.stop_reason,
+            message=st.stop_message,
+            total_turns=len(st.conversation.turns),
+            usage=usage,
+            cost=usage.cost,
+        )
 
     async def _begin(self, st: RunState) -> AsyncIterator[AgentEvent]:
         """The run's first step: a durable approval's decision applied, a journaled run

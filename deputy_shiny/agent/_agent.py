@@ -241,8 +241,7 @@ class Agent(
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         self._permissions = checked_permissions(permissions).for_working_dir(self._working_dir)
         self._hooks = HookRegistry()
-        for matcher in hooks:
-            self._hooks.add(matcher)
+        self._hooks.add(list(hooks))
         self._approvals = Approvals(
             checked_handler(approval_handler),
             None if approval_dir is None else existing_dir(approval_dir, "approval_dir"),
