@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ._util.text import problems as text_problems
 from .errors import ConfigurationError
 from .messages import Content, ContentImage, ContentToolRequest, ContentToolResult, Turn
 from .usage import AgentUsage, CostSummary, RequestUsage, UsageLimits
@@ -482,10 +483,7 @@ def make_event(type: str, /, **fields: Any) -> AgentEvent:
             for name in fields
             if name in _DEPUTY_NAMES and name not in cls.model_fields
         ]
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        problems = text_problems(exc)
         advice = f" ({', '.join(hints)})" if hints else ""
         raise ConfigurationError(f"Cannot make a {type!r} event: {problems}{advice}") from None
 
