@@ -31,7 +31,9 @@ app_ui = ui.page_fillable(chat_ui("chat"), title="shinychat client")
 
 
 def server(input: Inputs, output: Outputs, session: Session) -> None:
-    Chat("chat", client=Agent(FunctionModel(reply)), history=False)
+    # shinychat's annotation names chatlas's Chat; the Agent has the shape it calls.
+    agent: Any = Agent(FunctionModel(reply))
+    Chat("chat", client=agent, history=False)
 
 
 app = App(app_ui, server)
