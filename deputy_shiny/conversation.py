@@ -67,6 +67,8 @@ class Conversation:
         self.cleared: dict[str, str] = {}
         self.last_compaction: CompactionRecord | None = None
         self.always_approved: set[str] = set()
+        # Turns set_turns() gave during a run: the run takes them at its next safe point.
+        self.pending_turns: list[Turn] | None = None
         # id(turn) -> (turn, tokens): token counts of turns, kept while the turn lives.
         self._tokens: dict[int, tuple[Turn, int]] = {}
         # id(turn) -> (turn, bound): cheap upper bounds on those counts (None: no bound).
@@ -114,6 +116,19 @@ class Conversation:
         self._tokens = {}
         self._bounds = {}
         self._views = {}
+
+    def reset_later(self, turns: Iterable[Turn]) -> None:
+        """Replace the conversation at the running run's next safe point
+        (:meth:`apply_pending`): set during a run, never in the middle of a response."""
+        self.pending_turns = list(turns)
+
+    def apply_pending(self) -> bool:
+        """Take the turns :meth:`reset_later` left, if any (True when it did)."""
+        pending, self.pending_turns = self.pending_turns, None
+        if pending is None:
+            return False
+        self.reset(pending)
+        return True
 
     def view_state(self) -> dict[str, Any]:
         """What a compaction changes (the turns are never shortened), as JSON: the

@@ -12,12 +12,14 @@ Examples:
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ._util.text import problems as text_problems
+from .errors import ConfigurationError
 from .messages import Content, ContentImage, ContentToolRequest, ContentToolResult, Turn
-from .usage import AgentUsage, CostSummary, RequestUsage
+from .usage import AgentUsage, CostSummary, RequestUsage, UsageLimits
 
 StopReason = Literal[
     "complete",
@@ -77,12 +79,14 @@ class RequestStartEvent(_EventBase):
     """A model request is about to be sent (``request_index`` counts from 1 in the run).
 
     Every attempt is one: a retry and a fallback each start a request, so a run's
-    ``usage.requests`` is the number of its ``request_start`` events.
+    ``usage.requests`` is the number of its ``request_start`` events. ``structured``:
+    the request asks for the run's structured output (``type=``), so its text is JSON.
     """
 
     type: Literal["request_start"] = "request_start"
     request_index: int
     model: str
+    structured: bool = False
 
 
 class TextEvent(_EventBase):
@@ -316,10 +320,12 @@ class CompactionErrorEvent(_EventBase):
 
 
 class UsageEvent(_EventBase):
-    """The run's usage so far (sent after each request and at the end)."""
+    """The run's usage so far (sent after each request and at the end), and the
+    ``limits`` it runs under (the agent's, narrowed by the run's own)."""
 
     type: Literal["usage"] = "usage"
     usage: AgentUsage
+    limits: UsageLimits | None = None
 
 
 class RunErrorEvent(_EventBase):
@@ -330,14 +336,48 @@ class RunErrorEvent(_EventBase):
 
 
 class StopEvent(_EventBase):
-    """The run ended; always the last event."""
+    """The run ended; always the last event. With its totals, as deputy's: the run's
+    ``usage`` and ``cost`` (US dollars; None when a cost is unknown) and
+    ``total_turns``, the turns in the whole conversation."""
 
     type: Literal["stop"] = "stop"
     stop_reason: str
     message: str = ""
+    total_turns: int = 0
+    usage: AgentUsage | None = None
+    cost: float | None = None
 
 
-AgentEvent = Annotated[
+_EVENT_CLASSES: tuple[type[_EventBase], ...] = (
+    StartEvent,
+    RequestStartEvent,
+    TextEvent,
+    TextCompleteEvent,
+    RequestEndEvent,
+    RequestErrorEvent,
+    ContentEvent,
+    TurnEvent,
+    WarningEvent,
+    ToolStartEvent,
+    ToolEndEvent,
+    ToolProgressEvent,
+    PermissionEvent,
+    HookEvent,
+    ApprovalEvent,
+    RetryEvent,
+    WaitingEvent,
+    FallbackEvent,
+    StructuredAttemptEvent,
+    FileCheckpointEvent,
+    TrustedResultEvent,
+    CompactionStartEvent,
+    CompactionEvent,
+    CompactionErrorEvent,
+    UsageEvent,
+    RunErrorEvent,
+    StopEvent,
+)
+_EventUnion = Annotated[
     StartEvent
     | RequestStartEvent
     | TextEvent
@@ -367,7 +407,90 @@ AgentEvent = Annotated[
     | StopEvent,
     Field(discriminator="type"),
 ]
-"""Any event of a run; dispatch on ``event.type``."""
+
+if TYPE_CHECKING:
+    AgentEvent: TypeAlias = _EventUnion
+    """Any event of a run; dispatch on ``event.type``."""
+else:
+
+    class _EventFactory(type):
+        """What makes ``AgentEvent`` callable (deputy's ``AgentEvent(type, ...)``) and an
+        ``isinstance`` check, while pydantic reads it as the union of the event classes."""
+
+        def __call__(cls, type: str, /, **fields: Any) -> Any:
+            return make_event(type, **fields)
+
+        def __instancecheck__(cls, instance: object) -> bool:
+            return isinstance(instance, _EVENT_CLASSES)
+
+    class AgentEvent(metaclass=_EventFactory):
+        """Any event of a run (the union of the event classes; dispatch on ``event.type``).
+
+        Called as deputy's ``AgentEvent(type, ...)``, it builds the event class of that
+        ``type`` (see :func:`make_event`); ``isinstance(x, AgentEvent)`` is True for every
+        event.
+
+        Examples:
+            >>> event = AgentEvent("start", task="Analyze data.csv")
+            >>> type(event).__name__, event.task, isinstance(event, AgentEvent)
+            ('StartEvent', 'Analyze data.csv', True)
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+            return handler(_EventUnion)
+
+
+_DEPUTY_NAMES = {
+    "reason": "stop_reason",
+    "tool_input": "arguments",
+    "tool_result": "output",
+    "tool_error": "is_error",
+}
+
+
+def make_event(type: str, /, **fields: Any) -> AgentEvent:
+    """Build the event of ``type`` from its fields, as deputy's ``AgentEvent(type, ...)``.
+
+    ``agent_id``, ``session_id`` and ``run_id`` default to ``""`` (an event made outside a
+    run). deputy's ``text`` event with ``is_complete=True`` is a ``text_complete`` event
+    here. An unknown type, a missing field or one the type does not have is a
+    :class:`~deputy_shiny.errors.ConfigurationError` naming what to use instead.
+
+    Examples:
+        >>> make_event("text", text="Hello", is_complete=False).type
+        'text'
+        >>> make_event("text", text="Hello", is_complete=True).type
+        'text_complete'
+        >>> make_event("stop", reason="complete")
+        Traceback (most recent call last):
+        ...
+        deputy_shiny.errors.ConfigurationError: Cannot make a 'stop' event: ...
+    """
+    if not isinstance(type, str) or not type:
+        raise ConfigurationError("An event's type must be one non-empty string")
+    if type == "text" and "is_complete" in fields:
+        type = "text_complete" if fields.pop("is_complete") else "text"
+    classes = {cls.model_fields["type"].default: cls for cls in _EVENT_CLASSES}
+    cls = classes.get(type)
+    if cls is None:
+        raise ConfigurationError(
+            f"Unknown event type {type!r}; an AgentEvent is one of: {', '.join(sorted(classes))}"
+        )
+    for name in ("agent_id", "session_id", "run_id"):
+        fields.setdefault(name, "")
+    try:
+        return cast("AgentEvent", cls(**fields))
+    except ValidationError as exc:
+        hints = [
+            f"{name!r} is {_DEPUTY_NAMES[name]!r} here"
+            for name in fields
+            if name in _DEPUTY_NAMES and name not in cls.model_fields
+        ]
+        problems = text_problems(exc)
+        advice = f" ({', '.join(hints)})" if hints else ""
+        raise ConfigurationError(f"Cannot make a {type!r} event: {problems}{advice}") from None
+
 
 # Built on its first use, not at import (as every model here: defer_build).
 agent_event_adapter: TypeAdapter[AgentEvent] = TypeAdapter(

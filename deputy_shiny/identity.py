@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CallIdentity"]
+__all__ = ["CallIdentity", "SessionId"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,3 +53,20 @@ class CallIdentity:
             "run_id": self.run_id,
             "call_id": self.call_id,
         }
+
+
+class SessionId(str):
+    """An agent's session id: a ``str`` that can also be called, as deputy's
+    ``agent$session_id()``, so ``agent.session_id`` and ``agent.session_id()`` both give
+    the id (calling returns a plain ``str``).
+
+    Examples:
+        >>> sid = SessionId("session_1")
+        >>> sid == "session_1", sid() == "session_1", type(sid()).__name__
+        (True, True, 'str')
+    """
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)

@@ -263,13 +263,8 @@ class Engine(Requests, ToolCalls):
             st.stop("complete")
             for event in await limit_notice(st):  # a limit or provider ended it: Notification
                 yield event
-            for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
+            async for event in self._end(st):
                 yield event
-            for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
-                yield event
-            await end_journal(st.journal, st.stop_reason)
-            yield self._emit(st, UsageEvent, usage=st.usage())
-            yield self._emit(st, StopEvent, stop_reason=st.stop_reason, message=st.stop_message)
             finished = True
         finally:
             # Also reached when the consumer closes or cancels us mid-run: no awaits here.
@@ -279,6 +274,7 @@ class Engine(Requests, ToolCalls):
                 if st.journal is not None:
                     st.journal.abandon(st.stop_reason or "interrupted")
             self.interrupter.disarm()
+            conversation.apply_pending()  # set_turns() after the run's last request
             self.last_result = self._result(st)
             self._last_error = st.error
             self.running = False
@@ -296,6 +292,26 @@ class Engine(Requests, ToolCalls):
                 stop_reason=st.stop_reason,
                 result=self.last_result,
             )
+
+    async def _end(self, st: RunState) -> AsyncIterator[AgentEvent]:
+        """The run's end: its Stop and SessionEnd hooks, its journal closed, then its
+        usage under its limits and the stop event with deputy's totals."""
+        for event in await self._observe_hooks(st, "Stop", reason=st.stop_reason):
+            yield event
+        for event in await self._observe_hooks(st, "SessionEnd", reason=st.stop_reason):
+            yield event
+        await end_journal(st.journal, st.stop_reason)
+        usage = st.usage()
+        yield self._emit(st, UsageEvent, usage=usage, limits=st.options.limits)
+        yield self._emit(
+            st,
+            StopEvent,
+            stop_reason=st.stop_reason,
+            message=st.stop_message,
+            total_turns=len(st.conversation.turns),
+            usage=usage,
+            cost=usage.cost,
+        )
 
     async def _begin(self, st: RunState) -> AsyncIterator[AgentEvent]:
         """The run's first step: a durable approval's decision applied, a journaled run
@@ -354,6 +370,8 @@ class Engine(Requests, ToolCalls):
         while True:
             if st.journal is not None:  # tools' results are in the store before it goes on
                 await st.journal.flush()
+            # set_turns() during the run: here, between responses, the run takes them.
+            st.conversation.apply_pending()
             async for event in self._compact_if_needed(st):
                 yield event
             if self._limit_before_request(st):
@@ -510,7 +528,8 @@ class Engine(Requests, ToolCalls):
             if self._limit_before_request(st):
                 return
             response = Response()
-            async for event in self._request(st, response, tools=[], extra=json_format(schema)):
+            extra = json_format(schema)
+            async for event in self._request(st, response, tools=[], extra=extra, structured=True):
                 yield event
             turn = self._finish_response(st, response)
             async for event in self._after_request_events(st, turn):

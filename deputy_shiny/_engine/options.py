@@ -155,6 +155,8 @@ def build_run_options(
         raise ConfigurationError("max_corrections must be 0 or more")
     if validate is not None and not callable(validate):
         raise ConfigurationError("validate must be a function")
+    if not isinstance(include_partial_messages, bool):
+        raise ConfigurationError("include_partial_messages must be True or False")
     if tool_mode not in ("concurrent", "sequential"):
         raise ConfigurationError('tool_mode must be "concurrent" or "sequential"')
     return RunOptions(

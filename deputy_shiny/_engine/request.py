@@ -67,8 +67,10 @@ class Requests:
         *,
         tools: list[dict[str, Any]],
         extra: dict[str, Any] | None = None,
+        structured: bool = False,
     ) -> AsyncIterator[AgentEvent]:
-        """One model request, with retries and fallbacks; fills ``response``.
+        """One model request, with retries and fallbacks; fills ``response``
+        (``structured``: it asks for the run's structured output).
 
         Every attempt is a request: it counts as it starts (toward the shared budgets
         too, so that concurrent delegated runs cannot all pass the same last-request
@@ -98,7 +100,11 @@ class Requests:
             st.meter.count_request()
             try:
                 yield self._emit(
-                    st, RequestStartEvent, request_index=st.meter.own.requests, model=model.model
+                    st,
+                    RequestStartEvent,
+                    request_index=st.meter.own.requests,
+                    model=model.model,
+                    structured=structured,
                 )
                 async for event in self._stream(
                     st, model, messages, tools, response, extra, deadline
@@ -230,7 +236,7 @@ class Requests:
         )
         st.turn_number += 1
         yield self._emit(st, TurnEvent, turn=turn, turn_number=st.turn_number)
-        yield self._emit(st, UsageEvent, usage=st.usage())
+        yield self._emit(st, UsageEvent, usage=st.usage(), limits=st.options.limits)
 
 
 class _LimitStop(Exception):

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from .._util.text import problems as text_problems
 from ..errors import StructuredOutputError
 from ..messages import Turn
 
@@ -58,10 +59,7 @@ def check_structured(
     try:
         value = adapter.validate_json(text)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        problems = text_problems(exc)
         return False, None, f"it does not match the schema ({problems})"
     if validate is None:
         return True, value, "accepted"

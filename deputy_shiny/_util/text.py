@@ -9,7 +9,12 @@ Examples:
 
 from __future__ import annotations
 
-__all__ = ["plural", "truncate"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+__all__ = ["plural", "problems", "truncate"]
 
 
 def plural(n: int, word: str, many: str | None = None, *, thousands: bool = False) -> str:
@@ -26,3 +31,20 @@ def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text)} chars]"
+
+
+def problems(error: ValidationError) -> str:
+    """A pydantic validation error as one line: ``where: what`` for each problem.
+
+    Examples:
+        >>> from pydantic import TypeAdapter, ValidationError
+        >>> try:
+        ...     TypeAdapter(list[int]).validate_python(["x"])
+        ... except ValidationError as exc:
+        ...     print(problems(exc))
+        0: Input should be a valid integer, unable to parse string as an integer
+    """
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
+        for e in error.errors(include_url=False)
+    )

@@ -19,8 +19,11 @@ agent's attributes (``tests/test_agent_components.py`` checks it):
 - ``_guard.py``: :class:`~deputy_shiny.agent._guard.Guard`, the one "retained by another
   agent / running a task" check every component uses;
 - ``_chat.py`` and ``_streams.py``: the chat and stream adapters (``chat*``,
-  ``stream*``) and the chunks they yield; every run method takes the keywords
-  :class:`RunKeywords` declares (from ``_engine/options.py``);
+  ``stream*``) and the chunks they yield, a stream controller's cancel; every run method
+  takes the keywords :class:`RunKeywords` declares (from ``_engine/options.py``);
+- ``_echo.py``: ``echo=`` of the chat adapters, as deputy's;
+- ``_turns.py``: ``Turns``, the conversation as ellmer shows it (``get_turns``,
+  ``set_turns``, even during a run, ``add_turn``, the system prompt);
 - ``_tool_registry.py``: ``AgentTools``, the registered tools and provider-native search;
 - ``_skills.py``: ``Skills``, the loaded skills;
 - ``_approvals.py``: ``Approvals``, the approval handler and durable approvals

@@ -28,7 +28,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Unpack, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Unpack, cast
 
 from .._engine.budget import SharedBudget
 from .._engine.compaction import count_tokens
@@ -46,16 +46,15 @@ from ..errors import (
 )
 from ..events import AgentEvent, AgentResult, AgentUsage
 from ..hooks import HookMatcher, HookRegistry
+from ..identity import SessionId
 from ..messages import (
-    ContentText,
     ContentToolRequest,
     ContentToolResult,
-    Turn,
     UserContent,
     drop_thinking,
     user_turn,
 )
-from ..models import ChatModel, ModelLike, resolve_model
+from ..models import ChatModel, ModelLike, Provider, resolve_model
 from ..permissions import (
     Permissions,
     narrow_mode,
@@ -70,6 +69,7 @@ from ._chat import ChatMethods
 from ._checkpoints import CheckpointMethods, FileCheckpoints, make_file_journal, trusted_check
 from ._checks import (
     add_callback,
+    check_new_chat,
     checked_context_policy,
     checked_handler,
     checked_limits,
@@ -88,12 +88,14 @@ from ._guard import Guard
 from ._mcp import McpMethods, McpTools
 from ._skills import SkillMethods, Skills
 from ._tool_registry import AgentTools, ToolMethods
+from ._turns import TurnMethods, Turns
 from ._usage import UsageMethods
 from ._weak import weakly
 
 
 class Agent(
     ChatMethods,
+    TurnMethods,
     ContextMethods,
     DelegationMethods,
     McpMethods,
@@ -215,6 +217,7 @@ class Agent(
         tool_results = ToolResultStore(context_policy.offload_dir, self._session_id, store=store)
         self._engine = Engine()
         self._guard = Guard(self._engine)  # retained by another agent, or running?
+        self._turns = Turns(self._conversation, self._guard)
         self._tools = AgentTools(
             trusted_check(trusted_results),
             guard=self._guard,
@@ -238,8 +241,7 @@ class Agent(
         self._on_tool_result: list[Callable[[ContentToolResult], object]] = []
         self._permissions = checked_permissions(permissions).for_working_dir(self._working_dir)
         self._hooks = HookRegistry()
-        for matcher in hooks:
-            self._hooks.add(matcher)
+        self._hooks.add(list(hooks))
         self._approvals = Approvals(
             checked_handler(approval_handler),
             None if approval_dir is None else existing_dir(approval_dir, "approval_dir"),
@@ -307,9 +309,10 @@ class Agent(
         return self._agent_name
 
     @property
-    def session_id(self) -> str:
-        """The conversation's session ID (read-only)."""
-        return self._session_id
+    def session_id(self) -> SessionId:
+        """The conversation's session ID (read-only): a ``str`` that can also be called,
+        as deputy's ``agent$session_id()`` (``agent.session_id() == agent.session_id``)."""
+        return SessionId(self._session_id)
 
     @property
     def run_context(self) -> dict[str, Any]:
@@ -412,6 +415,15 @@ class Agent(
         """True while a run is in progress."""
         return self._engine.running
 
+    if not TYPE_CHECKING:  # a type checker still flags every unknown attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for names the class lacks: deputy's folded into one accessor each.
+            instead = _FOLDED.get(name)
+            if instead is not None:
+                raise AttributeError(f"Agent has no {name}(); use {instead} (as in ellmer)")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         usage = self._usage
         return (
@@ -490,10 +502,18 @@ class Agent(
         )
         return self._engine.run(deps, self._conversation, options)
 
-    async def run_async(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
+    async def run_async(
+        self,
+        task: TaskInput,
+        *,
+        include_partial_messages: bool = True,
+        **kwargs: Unpack[RunKeywords],
+    ) -> AgentResult:
         """Run a task to the end and return its :class:`~deputy_shiny.events.AgentResult`.
 
         ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
+        ``include_partial_messages`` is accepted as deputy's: it doesn't change the
+        result, whose ``events`` always hold the ``text`` chunks.
 
         Raises:
             ProviderError: the model request failed (after any fallbacks).
@@ -507,22 +527,29 @@ class Agent(
             >>> asyncio.run(Agent(ScriptedModel(["Done."])).run_async("Go")).stop_reason
             'complete'
         """
-        # include_partial_messages given here: passing it to run_async is a TypeError.
-        async for _ in self.run(task, include_partial_messages=True, **kwargs):
+        async for _ in self.run(task, include_partial_messages=include_partial_messages, **kwargs):
             pass
         return self._engine.finished_result()
 
-    def run_sync(self, task: TaskInput, **kwargs: Unpack[RunKeywords]) -> AgentResult:
+    def run_sync(
+        self,
+        task: TaskInput,
+        *,
+        include_partial_messages: bool = True,
+        **kwargs: Unpack[RunKeywords],
+    ) -> AgentResult:
         """Blocking :meth:`run_async` for scripts (an error inside a running event loop).
 
-        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`).
+        ``kwargs`` are the run keywords (:class:`~deputy_shiny.agent.RunKeywords`);
+        ``include_partial_messages`` as :meth:`run_async` (the result is the same).
 
         Examples:
             >>> from deputy_shiny.testing import ScriptedModel
             >>> Agent(ScriptedModel(["Done."])).run_sync("Go").response
             'Done.'
         """
-        return _sync.run_sync(self.run_async(task, **kwargs), "run_sync")
+        run = self.run_async(task, include_partial_messages=include_partial_messages, **kwargs)
+        return _sync.run_sync(run, "run_sync")
 
     def last_run(self) -> AgentResult | None:
         """The result of the most recent run, or None before the first one ends."""
@@ -610,85 +637,7 @@ class Agent(
     def _set_run_context(self, run_context: dict[str, Any]) -> None:
         self._run_context = run_context
 
-    # ------------------------------------------------------------ conversation
-
-    def get_turns(self, include_system_prompt: bool = False) -> list[Turn]:
-        """The whole conversation (optionally with the system prompt as the first turn).
-
-        Examples:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> agent = Agent(ScriptedModel(["Hi!"]))
-            >>> _ = agent.chat("Hello")
-            >>> [t.role for t in agent.get_turns()]
-            ['user', 'assistant']
-        """
-        turns = list(self._conversation.turns)
-        system = self._conversation.system_turn() if include_system_prompt else None
-        if system is not None:
-            turns.insert(0, system)
-        return turns
-
-    def get_context_turns(self, include_system_prompt: bool = False) -> list[Turn]:
-        """The turns the model sees now: after compaction's cut, cleared results as markers
-        (``include_system_prompt``: the prompt with any summary first)."""
-        turns = self._conversation.context_turns()
-        system = self._conversation.system_turn() if include_system_prompt else None
-        return [system, *turns] if system is not None else turns
-
-    def set_turns(self, turns: Iterable[Turn]) -> Agent:
-        """Replace the conversation (not during a run).
-
-        Examples:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> Agent(ScriptedModel([])).set_turns([]).get_turns()
-            []
-        """
-        self._guard.ready("replace the conversation")
-        new_turns = list(turns)
-        for turn in new_turns:
-            if not isinstance(turn, Turn):
-                raise ConfigurationError(f"set_turns takes Turn objects, not {type(turn).__name__}")
-        self._conversation.reset(new_turns)  # drops the summary and removed turns too
-        return self
-
-    def add_turn(self, user: Turn | UserContent, assistant: Turn | str) -> Agent:
-        """Append a user turn and an assistant turn, as ellmer's ``add_turn`` does.
-
-        Examples:
-            >>> from deputy_shiny.testing import ScriptedModel
-            >>> agent = Agent(ScriptedModel([])).add_turn("2+2?", "4")
-            >>> agent.last_turn().text
-            '4'
-        """
-        self._guard.ready("add turns")
-        user_t = user if isinstance(user, Turn) else user_turn(user)
-        assistant_t = (
-            assistant
-            if isinstance(assistant, Turn)
-            else Turn(role="assistant", contents=[ContentText(text=assistant)])
-        )
-        if user_t.role != "user" or assistant_t.role != "assistant":
-            raise ConfigurationError("add_turn takes a user turn, then an assistant turn")
-        self._conversation.turns.extend([user_t, assistant_t])
-        return self
-
-    def last_turn(self, role: Literal["assistant", "user", "system"] = "assistant") -> Turn | None:
-        """The last turn with ``role``, or None (``"system"``: the system prompt as a turn)."""
-        if role == "system":
-            return self._conversation.system_turn()
-        return next((t for t in reversed(self._conversation.turns) if t.role == role), None)
-
-    def get_system_prompt(self) -> str | None:
-        """The system prompt, or None."""
-        return self._conversation.system_prompt
-
-    def set_system_prompt(self, value: str | None) -> Agent:
-        """Replace the system prompt (None removes it)."""
-        self._guard.free("change the system prompt")
-        if value is not None and not isinstance(value, str):
-            raise ConfigurationError("system_prompt must be a string or None")
-        self._conversation.system_prompt = value
-        return self
+    # ------------------------------------------------------------ usage
 
     def usage(self) -> AgentUsage:
         """Usage of the whole conversation, over all runs.
@@ -762,6 +711,34 @@ class Agent(
     def get_model(self) -> str:
         """The litellm model string requests go to."""
         return self._model.model
+
+    def get_provider(self) -> Provider:
+        """Who serves the model requests go to, as ellmer's ``get_provider()``: a
+        :class:`~deputy_shiny.models.Provider` (``name``, ``model``, ``api_base``).
+
+        Examples:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> Agent(ScriptedModel([])).set_model("anthropic/claude-sonnet-4-5").get_provider()
+            Provider(name='anthropic', model='claude-sonnet-4-5', api_base=None)
+        """
+        return self._model.get_provider()
+
+    def get_model_object(self) -> ChatModel:
+        """The model object requests go to, with its parameters and extra arguments, as
+        ellmer's ``get_model_object()``: the :class:`~deputy_shiny.models.ChatModel`."""
+        return self._model
+
+    def set_chat(self, chat: ModelLike) -> Agent:
+        """Replace the chat the agent sends requests to, as deputy's ``set_chat()``: a
+        chatlas ``Chat`` (or anything :meth:`set_model` takes). The conversation, system
+        prompt, tools, permissions, hooks and limits stay; thinking is dropped when the
+        provider changes. The chat must have no turns and no tools (they would not move:
+        use :meth:`set_turns` and :meth:`register_tools`); its system prompt is replaced by
+        the agent's. Only the model is taken from it, so one chat may serve many agents.
+        Subagents made afterwards use the new model.
+        """
+        check_new_chat(chat)
+        return self.set_model(chat)
 
     def set_model(self, model: ModelLike) -> Agent:
         """Send later requests to another model (any model string or model object).
@@ -892,6 +869,10 @@ register_session_section(
         order=0,
     )
 )
+
+
+# deputy's accessors kept here under one name each ("one accessor per concept").
+_FOLDED = {"turns": "get_turns()", "provider": "get_provider()"}
 
 
 def _notify(agent: Agent, code: str, message: str, **details: Any) -> None:

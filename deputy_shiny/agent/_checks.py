@@ -12,6 +12,7 @@ from typing import Any
 from ..approvals import ApprovalHandler
 from ..context import ContextPolicy
 from ..errors import ConfigurationError, ContextPolicyError, InvalidLimitError
+from ..models._chatlas import is_chatlas_chat
 from ..permissions import Permissions, permissions_standard
 from ..usage import UsageLimits
 
@@ -85,3 +86,20 @@ def identifier(value: str | None, name: str, prefix: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} must be a non-empty string")
     return value
+
+
+def check_new_chat(chat: object) -> None:
+    """Refuse a chatlas ``Chat`` for ``set_chat`` that has turns or tools (they would not
+    move to the agent: nothing but its model is read)."""
+    if not is_chatlas_chat(chat):
+        return
+    if chat.get_turns():  # type: ignore[attr-defined]
+        raise ConfigurationError(
+            "set_chat takes a Chat with no turns: its turns would not move to the agent "
+            "(set them with agent.set_turns())."
+        )
+    if chat.get_tools():  # type: ignore[attr-defined]
+        raise ConfigurationError(
+            "set_chat takes a Chat with no tools: its tools would not move to the agent "
+            "(register them with agent.register_tools())."
+        )

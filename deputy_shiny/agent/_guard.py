@@ -38,6 +38,11 @@ class Guard:
                 "which must release_agent() it first."
             )
 
+    @property
+    def busy(self) -> bool:
+        """True while a run is in progress."""
+        return self._engine.running
+
     def idle(self, action: str) -> None:
         """Raise :class:`~deputy_shiny.errors.AgentBusyError` while a run is in progress."""
         if self._engine.running:

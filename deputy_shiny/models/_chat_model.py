@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -115,6 +116,15 @@ class ChatModel(BaseModel):
         """The provider prefix (``"openai"``), or ``"openai"`` for a bare model name."""
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
+    def get_provider(self) -> Provider:
+        """Who serves this model (:class:`Provider`).
+
+        Examples:
+            >>> ChatModel(model="anthropic/claude-sonnet-4-5").get_provider()
+            Provider(name='anthropic', model='claude-sonnet-4-5', api_base=None)
+        """
+        return Provider(name=self.provider, model=self.name, api_base=self.api_base)
+
     @property
     def reply_idle_timeout(self) -> float | None:
         """The longest wait between two chunks of a reply: ``idle_timeout``, else ``timeout``."""
@@ -155,6 +165,17 @@ class ChatlasChatLike(Protocol):
 
     @property
     def provider(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """Who serves a model, as ellmer's ``get_provider()`` and chatlas's ``Chat.provider``
+    tell it: ``name`` is litellm's provider prefix (``"openai"``), ``model`` the model name
+    without it, ``api_base`` the endpoint (None: the provider's usual one)."""
+
+    name: str
+    model: str
+    api_base: str | None = None
 
 
 ModelLike = str | ChatModel | SupportsChatModel | ChatlasChatLike

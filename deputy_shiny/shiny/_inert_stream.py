@@ -32,7 +32,7 @@ from shinychat import message_content, message_content_chunk
 from shinychat.types import ChatMessage
 
 from ..agent._streams import TextChunk
-from ..messages import ContentText, ContentToolRequest, ContentToolResult
+from ..messages import ContentText, ContentThinking, ContentToolRequest, ContentToolResult
 from ._image_guard import ImageGuard, rewrite_images
 from ._render import tool_request_block, tool_result_block
 
@@ -105,8 +105,9 @@ def _card(content: ContentToolRequest | ContentToolResult) -> ChatMessage:
     )
 
 
-StreamChunk = str | ContentText | ContentToolRequest | ContentToolResult
-"""What :func:`inert_stream` takes: the chunks of either ``stream_async`` mode."""
+StreamChunk = str | ContentText | ContentThinking | ContentToolRequest | ContentToolResult
+"""What :func:`inert_stream` takes: the chunks of either ``stream_async`` mode (thinking
+is not shown, as in the kit's chat)."""
 
 
 class InertStream:
@@ -154,6 +155,8 @@ class InertStream:
             self._release(self._guard.end())
             self._ready.append(_card(chunk))
             return
+        if isinstance(chunk, ContentThinking):
+            return  # the model's reasoning: the chat does not show it (as the kit's)
         if isinstance(chunk, ContentText):
             chunk = chunk.text
         if not isinstance(chunk, str):
@@ -212,5 +215,8 @@ def inert_stream(
 for _type in (ContentText, ContentToolRequest, ContentToolResult):
     message_content.register(_type, content_message)
     message_content_chunk.register(_type, _content_chunk)
+# Thinking given to shinychat as it is: not shown, as in the kit's chat.
+message_content.register(ContentThinking, lambda content: ChatMessage(content=""))
+message_content_chunk.register(ContentThinking, lambda content: ChatMessage(content=""))
 message_content.register(TextChunk, lambda chunk: ChatMessage(content=_whole_text(chunk)))
 message_content_chunk.register(TextChunk, lambda chunk: ChatMessage(content=inert_fragment(chunk)))
