@@ -349,9 +349,8 @@ def test_tools_web_use_native_false_gives_the_universal_tools() -> None:
     ("name", "replacement"),
     [
         ("turns", "get_turns()"),
-        ("provider", "agent.model.provider"),
-        ("get_model_object", "the model property"),
-        ("set_chat", "set_model("),
+        ("provider", "get_provider()"),
+        ("print", "print(agent)"),
     ],
 )
 def test_a_removed_deputy_method_names_its_replacement(name: str, replacement: str) -> None:

@@ -28,7 +28,7 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Unpack, cast
+from typing import Any, ClassVar, Literal, Unpack, cast
 
 from .._engine.budget import SharedBudget
 from .._engine.compaction import count_tokens
@@ -414,15 +414,6 @@ class Agent(
     def running(self) -> bool:
         """True while a run is in progress."""
         return self._engine.running
-
-    if not TYPE_CHECKING:  # a type checker still flags every unknown attribute
-
-        def __getattr__(self, name: str) -> Any:
-            # Only for names the class lacks: deputy's folded into one accessor each.
-            instead = _FOLDED.get(name)
-            if instead is not None:
-                raise AttributeError(f"Agent has no {name}(); use {instead} (as in ellmer)")
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         usage = self._usage
@@ -869,10 +860,6 @@ register_session_section(
         order=0,
     )
 )
-
-
-# deputy's accessors kept here under one name each ("one accessor per concept").
-_FOLDED = {"turns": "get_turns()", "provider": "get_provider()"}
 
 
 def _notify(agent: Agent, code: str, message: str, **details: Any) -> None:

@@ -34,11 +34,7 @@ __all__ = ["ChatMethods"]
 # (the differences are listed in the docs' "Differences from deputy, on purpose").
 DEPUTY_NAMES = {
     "turns": "get_turns() (one accessor per concept)",
-    "provider": "the model property (agent.model.provider, agent.model.name)",
-    "get_provider": "the model property: a ChatModel with provider, name and params",
-    "get_model_object": "the model property: a ChatModel with its params and api_base",
-    "set_chat": "set_model(model) (a model string or ChatModel)",
-    "run_shiny": "the Shiny kit: agent_chat_ui() / agent_chat_server() in deputy_shiny.shiny",
+    "provider": "get_provider() (or the model property: agent.model.provider, .name)",
     "print": "print(agent) or repr(agent)",
 }
 
