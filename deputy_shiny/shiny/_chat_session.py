@@ -48,6 +48,7 @@ from ..tools._scope import tool_scope as scoped_tools
 from ..usage import charged_to
 from ._answers import decision_from_answer
 from ._attachments import AttachmentsRefused, PendingMessage, SessionUploads
+from ._conversation_titles import retitle
 from ._escape import markdown_text
 from ._feedback import SessionFeedback
 from ._image_guard import ImageGuard
@@ -418,12 +419,16 @@ class _ChatSession:
             if refusal is not None:
                 yield note_chunk(refusal)  # before the run: nothing is spent
                 return
+        first: str | None = None  # the message that listed the conversation (its title)
         if conversation is not None and message is not None:
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).
                 title = message.text if isinstance(message, PendingMessage) else message
+                listed = conversation.listing.listed
                 note = await conversation.keep_async(title)
+                if not listed and conversation.listing.listed:
+                    first = title
                 if note:
                     yield note_chunk(note)
             except StoreUnavailableError as exc:
@@ -463,6 +468,22 @@ class _ChatSession:
             note = await conversation.save(self.agent)
             if note:
                 yield note_chunk(note)
+            if first is not None and conversation.persistence.title_model is not None:
+                self.in_background(self._titled(conversation, first))
+
+    async def _titled(self, conversation: SessionConversation, first: str) -> None:
+        """Title the conversation with its ``title_model`` (after the first reply: the
+        user's run comes first on their budget), charged to the session's budget."""
+        try:
+            with charged_to(self.budget):
+                await retitle(conversation, self.agent, first)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the first message's title stays
+            logger.warning("a conversation could not be titled", exc_info=True)
+        await self.values.set_usage(self.agent.usage())
+        await self._charge()
+        await self.saved()  # the title's usage is kept with the conversation
 
     def _stopped_by_user(self, event: StopEvent) -> bool:
         return event.stop_reason == "interrupted" and self.user_stopped
