@@ -197,6 +197,8 @@ class _ChatSession:
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
         self.uploads = SessionUploads(chat_id, working_dir)
+        if feedback is not None:
+            feedback.conversation = conversation  # each reply's run is kept with it
 
     @property
     def prompts(self) -> SessionPrompts:
@@ -282,13 +284,18 @@ class _ChatSession:
         """Show the agent's conversation in the chat (``pending``: the approval the
         conversation waits on, whose call shows no card: its modal stands for it)."""
         waiting = () if pending is None else (pending.request.call_id,)
-        for message in transcript_messages(self.agent.get_turns(), self.image_origins, waiting):
+        turns = self.agent.get_turns()
+        ends: list[int] = []  # where each assistant message ends (its reply may be rated)
+        for message in transcript_messages(turns, self.image_origins, waiting):
             if message.role == "user":
                 await self.chat.append_message({"role": "user", "content": message.chunks[0]})
                 continue
             async with self.chat.message_stream_context() as stream:
                 for chunk in message.chunks:
                     await stream.append(chunk)
+            ends.append(message.turns_to)
+        if self.feedback is not None and ends:
+            await self.feedback.restored(turns, ends)
 
     async def _close_for_newer(self) -> None:
         with contextlib.suppress(Exception):
