@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .context import CompactionRecord, ContextPolicy
     from .delegation import (
         AgentDefinition,
+        agent_definition,
         agent_definition_read,
         agent_definition_resolve,
         agent_definition_write,
@@ -146,6 +147,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".context": ("CompactionRecord", "ContextPolicy"),
     ".delegation": (
         "AgentDefinition",
+        "agent_definition",
         "agent_definition_read",
         "agent_definition_resolve",
         "agent_definition_write",
@@ -349,6 +351,7 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "__version__",
+    "agent_definition",
     "agent_definition_read",
     "agent_definition_resolve",
     "agent_definition_write",

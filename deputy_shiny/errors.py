@@ -9,7 +9,8 @@ other class lives only here. The families:
 
 - ``ConfigurationError`` (root; also a ``ValueError``): a malformed value, raised
   before any request: ``InvalidModelError``, ``InvalidLimitError``,
-  ``InvalidToolError`` (and its ``ToolNameConflictError``), ``PermissionsError``,
+  ``InvalidToolError`` (and its ``ToolNameConflictError``), ``PermissionsError`` (and
+  its ``PermissionDeniedError``: the permissions refuse what an API call asked for),
   ``InvalidHookError``, ``SkillError`` (and its ``SkillLoadError``),
   ``AgentDefinitionError``, ``RunContextError``, ``TrustedResultsError``,
   ``ContextPolicyError``, ``CommandLineError`` (the ``deputy`` command's flags);
@@ -41,6 +42,8 @@ other class lives only here. The families:
   ``CheckpointCorruptError``.
 - ``CompactionError`` (root): compaction could not write a summary; beside it
   ``ToolResultReferenceError`` (an offloaded result cannot be read back).
+- ``HookExecutionError``: a hook callback failed (never raised by a run; see
+  ``HookRun.raise_for_failure``).
 - Misuse: ``AgentBusyError`` and ``SyncInAsyncError`` (both ``RuntimeError``);
   ``ScriptedModelExhausted`` (a test model ran out of replies).
 - Raised by an app's own code: ``ToolRejectedError`` (from an ``on_tool_request``
@@ -88,6 +91,7 @@ __all__ = [
     "DelegationGraphError",
     "DelegationTaskError",
     "DeputyError",
+    "HookExecutionError",
     "InvalidHookError",
     "InvalidLimitError",
     "InvalidModelError",
@@ -101,6 +105,7 @@ __all__ = [
     "McpUnknownServerError",
     "MissingCredentialsError",
     "PathDenied",
+    "PermissionDeniedError",
     "PermissionsError",
     "PersistenceCorruptError",
     "PersistenceError",
@@ -172,9 +177,75 @@ class PermissionsError(ConfigurationError):
     malformed (raised when the value is made or the mode is set)."""
 
 
+class PermissionDeniedError(PermissionsError):
+    """The permissions refuse what an API call asked for directly: deputy's
+    ``deputy_permission_denied``. Raised by registering a provider-native web tool the
+    policy does not authorize (``Agent(tools=...)``, ``register_tools``): such a tool
+    runs on the provider's servers, so it is authorized once, there. A model's tool call
+    that is denied is never raised: the model sees the denial as the call's result.
+
+    Attributes:
+        tool_name: The tool refused (None when no tool is concerned).
+        permission_mode: The mode in force.
+        reason: Why, without the tool's name (the message says both).
+
+    Examples:
+        >>> err = PermissionDeniedError("web_search needs web=True", tool_name="web_search",
+        ...                             permission_mode="standard", reason="needs web=True")
+        >>> err.tool_name, err.permission_mode, isinstance(err, PermissionsError)
+        ('web_search', 'standard', True)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool_name: str | None = None,
+        permission_mode: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.permission_mode = permission_mode
+        self.reason = reason if reason is not None else message
+
+
 class InvalidHookError(ConfigurationError):
     """A hook matcher, hook result or built-in hook was given a value it cannot use (raised
     when the :class:`~deputy_shiny.hooks.HookMatcher` or result is made)."""
+
+
+class HookExecutionError(DeputyError):
+    """A hook callback failed (raised, returned the wrong type, or timed out): deputy's
+    ``deputy_hook``. The engine never raises it during a run (a failed ``PreToolUse`` or
+    ``PermissionRequest`` hook denies the call; other failures are logged in
+    :meth:`~deputy_shiny.hooks.HookRegistry.last_errors`); an app that runs hooks
+    itself raises it with :meth:`~deputy_shiny.hooks.HookRun.raise_for_failure`.
+
+    Attributes:
+        hook_event: The hook event (``"PreToolUse"``, ...).
+        tool_name: The tool, for tool events.
+        callback: The failing callback's name.
+
+    Examples:
+        >>> err = HookExecutionError("hook 0 (audit) failed: OSError: disk full",
+        ...                          hook_event="PostToolUse", callback="audit")
+        >>> err.hook_event, err.callback
+        ('PostToolUse', 'audit')
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hook_event: str,
+        tool_name: str | None = None,
+        callback: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.hook_event = hook_event
+        self.tool_name = tool_name
+        self.callback = callback
 
 
 class SkillError(ConfigurationError):

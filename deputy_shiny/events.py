@@ -60,6 +60,10 @@ class _EventBase(BaseModel):
     run_id: str
     run_context: dict[str, Any] = Field(default_factory=dict)
     timestamp: float = Field(default_factory=time.time)
+    # A subagent's run: who delegated it (as on its AgentResult); None otherwise.
+    parent_agent_id: str | None = None
+    parent_run_id: str | None = None
+    delegation_id: str | None = None
 
 
 class StartEvent(_EventBase):

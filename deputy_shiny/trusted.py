@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .errors import TrustedResultsError
 from .events import AgentResult, TrustedResultEvent
-from .tools import NativeWebSearch, Tool, effective_annotations
+from .tools import NativeWebTool, Tool, effective_annotations
 
 __all__ = ["TrustedResults", "check_trusted_tools", "result_trusted_results"]
 
@@ -166,7 +166,7 @@ def _bypass(tool: Tool) -> str | None:
 def check_trusted_tools(
     policy: TrustedResults | None,
     tools: Mapping[str, Tool],
-    natives: Mapping[str, NativeWebSearch] = {},
+    natives: Mapping[str, NativeWebTool] = {},
 ) -> None:
     """Check a complete set of tools against ``policy`` (None: nothing to check).
 

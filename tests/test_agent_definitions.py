@@ -19,6 +19,7 @@ from deputy_shiny.delegation import (
     agent_definition_read,
     agent_definition_resolve,
     agent_definition_write,
+    definition_files,
     definitions,
 )
 from deputy_shiny.errors import AgentDefinitionError, ConfigurationError
@@ -376,7 +377,7 @@ def test_no_more_than_one_mib_is_read_even_when_the_size_lies(
             self.st_mode = real.st_mode
             self.st_size = 10
 
-    monkeypatch.setattr(definitions.os, "fstat", lambda fd: SmallStat(real_fstat(fd)))
+    monkeypatch.setattr(definition_files.os, "fstat", lambda fd: SmallStat(real_fstat(fd)))
     assert "is over 1,048,576 bytes" in read_error(path)
 
 
@@ -478,7 +479,7 @@ def test_a_crash_mid_write_leaves_the_old_file_and_no_temp_file(
     def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(definitions.os, failing, crash)
+    monkeypatch.setattr(definition_files.os, failing, crash)
     with pytest.raises(AgentDefinitionError, match=r"cannot be written \(No space left"):
         agent_definition_write(full_definition(), path, overwrite=True)
     monkeypatch.undo()
@@ -510,10 +511,13 @@ def test_importing_the_package_does_not_import_yaml() -> None:
 def test_exported_from_the_package() -> None:
     import deputy_shiny
 
-    for name in ("AgentDefinition", "agent_definition_read", "agent_definition_write"):
+    for name in ("AgentDefinition", "agent_definition"):
         assert getattr(deputy_shiny, name) is getattr(definitions, name)
+        assert name in deputy_shiny.__all__
+    for name in ("agent_definition_read", "agent_definition_write"):
+        assert getattr(deputy_shiny, name) is getattr(definition_files, name)
         assert name in deputy_shiny.__all__
 
 
 def test_the_write_order_covers_every_field() -> None:
-    assert sorted(definitions._WRITE_ORDER) == sorted(AgentDefinition.model_fields)
+    assert sorted(definition_files._WRITE_ORDER) == sorted(AgentDefinition.model_fields)

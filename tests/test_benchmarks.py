@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ async def test_compaction_prints_its_ratio_last(capsys: pytest.CaptureFixture[st
 
 
 async def test_capacity_runs_both_modes_and_every_app_holds_two_sessions(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], bench: Callable[[str], ModuleType]
 ) -> None:
     # Tiny: N=2, 25 chunks 40 ms apart (a 40 ms interval keeps the scheduling delay that
     # a sleeping generator accumulates well under the 1.5x pace). This 2-core machine is
@@ -60,39 +61,70 @@ async def test_capacity_runs_both_modes_and_every_app_holds_two_sessions(
     # gap limit is loosened to 500 ms. The test checks that the benchmark works (every
     # app streams the whole text at pace, the table and ratios are printed), not the
     # machine's capacity.
-    held = await load("capacity").main(
-        mode="both", ladder=[2], chunks=25, interval=0.04, max_gap=0.5
+    held = await bench("capacity").main(
+        mode="both", ladder=[2], runs=1, rounds=2, chunks=25, interval=0.04, max_gap=0.5
     )
     assert held == {
         "provider": {"minimal": 2, "by-hand": 2, "kit": 2},
         "wire": {"minimal": 2, "chatlas": 2, "by-hand": 2, "kit": 2},
     }
     lines = capsys.readouterr().out.strip().splitlines()
-    rows = {(line.split()[0], line.split()[1]): line for line in lines if "  yes" in line}
-    assert sorted(rows) == sorted(
-        [("provider", app) for app in ("minimal", "by-hand", "kit")]
-        + [("wire", app) for app in ("minimal", "chatlas", "by-hand", "kit")]
-    )
-    for line in rows.values():  # N, start p50/max, burst, gap p50/p99, pace, complete, held
-        assert re.fullmatch(
-            r"\S+ +\S+ +2 +(\d+\.\d\ds +){3}\d+\.\dms +\d+ms +\d\.\d\d +2/2 +yes", line
-        ), line
+    rows = [(line.split()[0], line.split()[1]) for line in lines if "  yes" in line]
+    apps = [("provider", app) for app in ("minimal", "by-hand", "kit")]
+    apps += [("wire", app) for app in ("minimal", "chatlas", "by-hand", "kit")]
+    assert sorted(rows) == sorted(apps * 2)  # two rounds each
+    for line in lines:  # N, start p50/max, burst, gap p50/p99, pace, complete, held
+        if "  yes" in line:
+            assert re.fullmatch(
+                r"\S+ +\S+ +2 +(\d+\.\d\ds +){3}\d+\.\dms +\d+ms +\d\.\d\d +2/2 +yes", line
+            ), line
+    assert "provider kit      sessions held per ladder: 2; median 2 (spread 2-2)" in lines
     figure = r"\d+\.\d\d"
+    no_claim = "(one ladder: no interval, no claim)"
     assert [re.sub(figure, "X", line) for line in lines[-11:]] == [
         "mode: provider",
-        "ratio kit/minimal sessions held: X",
-        "ratio kit/by-hand sessions held: X",
+        f"ratio kit/minimal sessions held: X {no_claim}",
+        f"ratio kit/by-hand sessions held: X {no_claim}",
         "ratio kit/minimal start p50 at 2 sessions: X",
         "ratio kit/minimal burst time to first chunk at 2 sessions: X",
         "mode: wire",
-        "ratio kit/minimal sessions held: X",
-        "ratio kit/by-hand sessions held: X",
-        "ratio kit/chatlas sessions held: X",
+        f"ratio kit/minimal sessions held: X {no_claim}",
+        f"ratio kit/chatlas sessions held: X {no_claim}",
+        f"ratio kit/by-hand sessions held: X {no_claim}",
         "ratio kit/minimal start p50 at 2 sessions: X",
         "ratio kit/minimal burst time to first chunk at 2 sessions: X",
     ]
-    assert lines[-10] == "ratio kit/minimal sessions held: 1.00"
-    assert lines[-3] == "ratio kit/chatlas sessions held: 1.00"
+    assert lines[-10] == f"ratio kit/minimal sessions held: 1.00 {no_claim}"
+    assert lines[-4] == f"ratio kit/chatlas sessions held: 1.00 {no_claim}"
+
+
+def test_capacity_holds_by_the_majority_of_rounds_and_claims_only_what_the_interval_allows(
+    bench: Callable[[str], ModuleType],
+) -> None:
+    figures = bench("_capacity_figures")
+
+    def result(n: int, held: bool) -> Any:
+        nan = float("nan")
+        return figures.Result("kit", n, nan, nan, nan, nan, nan, nan, n, held, "")
+
+    ledger = figures.Ledger()
+    # N=10 held in 2 of 3 rounds (one slow round), N=20 in 1 of 3: the ladder ends there.
+    for n, rounds in ((10, (True, False, True)), (20, (False, True, False)), (40, (True,))):
+        for held in rounds:
+            ledger.add("wire", 0, result(n, held))
+    assert ledger.held("wire", 0, "kit") == 10
+    assert ledger.failed("wire", 0, "kit")
+
+    ahead = figures.ratio_estimate([80, 80, 100, 80], [40, 40, 50, 40])
+    assert ahead.value == 2.0 and ahead.low > 1
+    assert ahead.claim().endswith(": the kit holds more")
+    swinging = figures.ratio_estimate([40, 40, 50], [20, 40, 130])
+    assert swinging.low < 1 < swinging.high
+    assert swinging.claim().endswith("no claim, the interval spans 1")
+    behind = figures.ratio_estimate([20, 20, 30], [80, 80, 80])
+    assert behind.claim().endswith(": the kit holds fewer")
+    assert figures.ratio_estimate([40], [20]).claim() == "one ladder: no interval, no claim"
+    assert figures.spread([20, 40, 130]) == "median 40 (spread 20-130)"
 
 
 @pytest.fixture

@@ -406,7 +406,8 @@ async def test_large_results_are_offloaded_read_back_and_resolved(tmp_path: Path
     assert all(len(str(m)) < 40_000 for m in sent[-1])
     # The full value comes back through the reference, or text containing it.
     assert agent.resolve_tool_result(ends[0].output) == big_output(1)
-    files = list(offload.iterdir())
+    # Saved in the FileStore on offload_dir (one storage path), as one record.
+    files = list((offload / "records" / "tool_result").iterdir())
     assert len(files) == 1 and files[0].suffix == ".json"
 
     reference = "deputy://tool-result/" + files[0].stem

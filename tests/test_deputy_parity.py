@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from deputy_shiny import Agent, AgentResult, ContextPolicy, Permissions, UsageLimits
 from deputy_shiny._engine.compaction import _turn_tokens, context_tokens
-from deputy_shiny.agent._delegation.host import DelegationHost
 from deputy_shiny.conversation import Conversation
 from deputy_shiny.delegation import AgentDefinition, LeadAgent
 from deputy_shiny.errors import (
@@ -124,18 +123,7 @@ def test_a_limit_is_not_a_success() -> None:
     assert result.n_turns() == 1 and result.text_chunks() == []
 
 
-def test_a_subagents_result_names_who_delegated_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A built subagent is dropped when it ends: catch its result as the host records it.
-    results: list[AgentResult] = []
-    finish = DelegationHost._finish
-
-    def keep(self: DelegationHost, item: Any, agent: Any) -> None:
-        results.append(agent.last_run())
-        finish(self, item, agent)
-
-    monkeypatch.setattr(DelegationHost, "_finish", keep)
+def test_a_subagents_result_names_who_delegated_it(tmp_path: Path) -> None:
     task = {"agent": "writer", "task": "x"}
     lead = LeadAgent(
         ScriptedModel([ScriptedReply(tool_calls=[ScriptedToolCall("delegate", task)]), "ok"]),
@@ -145,7 +133,8 @@ def test_a_subagents_result_names_who_delegated_it(
     )
     lead_result = lead.run_sync("go")
     (record,) = lead.list_subagents()
-    (sub_result,) = results
+    (sub_result,) = lead.get_subagent_results()
+    assert sub_result is not None
     assert record.status == "completed" and sub_result.response == "The report."
     assert (sub_result.parent_agent_id, sub_result.parent_run_id, sub_result.delegation_id) == (
         lead.agent_id,

@@ -95,6 +95,8 @@ def test_every_exception_below_a_root_is_caught_by_it() -> None:
         "AskUserDeclined",
         "ToolResultReferenceError",
         "ScriptedModelExhausted",
+        # deputy's hook error: a run never raises it; an app running hooks itself may.
+        "HookExecutionError",
         # The chat's refusal of an upload: told to the user, never an app's to catch.
         "AttachmentRefused",
         "AttachmentsRefused",

@@ -33,9 +33,11 @@ GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "interrupted
 
 @pytest.fixture
 def dying(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs whose end is never written: as if their process died."""
+    """Runs whose end is never written: as if their process died once its last steps
+    were (the last batch goes with the end otherwise: a crash just before loses it)."""
 
     async def never(self: StoreRunJournal, stop_reason: str) -> None:
+        await self.flush()
         self._ended = True
 
     monkeypatch.setattr(StoreRunJournal, "end", never)
@@ -69,8 +71,56 @@ CALL = ScriptedReply(tool_calls=[ScriptedToolCall("send", {"to": "ops"}, id="c1"
 
 
 def _steps(store: FileStore) -> list[str]:
-    records = bridge_for(store).call_sync(store.list_records, "run-step", scope="conv1")
-    return [step["kind"] for r in records for step in r.payload["steps"]]
+    """The kinds of the steps journaled, in order: in the run's record, its step records,
+    then its record's tail (written with its end)."""
+    bridge = bridge_for(store)
+    runs = bridge.call_sync(store.list_records, RUN_KIND, scope="conv1")
+    records = bridge.call_sync(store.list_records, "run-step", scope="conv1")
+    batches = [
+        *(run.payload["steps"] for run in runs),
+        *(r.payload["steps"] for r in records),
+        *(run.payload.get("tail", []) for run in runs),
+    ]
+    return [step["kind"] for batch in batches for step in batch]
+
+
+class CountingStore(FileStore):
+    """A FileStore that counts its writes (records, claims, leases)."""
+
+    writes: list[str]
+
+    async def put(self, kind: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        self.writes.append(f"put {kind}")
+        return await super().put(kind, key, *args, **kwargs)
+
+    async def claim(self, kind: str, key: str, **kwargs: Any) -> Any:
+        self.writes.append(f"claim {kind}")
+        return await super().claim(kind, key, **kwargs)
+
+    async def acquire_lease(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes.append("acquire lease")
+        return await super().acquire_lease(*args, **kwargs)
+
+    async def release_lease(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes.append("release lease")
+        return await super().release_lease(*args, **kwargs)
+
+
+def test_a_run_writes_its_steps_in_batches_not_one_by_one(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path, key=KEY)
+    store.writes = []
+    result = _agent(store, [CALL, "Sent."], []).run_sync("Tell ops")
+    assert result.stop_reason == "complete"
+    # Seven steps, five writes: the user's message with the run's record, the response
+    # with its call's decision and start (before the tool runs), the call's end with
+    # the results (before the next request), the answer with the run's end.
+    assert store.writes == [
+        "acquire lease",
+        "put run",
+        "put run-step",
+        "put run-step",
+        "claim run",
+    ]
 
 
 def test_a_run_leaves_every_step_in_the_store_and_ends_completed(tmp_path: Path) -> None:

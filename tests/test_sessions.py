@@ -95,7 +95,7 @@ async def test_a_session_round_trips_the_whole_conversation(tmp_path: Path) -> N
         r.output for t in loaded.get_turns() for r in t.tool_results if "deputy://" in r.output
     )
     assert loaded.resolve_tool_result(reference) == big_output(1)
-    assert len(list(other_dir.iterdir())) == 2
+    assert len(list((other_dir / "records" / "tool_result").iterdir())) == 2
     # Without an offload_dir they are kept in memory, and saved again from there.
     memory = Agent(ScriptedModel([]), context_policy=ContextPolicy(max_tokens=None))
     memory.load_session(path)

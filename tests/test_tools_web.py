@@ -22,6 +22,7 @@ from deputy_shiny.permissions import Permissions
 from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
 from deputy_shiny.tools import Tool, tool_metadata
 from deputy_shiny.tools.web import (
+    NativeWebFetch,
     NativeWebSearch,
     bind_native_web_search,
     ddgs_search,
@@ -486,7 +487,9 @@ def test_tools_web_returns_fresh_universal_tools() -> None:
 
 def test_tools_web_uses_native_search_when_the_model_supports_it() -> None:
     tools = tools_web("openai/gpt-4o-search-preview")
-    assert isinstance(tools[0], Tool) and tools[0].name == "web_fetch"
+    # web_fetch is a request too: this model does not read URLs itself, so the agent
+    # registers the universal web_fetch in its place
+    assert isinstance(tools[0], NativeWebFetch) and not tools[0].bound
     request = tools[1]
     assert isinstance(request, NativeWebSearch) and not request.bound  # the agent binds it
     model = ChatModel(model="openai/gpt-4o-search-preview")

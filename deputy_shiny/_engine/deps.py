@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,17 @@ class RunDeps:
     lineage: Lineage | None = None
     journal: JournalOpener | None = None
 
+    @cached_property
+    def event_lineage(self) -> dict[str, str | None]:
+        """The lineage fields every event of a run with these deps carries (all None
+        for a run its caller started)."""
+        lineage = self.lineage
+        return {
+            "parent_agent_id": lineage.parent_agent_id if lineage else None,
+            "parent_run_id": lineage.parent_run_id if lineage else None,
+            "delegation_id": lineage.delegation_id if lineage else None,
+        }
+
     def hook_fields(self) -> dict[str, Any]:
         """What every hook context of a run with these deps carries besides the event's
         own values: who runs, where, under which policy and model, and its lineage.
@@ -171,7 +183,6 @@ class RunDeps:
             >>> deps.hook_fields()["provider"]
             {'name': 'openai', 'model': 'gpt-4.1-mini'}
         """
-        lineage = self.lineage
         return {
             "agent_id": self.agent_id,
             "session_id": self.session_id,
@@ -179,9 +190,7 @@ class RunDeps:
             "permissions": self.permissions,
             "provider": {"name": self.model.provider, "model": self.model.name},
             "tools_count": len(self.tools),
-            "parent_agent_id": lineage.parent_agent_id if lineage else None,
-            "parent_run_id": lineage.parent_run_id if lineage else None,
-            "delegation_id": lineage.delegation_id if lineage else None,
+            **self.event_lineage,
         }
 
     def tool_context(

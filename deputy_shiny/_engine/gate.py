@@ -634,7 +634,7 @@ def _lifted_by(run: HookRun, decision: PermissionDecision) -> PermissionDecision
     if isinstance(run.result, PermissionResultAllow):
         return PermissionDecision(
             "allow",
-            "A PermissionRequest hook allowed the call.",
+            run.result.message or "A PermissionRequest hook allowed the call.",
             "permission_request_hook",
             arguments=decision.arguments,
         )

@@ -1,7 +1,8 @@
 """What the engine knows of the run journal: the steps it writes, and a run it replays.
 
 With a journal (``RunDeps.journal``: an agent with a ``store``), every step of a run is
-recorded as it happens and written to the store in the background, in order, so another
+recorded as it happens and written to the store in batches, in order (at the waits
+below, else within :attr:`RunJournal.partial_interval` seconds), so another
 process can resume the run if this one dies (:mod:`deputy_shiny.persistence.run_journal`
 implements both sides). The run waits for the store only before a tool runs (its start,
 and so every step before it, is written first), before each model request (the results

@@ -126,6 +126,7 @@ class Engine(Requests, ToolCalls):
             run_id=run_id,
             run_context=run_context,
             timestamp=time.time(),
+            **deps.event_lineage,
             **fields,
         )
 
@@ -138,6 +139,7 @@ class Engine(Requests, ToolCalls):
             run_id=st.run_id,
             run_context=st.options.run_context,
             timestamp=time.time(),
+            **st.deps.event_lineage,
             **fields,
         )
         st.events.append(event)
@@ -161,6 +163,7 @@ class Engine(Requests, ToolCalls):
                 "run_id": st.run_id,
                 "run_context": st.options.run_context,
                 "timestamp": time.time(),
+                **st.deps.event_lineage,
                 "type": "text",
                 "text": text,
             },

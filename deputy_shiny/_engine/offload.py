@@ -1,16 +1,15 @@
 """Large tool results kept out of the model's context: the store and ``read_tool_result``.
 
-A tool result over ``ContextPolicy.max_tool_result_bytes`` is saved as a
-``tool_result`` document (:mod:`deputy_shiny.persistence.files`) named by an
-unguessable id under ``offload_dir``; the model sees a
-``deputy://tool-result/<id>`` reference and a preview. Resolving a reference accepts
-only the well-formed id shape (never a path), reads only ``<offload_dir>/<id>.json``,
-and only a result saved for this agent's session. Results restored from a saved
-session without an ``offload_dir`` are kept in memory.
-
-With a :class:`~deputy_shiny.persistence.store.Store` (``Agent(store=...)``) the same
-document is a store record of kind ``tool_result`` (key: the id; scope: the session),
-authenticated by the store, so another process serving the conversation reads it back.
+A tool result over ``ContextPolicy.max_tool_result_bytes`` is saved as a record of
+kind ``tool_result`` (key: an unguessable id; scope: the session) in the agent's
+:class:`~deputy_shiny.persistence.store.Store`: the ``Agent(store=...)``, or with an
+``offload_dir`` the :class:`~deputy_shiny.persistence.file_store.FileStore` on that
+folder (one storage path; results the directory code saved there as ``<id>.json``
+files are still read). The model sees a ``deputy://tool-result/<id>`` reference and a
+preview. Resolving a reference accepts only the well-formed id shape (never a path) and
+only a result saved for this agent's session; the store authenticates every record, so
+another process serving the conversation reads it back. Results restored from a saved
+session without a store are kept in memory.
 The store's calls run on its own loop (:mod:`deputy_shiny.persistence.store_bridge`):
 offloading and reading back happen in worker threads, never on the event loop.
 """
@@ -31,7 +30,8 @@ from ..errors import (
     ToolResultReferenceError,
 )
 from ..messages import ContentToolResult
-from ..persistence.files import read_document, write_document
+from ..persistence.file_store import file_store_at
+from ..persistence.files import read_document
 from ..persistence.store import Store
 from ..persistence.store_bridge import bridge_for, scope_for
 from ..tools import Tool, tool, tool_annotations
@@ -67,9 +67,11 @@ class ToolResultStore:
     def __init__(
         self, directory: Path | None, session_id: str, *, store: Store | None = None
     ) -> None:
+        # A directory is a shorthand for the FileStore on it; results the directory code
+        # saved there as files (before one storage path) are still read.
         self.directory = directory
         self.session_id = session_id
-        self.store = store
+        self.store = file_store_at(directory) if store is None and directory is not None else store
         self.ids: list[str] = []  # the results this agent saved or restored, in order
         self._memory: dict[str, dict[str, Any]] = {}
 
@@ -84,7 +86,7 @@ class ToolResultStore:
         size = len(output.encode("utf-8"))
         if size <= limit:
             return result
-        if self.directory is None and self.store is None:
+        if self.store is None:
             return result.model_copy(update={"output": _cut(output, limit, size)})
         result_id = secrets.token_urlsafe(24)
         record = {
@@ -113,21 +115,14 @@ class ToolResultStore:
     @property
     def keeps(self) -> bool:
         """True when results are saved (in a directory or a store), not only in memory."""
-        return self.directory is not None or self.store is not None
+        return self.store is not None
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        if self.store is not None:
-            store = self.store
-            bridge_for(store).call_sync(
-                store.put, _KIND, record["id"], record, scope=scope_for(self.session_id)
-            )
-            return
-        assert self.directory is not None
-        try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PersistenceError(f"{self.directory}: cannot be created ({exc}).") from None
-        write_document(self.directory / f"{record['id']}.json", _KIND, record)
+        store = self.store
+        assert store is not None
+        bridge_for(store).call_sync(
+            store.put, _KIND, record["id"], record, scope=scope_for(self.session_id)
+        )
 
     # ------------------------------------------------------------ reading back
 
@@ -167,13 +162,19 @@ class ToolResultStore:
         return record
 
     def _read(self, result_id: str) -> dict[str, Any]:
-        if self.store is None:
-            assert self.directory is not None
-            return read_document(self.directory / f"{result_id}.json", _KIND)
         store = self.store
+        assert store is not None
         found = bridge_for(store).call_sync(store.get, _KIND, result_id)
-        if found is None or found.scope != scope_for(self.session_id):
+        if found is None and self.directory is not None:
+            legacy = self.directory / f"{result_id}.json"
+            if legacy.exists():  # saved as a file by the directory code
+                return read_document(legacy, _KIND)
+        if found is None:
             raise PersistenceError(f"no tool result {result_id}")
+        if found.scope != scope_for(self.session_id):
+            raise ToolResultReferenceError(
+                f"Unknown tool result {TOOL_RESULT_SCHEME}{result_id} (not this session's)."
+            )
         return found.payload
 
     def read_page(self, reference: str, offset: int = 0, size: int = PAGE_CHARS) -> str:

@@ -33,7 +33,18 @@ from .options import RunOptions
 
 NOT_RUN = "Tool call not run: {why}."
 TEXT_FIELDS = frozenset(
-    {"agent_id", "session_id", "run_id", "run_context", "timestamp", "type", "text"}
+    {
+        "agent_id",
+        "session_id",
+        "run_id",
+        "run_context",
+        "timestamp",
+        "parent_agent_id",
+        "parent_run_id",
+        "delegation_id",
+        "type",
+        "text",
+    }
 )
 LOOP_REPEATS = 3
 

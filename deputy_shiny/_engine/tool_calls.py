@@ -167,7 +167,8 @@ class ToolCalls:
         if st.stop_reason is None and any(n >= LOOP_REPEATS for n in st.loop_counts.values()):
             st.stop(
                 "tool_loop",
-                f"The model made the same tool call with the same result {LOOP_REPEATS} times.",
+                f"The model made the same tool call with the same result {LOOP_REPEATS} times "
+                "(a polling tool should return something that changes, such as the time).",
             )
 
     def _tool_start(self, st: RunState, request: ContentToolRequest) -> AgentEvent:

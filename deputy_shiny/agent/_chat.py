@@ -7,7 +7,7 @@ agent.py stays configuration and runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
 from .._engine.options import RunKeywords, StructuredKeywords, TaskInput
@@ -19,6 +19,7 @@ from ..messages import (
     UserContent,
     user_turn,
 )
+from ..usage import UsageLimits
 from ._streams import StreamContent, content_chunks, text_chunks
 
 if TYPE_CHECKING:
@@ -26,9 +27,31 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatMethods"]
 
+# deputy's Agent methods that have another name here: calling one says what to use
+# (the differences are listed in the docs' "Differences from deputy, on purpose").
+DEPUTY_NAMES = {
+    "turns": "get_turns() (one accessor per concept)",
+    "provider": "the model property (agent.model.provider, agent.model.name)",
+    "get_provider": "the model property: a ChatModel with provider, name and params",
+    "get_model_object": "the model property: a ChatModel with its params and api_base",
+    "set_chat": "set_model(model) (a model string or ChatModel)",
+    "run_shiny": "the Shiny kit: agent_chat_ui() / agent_chat_server() in deputy_shiny.shiny",
+    "print": "print(agent) or repr(agent)",
+}
+
 
 class ChatMethods:
     """An Agent's chat and stream adapters (mixed into :class:`~deputy_shiny.agent.Agent`)."""
+
+    if not TYPE_CHECKING:  # mypy would take every attribute as defined
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached for a missing attribute: a deputy name says what replaces it.
+            hint = DEPUTY_NAMES.get(name)
+            message = f"{type(self).__name__!r} object has no attribute {name!r}"
+            if hint is not None:
+                message += f"; for deputy's ${name}() use {hint}"
+            raise AttributeError(message, name=name, obj=self)
 
     if TYPE_CHECKING:
         # Agent's own; mypy holds these to the real signatures (an override that
@@ -46,6 +69,9 @@ class ChatMethods:
         async def run_async(
             self, task: TaskInput, **kwargs: Unpack[RunKeywords]
         ) -> AgentResult: ...
+
+        @property
+        def usage_limits(self) -> UsageLimits: ...
 
     # ------------------------------------------------------------ ellmer-style adapters
     # Each takes the run keywords as ``**kwargs: Unpack[RunKeywords]`` (documented once,
@@ -183,6 +209,44 @@ class ChatMethods:
         _sync.ensure_no_running_loop("stream")
         chunks: AsyncIterator[Any] = self.stream_async(*content, stream=stream, **kwargs)
         return _sync.iterate_sync(chunks, "stream")
+
+    def run_shiny(
+        self,
+        prompt: UserContent,
+        max_tool_calls: int | None = None,
+        run_context: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamContent]:
+        """deputy's ``run_shiny()``: a run as a content stream for a shinychat ``Chat``.
+
+        ``await chat.append_message_stream(agent.run_shiny(prompt))`` shows the reply
+        as it streams, with a card for each tool call. The run is this agent's usual
+        one (permissions, hooks, limits, compaction), at most ``max_tool_calls`` tool
+        calls (else the agent's ``max_tool_calls``, else 25, as deputy's; never more
+        than the agent's). ``run_context`` is merged into the agent's.
+
+        The chunks are the model's raw text: importing ``deputy_shiny.shiny`` makes
+        shinychat render each inert; wrap the stream in
+        ``deputy_shiny.shiny.inert_stream`` for the kit's full guard (images from
+        allowed origins, code byte-exact). One agent serves one conversation: build it
+        per browser session (or use the kit's ``agent_chat_server``, which does).
+
+        Examples:
+            >>> import asyncio
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> async def kinds(agent):
+            ...     return [type(c).__name__ async for c in agent.run_shiny("Hi")]
+            >>> from deputy_shiny import Agent
+            >>> asyncio.run(kinds(Agent(ScriptedModel(["Hello there"]))))
+            ['ContentText', 'ContentText']
+        """
+        if max_tool_calls is None:
+            max_tool_calls = self.usage_limits.max_tool_calls
+        limits = UsageLimits(max_tool_calls=25 if max_tool_calls is None else max_tool_calls)
+        if run_context is None:
+            return self.stream_async(prompt, stream="content", usage_limits=limits)
+        return self.stream_async(
+            prompt, stream="content", usage_limits=limits, run_context=dict(run_context)
+        )
 
 
 def _content_task(content: Sequence[UserContent]) -> Turn:

@@ -74,11 +74,11 @@ class RunResumer:
         """What opens each run's journal (None: no store)."""
         return self._journals
 
-    async def interrupted(self) -> InterruptedRun | None:
+    async def interrupted(self, include_held: bool = False) -> InterruptedRun | None:
         """See :meth:`RunMethods.interrupted_run_async`."""
         if self._journals is None:
             return None
-        runs = await self._journals.interrupted()
+        runs = await self._journals.interrupted(include_held=include_held)
         return runs[-1] if runs else None
 
     async def resume(self, run_id: str | None, usage_limits: UsageLimits | None) -> AgentResult:
@@ -149,7 +149,7 @@ class RunMethods:
 
     _approvals: _HoldsRuns  # the agent's Approvals (made by Agent.__init__)
 
-    def interrupted_run(self) -> InterruptedRun | None:
+    def interrupted_run(self, *, include_held: bool = False) -> InterruptedRun | None:
         """The newest run of this agent and session whose process died before it ended, or
         None (blocking; see :meth:`interrupted_run_async`).
 
@@ -159,13 +159,19 @@ class RunMethods:
             >>> Agent(ScriptedModel([])).interrupted_run() is None
             True
         """
-        return _sync.run_sync(self.interrupted_run_async(), "interrupted_run")
+        return _sync.run_sync(
+            self.interrupted_run_async(include_held=include_held), "interrupted_run"
+        )
 
-    async def interrupted_run_async(self) -> InterruptedRun | None:
+    async def interrupted_run_async(self, *, include_held: bool = False) -> InterruptedRun | None:
         """The newest interrupted run of this agent and session in its ``store``, or None.
 
         A run is interrupted when its process died (its lease lapsed) before it ended; a
         run a person stopped, one that failed, or one waiting for an approval is not.
+        ``include_held=True`` also returns a run whose lease is still held (``held``):
+        just after a crash its lease has not lapsed yet, so a UI can show the run and
+        ask again until ``held`` is False (then resume it), or until it is gone (its
+        process was alive and ended it).
 
         Examples:
             >>> import asyncio
@@ -174,7 +180,7 @@ class RunMethods:
             >>> asyncio.run(Agent(ScriptedModel([])).interrupted_run_async()) is None
             True
         """
-        return await self._approvals.runs.interrupted()
+        return await self._approvals.runs.interrupted(include_held)
 
     def resume_run(
         self, run_id: str | None = None, usage_limits: UsageLimits | None = None

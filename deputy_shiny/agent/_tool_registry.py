@@ -15,19 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
-from ..errors import InvalidToolError, ToolNameConflictError
-from ..models import ChatModel, supports_native_web_search
-from ..permissions import Permissions, PermissionsError, native_web_refusal
-from ..tools import NativeWebSearch, Tool
-from ..tools.web import bind_native_web_search
+from ..errors import InvalidToolError, PermissionDeniedError, ToolNameConflictError
+from ..models import ChatModel, supports_native_web_fetch, supports_native_web_search
+from ..permissions import Permissions, native_web_refusal
+from ..tools import NativeWebFetch, NativeWebSearch, NativeWebTool, Tool
+from ..tools.web import bind_native_web_fetch, bind_native_web_search
 from ._guard import Guard
 
 __all__ = ["AgentTools", "ToolMethods", "ToolRegistry"]
 
 _TOOL_NAME_HINT = "Wrap functions with deputy_shiny.tool(fn, description=...) first."
 
-Batch = tuple[dict[str, Tool], dict[str, NativeWebSearch]]
-ToolSetCheck = Callable[[Mapping[str, Tool], Mapping[str, NativeWebSearch]], None]
+Batch = tuple[dict[str, Tool], dict[str, NativeWebTool]]
+ToolSetCheck = Callable[[Mapping[str, Tool], Mapping[str, NativeWebTool]], None]
 """Checks a complete tool set before it replaces the registered one (raises to refuse)."""
 
 
@@ -45,12 +45,12 @@ class ToolRegistry:
     def __init__(self, check: ToolSetCheck | None = None) -> None:
         self.check = check  # e.g. a TrustedResults policy: every change must pass it
         self.tools: dict[str, Tool] = {}
-        self.natives: dict[str, NativeWebSearch] = {}
+        self.natives: dict[str, NativeWebTool] = {}
         self._schemas: list[dict[str, Any]] | None = None
 
     def add(
         self,
-        items: Iterable[Tool | NativeWebSearch],
+        items: Iterable[Tool | NativeWebTool],
         permissions: Permissions,
         *,
         model: ChatModel,
@@ -81,7 +81,7 @@ class ToolRegistry:
 
     def replace_all(
         self,
-        items: Iterable[Tool | NativeWebSearch],
+        items: Iterable[Tool | NativeWebTool],
         permissions: Permissions,
         *,
         model: ChatModel,
@@ -104,7 +104,7 @@ class ToolRegistry:
                 del self.tools[item.name]
                 self._schemas = None
 
-    def all(self) -> dict[str, Tool | NativeWebSearch]:
+    def all(self) -> dict[str, Tool | NativeWebTool]:
         """Every registered tool by name (provider-native ones included)."""
         return {**self.tools, **self.natives}
 
@@ -124,12 +124,14 @@ class ToolRegistry:
         """Request parameters the provider-native tools add to every request."""
         extras: dict[str, Any] = {}
         for native in self.natives.values():
-            extras.update(native.request_kwargs())
+            for key, value in native.request_kwargs().items():
+                # tool entries (native fetch) add up; the request adds the function tools
+                extras[key] = [*extras.get(key, []), *value] if key == "tools" else value
         return extras
 
     @staticmethod
     def check_batch(
-        items: Iterable[Tool | NativeWebSearch] | Tool | NativeWebSearch,
+        items: Iterable[Tool | NativeWebTool] | Tool | NativeWebTool,
         permissions: Permissions,
         *,
         model: ChatModel,
@@ -140,7 +142,7 @@ class ToolRegistry:
         universal tool, when it does not search natively) and authorized for its provider,
         and tools bound to one agent or session (their source's ``agent_id`` /
         ``session_id``) registered only there."""
-        if isinstance(items, Tool | NativeWebSearch):
+        if isinstance(items, Tool | NativeWebTool):
             items = [items]
         try:
             listed = list(items)
@@ -149,7 +151,7 @@ class ToolRegistry:
                 f"tools must be a list of tools, not {type(items).__name__}. {_TOOL_NAME_HINT}"
             ) from None
         batch: dict[str, Tool] = {}
-        natives: dict[str, NativeWebSearch] = {}
+        natives: dict[str, NativeWebTool] = {}
         for item in listed:
             if isinstance(item, NativeWebSearch) and not item.bound:
                 item = bind_native_web_search(
@@ -158,7 +160,14 @@ class ToolRegistry:
                     provider=model.provider,
                     model=model.model,
                 )
-            if not isinstance(item, Tool | NativeWebSearch):
+            elif isinstance(item, NativeWebFetch) and not item.bound:
+                item = bind_native_web_fetch(
+                    item,
+                    supported=supports_native_web_fetch(model),
+                    provider=model.provider,
+                    model=model.model,
+                )
+            if not isinstance(item, Tool | NativeWebTool):
                 raise InvalidToolError(
                     f"{item!r} is not a tool ({type(item).__name__}). {_TOOL_NAME_HINT}"
                 )
@@ -170,7 +179,12 @@ class ToolRegistry:
                 continue
             refusal = native_web_refusal(permissions, item.name)
             if refusal is not None:
-                raise PermissionsError(refusal)
+                raise PermissionDeniedError(
+                    refusal,
+                    tool_name=item.name,
+                    permission_mode=permissions.mode,
+                    reason=refusal,
+                )
             if item.provider != model.provider:
                 raise InvalidToolError(
                     f"Provider-native {item.name} is for {item.provider}, but this agent talks "
@@ -208,14 +222,14 @@ class AgentTools(ToolRegistry):
         self._agent_id = agent_id
         self._session_id = session_id
 
-    def register(self, items: Iterable[Tool | NativeWebSearch], replace: bool = False) -> None:
+    def register(self, items: Iterable[Tool | NativeWebTool], replace: bool = False) -> None:
         """See :meth:`ToolMethods.register_tools`."""
         self._guard.free("add tools")
         self.add_unguarded(items, replace=replace)
 
     def add_unguarded(
         self,
-        items: Iterable[Tool | NativeWebSearch],
+        items: Iterable[Tool | NativeWebTool],
         *,
         replace: bool = False,
         on_behalf_of: tuple[str, str] | None = None,
@@ -233,7 +247,7 @@ class AgentTools(ToolRegistry):
             session_id=session_id,
         )
 
-    def reset(self, items: Iterable[Tool | NativeWebSearch]) -> None:
+    def reset(self, items: Iterable[Tool | NativeWebTool]) -> None:
         """See :meth:`ToolMethods.set_tools`."""
         self._guard.free("replace the tools")
         self.replace_all(
@@ -264,9 +278,7 @@ class ToolMethods:
         """
         return self.register_tools([tool], replace=replace)
 
-    def register_tools(
-        self, tools: Iterable[Tool | NativeWebSearch], replace: bool = False
-    ) -> Self:
+    def register_tools(self, tools: Iterable[Tool | NativeWebTool], replace: bool = False) -> Self:
         """Add several tools; all are checked before any is added.
 
         Two tools with one name in the batch are always an error; a clash with a
@@ -277,12 +289,12 @@ class ToolMethods:
         self._tools.register(tools, replace=replace)
         return self
 
-    def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Self:
+    def set_tools(self, tools: Iterable[Tool | NativeWebTool]) -> Self:
         """Replace all registered tools (the batch is checked first)."""
         self._tools.reset(tools)
         return self
 
-    def get_tools(self) -> dict[str, Tool | NativeWebSearch]:
+    def get_tools(self) -> dict[str, Tool | NativeWebTool]:
         """The registered tools by name (provider-native ones included)."""
         return self._tools.all()
 

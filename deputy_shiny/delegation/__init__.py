@@ -6,8 +6,9 @@
 - Any :class:`~deputy_shiny.Agent` can retain other agents (``retain_agent``,
   ``continue_agent``) or a graph of them (``retain_agent_graph``), and reads its
   delegations with ``list_subagents()``, ``inspect_subagents()`` and the rest.
-- Agent definitions (:mod:`deputy_shiny.delegation.definitions`): a subagent described
-  as data, read from or written to strict YAML.
+- Agent definitions (:mod:`deputy_shiny.delegation.definitions`, made with
+  :func:`agent_definition`): a subagent described as data, read from or written to
+  strict YAML (:mod:`deputy_shiny.delegation.definition_files`).
 - :class:`DelegationDisclosure` decides who may see the delegations;
   :class:`DelegationObservation` bounds what observers can replay.
 
@@ -20,6 +21,7 @@ Examples:
 from ..agent._delegation.graph import RouteSpec
 from ..agent._delegation.host import MAX_TASK_BYTES
 from ._manager import DELEGATE_TOOL
+from .definition_files import agent_definition_read, agent_definition_write
 from .definitions import (
     AGENT_DEFINITION_VERSION,
     MAX_AGENT_DEFINITION_BYTES,
@@ -27,9 +29,8 @@ from .definitions import (
     ResolvedAgentDefinition,
     SkillRegistry,
     ToolRegistry,
-    agent_definition_read,
+    agent_definition,
     agent_definition_resolve,
-    agent_definition_write,
 )
 from .lead import (
     RESULT_PAGE_CHARS,
@@ -45,6 +46,7 @@ from .records import (
     DelegationStatus,
     InputError,
     SubagentRecord,
+    SubagentResult,
 )
 
 __all__ = [
@@ -67,7 +69,9 @@ __all__ = [
     "RouteSpec",
     "SkillRegistry",
     "SubagentRecord",
+    "SubagentResult",
     "ToolRegistry",
+    "agent_definition",
     "agent_definition_read",
     "agent_definition_resolve",
     "agent_definition_write",

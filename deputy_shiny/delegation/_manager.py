@@ -2,7 +2,8 @@
 
 A delegation builds a subagent from an :class:`AgentDefinition` at the moment of the
 call, from what the lead has *then*: only tools the lead has (looked up by name in its
-registry), a permission mode no wider than the lead's, the lead's tool hooks, approval
+registry) or the host gave the definition as objects, a permission mode no wider than
+the lead's, the lead's tool hooks, approval
 handler, working directory and session. It runs on the same engine as every agent,
 over deps that name the lead (and every agent above it) as :class:`Authority`, so each
 call must also pass their current permissions, and the lead's run budget as parent, so
@@ -15,10 +16,12 @@ import asyncio
 import contextvars
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._engine.budget import SharedBudget, current_budget
+from .._engine.deps import Authority
 from ..agent._delegation.host import (
     DELEGATION_TOOL_ANNOTATIONS,
     MAX_TASK_BYTES,
@@ -247,7 +250,10 @@ class Delegations:
         item.manifest = manifest_for(sub, item, limits, self._lead.agent_id)
         # A lead lends its subagent its own tools: the run may use only tools the lead
         # (and, nested, every subagent above) has now, under their permissions now.
-        item.ancestors = host.ancestors_below(host.find(item.parent), lends_tools=True)
+        item.ancestors = _granting(
+            host.ancestors_below(host.find(item.parent), lends_tools=True),
+            definition.granted_tool_names(),
+        )
         depth = _depth.set(item.depth)
         try:
             message = (
@@ -306,7 +312,7 @@ class Delegations:
             model = definition.model
         sub = Agent(
             model,
-            system_prompt=definition.prompt or None,
+            system_prompt=definition.system_prompt() or None,
             usage_limits=limits,
             working_dir=lead.working_dir,
             session_id=lead.session_id,
@@ -321,6 +327,24 @@ class Delegations:
             # (every call is checked against the lead's tools).
             sub.load_skill(skill, allow_conflicts=True)
         return sub, limits
+
+
+def _granting(ancestors: tuple[Authority, ...], granted: frozenset[str]) -> tuple[Authority, ...]:
+    """``ancestors``, each lending agent also counting ``granted`` (the tools the host gave
+    the subagent as objects in its definition) among the tools it has: the host granted
+    them, not the lead. Their permissions still apply to every call."""
+    if not granted:
+        return ancestors
+    return tuple(
+        a if a.tool_names is None else replace(a, tool_names=_with_granted(a.tool_names, granted))
+        for a in ancestors
+    )
+
+
+def _with_granted(
+    names: Callable[[], frozenset[str]], granted: frozenset[str]
+) -> Callable[[], frozenset[str]]:
+    return lambda: names() | granted
 
 
 def _root(budget: SharedBudget) -> SharedBudget:

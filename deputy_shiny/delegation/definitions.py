@@ -1,68 +1,48 @@
-"""Agent definitions: a subagent described as data, read from and written to YAML safely.
+"""Agent definitions: a subagent described as data (files: :mod:`.definition_files`).
 
 An :class:`AgentDefinition` is a frozen value naming everything a lead needs to build
 a subagent: its ``name`` and ``description`` (the lead's model reads the description to
-choose a subagent), its system ``prompt``, the names of its ``tools`` and ``skills``,
+choose a subagent), its system ``prompt`` and ``memory``, its ``tools`` and ``skills``,
 tools it must never use (``disallowed_tools``), a ``model`` (a litellm model string, or
 ``"inherit"`` for the lead's), a request cap, a permission mode (None: the lead's), MCP
 server names and an optional first message (``initial_prompt``).
+:func:`agent_definition` makes one as deputy's function does.
 
-A definition holds names, never objects: :func:`agent_definition_resolve` looks them up
-in registries the host supplies (a mapping of name to Tool or Skill, a callable, or a
-list of them). A file therefore cannot reach a tool or skill the host did not offer,
-and reading one executes no code, imports no module and sources no file.
-
-The file format (``version: 1``) is strict YAML: unknown fields, YAML tags, anchors and
-aliases, duplicate or non-string keys, several documents, deep nesting, non-UTF-8 text
-and files over 1 MiB are refused with an :class:`~deputy_shiny.errors.AgentDefinitionError`
-that names the file, the problem and the field. :func:`agent_definition_write` writes
-atomically and never through a symlink.
+Tools and skills are named, or given as objects by host code: a name is looked up by
+:func:`agent_definition_resolve` in registries the host supplies (a mapping of name to
+Tool or Skill, a callable, or a list of them); an object is the host's own grant. A
+definition file holds names only, so a file cannot reach a tool or skill the host did
+not offer.
 
 Examples:
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from deputy_shiny.tools import tool_read_file
-    >>> reviewer = AgentDefinition(name="reviewer", description="Reviews code.",
-    ...                            prompt="Review the code you are given.",
-    ...                            tools=["read_file"], permission_mode="readonly")
-    >>> path = Path(tempfile.mkdtemp()) / "reviewer.yaml"
-    >>> agent_definition_write(reviewer, path)
-    >>> print(path.read_text(), end="")
-    version: 1
-    name: reviewer
-    description: Reviews code.
-    permission_mode: readonly
-    tools:
-    - read_file
-    prompt: Review the code you are given.
-    >>> agent_definition_read(path, [tool_read_file()]) == reviewer
-    True
+    >>> reviewer = agent_definition("reviewer", "Reviews code.", "Review the code.",
+    ...                             tools=["read_file"], permission_mode="readonly")
+    >>> resolved = agent_definition_resolve(reviewer, [tool_read_file()])
+    >>> [t.name for t in resolved.tools], resolved.definition.permission_mode
+    (['read_file'], 'readonly')
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
+    PlainValidator,
     StrictInt,
     StrictStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
 )
 
-from .._util.atomic import WriteRefused, atomic_write
 from .._util.config import FrozenConfig
-from .._util.yaml import strict_yaml_load, yaml_kind
-from ..errors import AgentDefinitionError, ConfigurationError, InvalidModelError, StrictYamlError
+from ..errors import AgentDefinitionError, ConfigurationError, InvalidModelError
 from ..models._chat_model import check_model_string
 from ..permissions import MODES, PermissionMode
 from ..skills._values import SKILL_NAME_PATTERN, Skill
@@ -76,13 +56,14 @@ __all__ = [
     "ResolvedAgentDefinition",
     "SkillRegistry",
     "ToolRegistry",
-    "agent_definition_read",
+    "agent_definition",
     "agent_definition_resolve",
-    "agent_definition_write",
+    "entry_names",
+    "resolve_named",
 ]
 
 AGENT_DEFINITION_VERSION = 1
-"""The file format version :func:`agent_definition_write` writes and the reader accepts."""
+"""The definition file format version written and read (:mod:`.definition_files`)."""
 
 MAX_AGENT_DEFINITION_BYTES = 1024 * 1024
 """The largest definition file read or written (1 MiB)."""
@@ -141,18 +122,60 @@ _check_server_name = _checker(
 _ToolNames = Annotated[
     tuple[Annotated[StrictStr, AfterValidator(_check_tool_name)], ...], BeforeValidator(_names)
 ]
-_SkillNames = Annotated[
-    tuple[Annotated[StrictStr, AfterValidator(_check_skill_name)], ...], BeforeValidator(_names)
+
+
+def _entry(kind: type[Any], check: Callable[[str], str], what: str) -> Callable[[Any], Any]:
+    """A validator of one ``tools``/``skills`` entry: a name, or the object itself."""
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, kind):
+            return value
+        if isinstance(value, str):
+            return check(value)
+        hint = ""
+        if callable(value):
+            hint = f"; call it to make the {what} (e.g. tool_read_file(), not tool_read_file)"
+        got = type(value).__name__
+        raise ValueError(f"expected a {what} name or a {kind.__name__}, got a {got}{hint}")
+
+    return validate
+
+
+_ToolEntries = Annotated[
+    tuple[Annotated[str | Tool, PlainValidator(_entry(Tool, _check_tool_name, "tool"))], ...],
+    BeforeValidator(_names),
 ]
+_SkillEntries = Annotated[
+    tuple[Annotated[str | Skill, PlainValidator(_entry(Skill, _check_skill_name, "skill"))], ...],
+    BeforeValidator(_names),
+]
+
+
+def _check_memory(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an entry is blank; leave it out")
+    return value
+
+
+_Texts = Annotated[
+    tuple[Annotated[StrictStr, AfterValidator(_check_memory)], ...], BeforeValidator(_names)
+]
+
+
+def entry_names(entries: Iterable[str | Tool | Skill]) -> tuple[str, ...]:
+    """The names of ``tools`` or ``skills`` entries, objects or names alike."""
+    return tuple(e if isinstance(e, str) else e.name for e in entries)
+
+
 _ServerNames = Annotated[
     tuple[Annotated[StrictStr, AfterValidator(_check_server_name)], ...],
     BeforeValidator(_names),
 ]
 
 
-def _distinct(values: tuple[str, ...]) -> tuple[str, ...]:
+def _distinct(values: tuple[Any, ...]) -> tuple[Any, ...]:
     seen: set[str] = set()
-    for value in values:
+    for value in entry_names(values):
         if value in seen:
             raise ValueError(f"{value!r} is listed twice")
         seen.add(value)
@@ -168,9 +191,12 @@ class AgentDefinition(FrozenConfig):
         description: What the subagent is for; the lead's model reads it to choose a
             subagent, so it is required and not blank.
         prompt: The subagent's system prompt.
-        tools: Names of the tools it gets, looked up in the host's tool registry.
+        tools: The tools it gets: names, looked up in the host's tool registry (the
+            lead's tools), or :class:`~deputy_shiny.tools.Tool` objects, the host's own
+            grant to this subagent (see :func:`agent_definition`).
         model: A litellm model string, or ``"inherit"`` (the default) for the lead's.
-        skills: Names of skills it loads, looked up in the host's skill registry.
+        skills: The skills it loads: names, looked up in the host's skill registry (the
+            lead's skills), or :class:`~deputy_shiny.skills.Skill` objects.
         disallowed_tools: Tool names it may never call, whatever else grants them (a
             skill's or an MCP server's tools, or the lead's): the lead puts them on the
             subagent's ``tool_denylist``. Compared ignoring case, like the denylist;
@@ -182,6 +208,9 @@ class AgentDefinition(FrozenConfig):
             exceeds its lead's, whatever this says.
         mcp_servers: Names of MCP servers (as in the host's MCP config) it may use.
         initial_prompt: A first message sent before the lead's task, or None.
+        memory: Text the subagent always knows, as deputy's ``memory``: appended to its
+            system prompt under a ``# Memory`` heading (several entries are joined by a
+            blank line). Static text from the host; nothing is remembered between runs.
 
     Lists may be given as lists or tuples (a single string is a one-item list). Bad
     values raise :class:`~deputy_shiny.errors.AgentDefinitionError` naming the field.
@@ -200,19 +229,23 @@ class AgentDefinition(FrozenConfig):
         deputy_shiny.errors.AgentDefinitionError: Invalid AgentDefinition: disallowed_tools: ...
     """
 
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
     _config_error: ClassVar[type[ConfigurationError]] = AgentDefinitionError
 
     name: StrictStr
     description: StrictStr
     prompt: StrictStr = ""
-    tools: _ToolNames = ()
+    tools: _ToolEntries = ()
     model: StrictStr = INHERIT
-    skills: _SkillNames = ()
+    skills: _SkillEntries = ()
     disallowed_tools: _ToolNames = ()
     max_requests: StrictInt | None = None
     permission_mode: PermissionMode | None = None
     mcp_servers: _ServerNames = ()
     initial_prompt: StrictStr | None = None
+    memory: _Texts = ()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)  # FrozenConfig: a direct call raises AgentDefinitionError
@@ -255,7 +288,7 @@ class AgentDefinition(FrozenConfig):
     @classmethod
     def _not_also_allowed(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         _distinct(value)
-        allowed = {name.lower(): name for name in info.data.get("tools", ())}
+        allowed = {name.lower(): name for name in entry_names(info.data.get("tools", ()))}
         for name in value:
             if name.lower() in allowed:
                 raise ValueError(
@@ -299,6 +332,110 @@ class AgentDefinition(FrozenConfig):
             deputy_shiny.errors.AgentDefinitionError: Invalid AgentDefinition: max_requests: ...
         """
         return type(self)(**{**dict(self), **(update or {})})
+
+    def system_prompt(self) -> str:
+        """The subagent's system prompt: ``prompt``, then ``memory`` under ``# Memory``.
+
+        Examples:
+            >>> memory = ["Use metric units.", "Cite sources."]
+            >>> print(AgentDefinition(name="a", description="b", prompt="ROLE",
+            ...                       memory=memory).system_prompt())
+            ROLE
+            <BLANKLINE>
+            # Memory
+            Use metric units.
+            <BLANKLINE>
+            Cite sources.
+        """
+        if not self.memory:
+            return self.prompt
+        memory = "# Memory\n" + "\n\n".join(self.memory)
+        return f"{self.prompt}\n\n{memory}" if self.prompt else memory
+
+    def granted_tool_names(self) -> frozenset[str]:
+        """Names of the tools this definition gives as objects (its own and its skill
+        objects'): the host's grant, which the subagent has whether or not its lead does.
+
+        Examples:
+            >>> from deputy_shiny.tools import tool_read_file
+            >>> AgentDefinition(name="a", description="b",
+            ...                 tools=[tool_read_file(), "write_file"]).granted_tool_names()
+            frozenset({'read_file'})
+        """
+        own = {t.name for t in self.tools if isinstance(t, Tool)}
+        own.update(t.name for s in self.skills if isinstance(s, Skill) for t in s.tools)
+        return frozenset(own)
+
+
+def agent_definition(
+    name: str,
+    description: str,
+    prompt: str = "",
+    *,
+    tools: Iterable[str | Tool] | str | Tool = (),
+    model: str = INHERIT,
+    skills: Iterable[str | Skill] | str | Skill = (),
+    disallowed_tools: Iterable[str] | str | None = None,
+    memory: Iterable[str] | str | None = None,
+    mcp_servers: Iterable[str] | str | None = None,
+    initial_prompt: str | None = None,
+    max_requests: int | None = None,
+    permission_mode: PermissionMode | None = None,
+) -> AgentDefinition:
+    """deputy's ``agent_definition()``: an :class:`AgentDefinition`, as a function.
+
+    Takes deputy's arguments (``name``, ``description`` and ``prompt`` by position; None
+    for an empty list, as R's ``NULL``). ``tools`` and ``skills`` may be objects as well
+    as names: a :class:`~deputy_shiny.tools.Tool` object (``tools=tools_file()``) is the
+    host's own grant to this subagent, which gets it even when the lead does not have
+    it; a name is looked up in the lead's tools when the subagent is built. Every call
+    of the subagent still passes the lead's *current* permissions (mode, flags,
+    denylist), so a lead narrowed to ``readonly`` narrows its subagents' own tools too. A
+    definition file holds names only (:func:`agent_definition_write` writes an object's
+    name), so a file never grants a tool. ``memory`` is appended to the system prompt
+    under ``# Memory``.
+
+    Raises:
+        AgentDefinitionError: naming the field, for any bad value.
+
+    Examples:
+        >>> from deputy_shiny.tools import tools_file
+        >>> reviewer = agent_definition(
+        ...     "code_reviewer", "Reviews code for bugs and style.",
+        ...     "You are an expert code reviewer.",
+        ...     tools=tools_file(), memory="The team uses ruff.")
+        >>> reviewer.tools[0].name, reviewer.memory
+        ('read_file', ('The team uses ruff.',))
+        >>> agent_definition("a", "b", tools=[print])
+        Traceback (most recent call last):
+        ...
+        deputy_shiny.errors.AgentDefinitionError: Invalid AgentDefinition: tools.0: ...
+    """
+    fields: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "prompt": prompt,
+        "tools": _listed(tools),
+        "model": model,
+        "skills": _listed(skills),
+        "disallowed_tools": _listed(disallowed_tools),
+        "memory": _listed(memory),
+        "mcp_servers": _listed(mcp_servers),
+        "initial_prompt": initial_prompt,
+        "max_requests": max_requests,
+        "permission_mode": permission_mode,
+    }
+    return AgentDefinition(**fields)
+
+
+def _listed(value: Any) -> Any:
+    """deputy's NULL is an empty list; a single value (a name, a Tool) a one-item list; any
+    other iterable (a bundle's list, a tuple, a generator) a tuple."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, Tool, Skill)) or not isinstance(value, Iterable):
+        return (value,)
+    return tuple(value)
 
 
 # --------------------------------------------------------------------------- resolving
@@ -358,37 +495,38 @@ def agent_definition_resolve(
         raise AgentDefinitionError(
             f"agent_definition_resolve() needs an AgentDefinition, got {type(definition).__name__}."
         )
-    return _resolve(
+    return resolve_named(
         definition, tool_registry, skill_registry, f"Agent definition {definition.name!r}"
     )
 
 
-def _resolve(
+def resolve_named(
     definition: AgentDefinition,
     tool_registry: ToolRegistry,
     skill_registry: SkillRegistry | None,
     where: str,
 ) -> ResolvedAgentDefinition:
     tools = _look_up_all(definition.tools, tool_registry, Tool, "tool", where)
-    if definition.skills and skill_registry is None:
+    named = [s for s in definition.skills if isinstance(s, str)]
+    if named and skill_registry is None:
         raise AgentDefinitionError(
-            f"{where}: field 'skills': names {', '.join(map(repr, definition.skills))}, but "
+            f"{where}: field 'skills': names {', '.join(map(repr, named))}, but "
             "no skill registry was given; pass skill_registry= with the skills you allow."
         )
-    skills = (
-        _look_up_all(definition.skills, skill_registry, Skill, "skill", where)
-        if skill_registry is not None
-        else ()
-    )
+    skills = _look_up_all(definition.skills, skill_registry, Skill, "skill", where)
     return ResolvedAgentDefinition(definition=definition, tools=tools, skills=skills)
 
 
 def _look_up_all(
-    names: tuple[str, ...], registry: Any, kind: type[_T], what: str, where: str
+    names: tuple[str | _T, ...], registry: Any, kind: type[_T], what: str, where: str
 ) -> tuple[_T, ...]:
-    lookup = _lookup_function(registry, kind, what)
+    lookup = _lookup_function(registry, kind, what) if registry is not None else None
     found = []
     for name in names:
+        if isinstance(name, kind):
+            found.append(name)  # the host's own object: nothing to look up
+            continue
+        assert isinstance(name, str) and lookup is not None
         try:
             value = lookup(name)
         except KeyError:
@@ -436,254 +574,3 @@ def _lookup_function(registry: Any, kind: type[_T], what: str) -> Callable[[str]
         f"A {what} registry must be a mapping of name to {kind.__name__}, a lookup function "
         f"or a list of {kind.__name__} objects, got {type(registry).__name__}."
     )
-
-
-# --------------------------------------------------------------------------- reading
-
-_FIELDS = tuple(AgentDefinition.model_fields)
-# The order fields are written in: short ones first, the long prompt last.
-_WRITE_ORDER = (
-    "name",
-    "description",
-    "model",
-    "permission_mode",
-    "max_requests",
-    "tools",
-    "disallowed_tools",
-    "skills",
-    "mcp_servers",
-    "initial_prompt",
-    "prompt",
-)
-
-
-def agent_definition_read(
-    path: str | os.PathLike[str],
-    tool_registry: ToolRegistry,
-    skill_registry: SkillRegistry | None = None,
-) -> AgentDefinition:
-    """Read an agent definition file and check its tools and skills against the registries.
-
-    The file is a YAML mapping with ``version: 1`` and the fields of
-    :class:`AgentDefinition` (only ``name`` and ``description`` are required). It is
-    parsed as plain data: no tag, anchor or alias, duplicate or non-string key, second
-    document or deep nesting is accepted, and nothing is executed or imported. Use
-    :func:`agent_definition_resolve` on the result to get the Tool and Skill objects.
-
-    Raises:
-        AgentDefinitionError: naming the file, the problem and the field, for a file
-            that is missing, not a regular file, over 1 MiB or not UTF-8; YAML that is
-            invalid or refused; a missing or unsupported ``version``; an unknown or
-            invalid field; and a tool or skill the registries lack.
-
-    Examples:
-        >>> import tempfile
-        >>> from pathlib import Path
-        >>> path = Path(tempfile.mkdtemp()) / "helper.yaml"
-        >>> _ = path.write_text("version: 1\\nname: helper\\ndescription: Helps.\\n"
-        ...                     "tools: [read_file]\\nmodel: [1]\\n")
-        >>> agent_definition_read(path, {})
-        Traceback (most recent call last):
-        ...
-        deputy_shiny.errors.AgentDefinitionError: ...helper.yaml: field 'model': ...
-    """
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise AgentDefinitionError(
-            f"agent_definition_read() needs the path of a YAML file, got {path!r:.60}."
-        )
-    where = os.fspath(path)
-    text = _read_text(where)
-    try:
-        data = strict_yaml_load(text, max_depth=MAX_AGENT_DEFINITION_DEPTH)
-    except StrictYamlError as exc:
-        raise AgentDefinitionError(f"{where}: {exc}.") from None
-    definition = _definition_from(data, where)
-    _resolve(definition, tool_registry, skill_registry, where)
-    return definition
-
-
-def _read_text(where: str) -> str:
-    """The file's text, refusing anything but a regular file of at most 1 MiB of UTF-8."""
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
-        fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        dangling = os.path.islink(where)
-        raise AgentDefinitionError(
-            f"{where}: does not exist"
-            + (" (it is a symlink to a missing file)." if dangling else ".")
-        ) from None
-    except OSError as exc:
-        raise AgentDefinitionError(f"{where}: cannot be opened ({exc.strerror or exc}).") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise AgentDefinitionError(f"{where}: is a directory, not a YAML file.")
-        if not stat.S_ISREG(info.st_mode):
-            raise AgentDefinitionError(f"{where}: is not a regular file.")
-        if info.st_size > MAX_AGENT_DEFINITION_BYTES:
-            raise AgentDefinitionError(
-                f"{where}: is {info.st_size:,} bytes; an agent definition may have at most "
-                f"{MAX_AGENT_DEFINITION_BYTES:,} (1 MiB)."
-            )
-        data = _read_at_most(fd, MAX_AGENT_DEFINITION_BYTES + 1)  # the file may grow
-    except OSError as exc:
-        raise AgentDefinitionError(f"{where}: cannot be read ({exc.strerror or exc}).") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_AGENT_DEFINITION_BYTES:
-        raise AgentDefinitionError(
-            f"{where}: is over {MAX_AGENT_DEFINITION_BYTES:,} bytes (1 MiB), the most an agent "
-            "definition may have."
-        )
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise AgentDefinitionError(
-            f"{where}: is not UTF-8 text ({exc.reason} at byte {exc.start})."
-        ) from None
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    remaining = limit
-    while remaining > 0:
-        chunk = os.read(fd, min(remaining, 1 << 16))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _definition_from(data: Any, where: str) -> AgentDefinition:
-    if not isinstance(data, dict):
-        raise AgentDefinitionError(
-            f"{where}: must be a YAML mapping of 'field: value' lines starting with "
-            f"'version: {AGENT_DEFINITION_VERSION}', got {yaml_kind(data)}."
-        )
-    if "version" not in data:
-        raise AgentDefinitionError(
-            f"{where}: field 'version': missing; start the file with "
-            f"'version: {AGENT_DEFINITION_VERSION}'."
-        )
-    version = data.pop("version")
-    if type(version) is not int or version != AGENT_DEFINITION_VERSION:
-        raise AgentDefinitionError(
-            f"{where}: field 'version': {version!r:.40} is not a supported version; this "
-            f"release reads version {AGENT_DEFINITION_VERSION}."
-        )
-    unknown = [key for key in data if key not in _FIELDS]
-    if unknown:
-        raise AgentDefinitionError(
-            f"{where}: unknown field {unknown[0]!r:.60}; the fields are version, "
-            f"{', '.join(_WRITE_ORDER)}."
-        )
-    for key in ("name", "description"):
-        if key not in data:
-            raise AgentDefinitionError(f"{where}: field {key!r}: missing; it is required.")
-    try:
-        return AgentDefinition.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False, include_input=False):
-            loc = [str(part) for part in err["loc"]]
-            field = ".".join(loc) or "value"
-            message = err["msg"].removeprefix("Value error, ").rstrip(".")
-            problems.append(f"field {field!r}: {message}")
-        raise AgentDefinitionError(f"{where}: " + "; ".join(problems) + ".") from None
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def _yaml_text(definition: AgentDefinition) -> str:
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:
-            return True  # never write anchors: the reader refuses them
-
-    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, text)
-
-    defaults = {name: field.default for name, field in AgentDefinition.model_fields.items()}
-    data: dict[str, Any] = {"version": AGENT_DEFINITION_VERSION}
-    for name in _WRITE_ORDER:
-        value = getattr(definition, name)
-        if name in ("name", "description") or value != defaults[name]:
-            data[name] = list(value) if isinstance(value, tuple) else value
-    return yaml.dump(
-        data,
-        Dumper=Dumper,
-        sort_keys=False,
-        allow_unicode=True,
-        default_flow_style=False,
-        width=100,
-    )
-
-
-def agent_definition_write(
-    definition: AgentDefinition, path: str | os.PathLike[str], *, overwrite: bool = False
-) -> None:
-    """Write a definition as YAML (``version: 1`` first), atomically.
-
-    Fields at their defaults are left out; the rest follow in a fixed order, the prompt
-    last, so :func:`agent_definition_read` gives back an equal definition. The text goes
-    to a temporary file in the same directory, is flushed to disk, then renamed over
-    ``path``: a crash leaves the old file or the new one, never a mix. An existing file
-    is replaced only with ``overwrite=True``; a symlink or directory at ``path`` is
-    never written through or replaced.
-
-    Raises:
-        AgentDefinitionError: for a missing directory, an existing file (without
-            ``overwrite``), a symlink or directory at ``path``, a text over 1 MiB, or an
-            OS error while writing.
-
-    Examples:
-        >>> import tempfile
-        >>> from pathlib import Path
-        >>> path = Path(tempfile.mkdtemp()) / "a.yaml"
-        >>> d = AgentDefinition(name="a", description="Does a.")
-        >>> agent_definition_write(d, path)
-        >>> agent_definition_write(d, path)
-        Traceback (most recent call last):
-        ...
-        deputy_shiny.errors.AgentDefinitionError: ...a.yaml: already exists; pass overwrite=True to replace it.
-    """  # noqa: E501
-    if not isinstance(definition, AgentDefinition):
-        raise AgentDefinitionError(
-            f"agent_definition_write() needs an AgentDefinition, got {type(definition).__name__}."
-        )
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise AgentDefinitionError(
-            f"agent_definition_write() needs the path of a YAML file, got {path!r:.60}."
-        )
-    target = Path(path)
-    where = str(target)
-    try:
-        data = _yaml_text(definition).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise AgentDefinitionError(
-            f"{where}: the definition is not valid text ({exc.reason})."
-        ) from None
-    if len(data) > MAX_AGENT_DEFINITION_BYTES:
-        raise AgentDefinitionError(
-            f"{where}: the definition is {len(data):,} bytes as YAML; at most "
-            f"{MAX_AGENT_DEFINITION_BYTES:,} (1 MiB) can be read back."
-        )
-    directory = target.parent
-    if not directory.is_dir():
-        raise AgentDefinitionError(f"{where}: the directory {str(directory)!r} does not exist.")
-    try:
-        atomic_write(target, data, overwrite=overwrite)
-    except WriteRefused as exc:
-        hint = "; pass overwrite=True to replace it" if str(exc) == "already exists" else ""
-        if str(exc).startswith("is a symlink"):
-            hint = ". Write to the real path, or remove the link first"
-        raise AgentDefinitionError(f"{where}: {exc}{hint}.") from None
-    except OSError as exc:
-        raise AgentDefinitionError(f"{where}: cannot be written ({exc.strerror or exc}).") from None

@@ -26,6 +26,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ..agent import Agent, ModelLike
@@ -119,6 +120,24 @@ class LeadAgent(Agent):
         """
         self._delegations.register(definition, model=model, replace=replace)
         return self
+
+    @property
+    def sub_agent_defs(self) -> Mapping[str, AgentDefinition]:
+        """The lead's subagent definitions by name, in registration order: a read-only
+        view (the definitions are frozen; add one with :meth:`register_sub_agent`).
+
+        Examples:
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> lead = LeadAgent(ScriptedModel([]), subagents=[
+            ...     AgentDefinition(name="reviewer", description="Reviews code.")])
+            >>> lead.sub_agent_defs["reviewer"].description
+            'Reviews code.'
+            >>> lead.sub_agent_defs["x"] = lead.sub_agent_defs["reviewer"]
+            Traceback (most recent call last):
+            ...
+            TypeError: 'mappingproxy' object does not support item assignment
+        """
+        return MappingProxyType(self._delegations.definitions)
 
     def available_sub_agents(self) -> list[str]:
         """The names of the subagents the lead can delegate to, in registration order.

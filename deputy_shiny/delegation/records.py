@@ -13,6 +13,7 @@ from ..agent._delegation.records import (
     DelegationStatus,
     InputError,
     SubagentRecord,
+    SubagentResult,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "DelegationStatus",
     "InputError",
     "SubagentRecord",
+    "SubagentResult",
 ]

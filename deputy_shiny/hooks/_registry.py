@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .._util.text import truncate
 from .._util.timeouts import timeout
-from ..errors import InvalidHookError
+from ..errors import HookExecutionError, InvalidHookError
 from ._context import HookContext
 from ._events import _GATING_EVENTS, _MAX_ERROR_CHARS, TOOL_HOOK_EVENTS, _check_event
 from ._matcher import HookMatcher
@@ -154,6 +154,33 @@ class HookRun:
             if r.outcome == "error":
                 return f"hook {r.index} ({r.matcher.name}) failed: {r.error}"
         return None
+
+    def raise_for_failure(self) -> None:
+        """Raise :class:`~deputy_shiny.errors.HookExecutionError` for the first failed
+        callback (chained to what it raised); do nothing when none failed.
+
+        For an app that runs hooks itself and wants deputy's ``deputy_hook`` error; the
+        engine records failures instead (see :meth:`HookRegistry.last_errors`).
+
+        Examples:
+            >>> import asyncio
+            >>> registry = HookRegistry([HookMatcher("Stop", lambda context: 1 / 0)])
+            >>> run = asyncio.run(registry.run("Stop", context=HookContext(event="Stop")))
+            >>> try:
+            ...     run.raise_for_failure()
+            ... except HookExecutionError as err:
+            ...     print(err.hook_event, err.callback, type(err.__cause__).__name__)
+            Stop <lambda> ZeroDivisionError
+        """
+        failed = next((r for r in self.records if r.outcome in ("error", "timeout")), None)
+        if failed is None:
+            return
+        raise HookExecutionError(
+            self.failure or f"a {self.event} hook failed",
+            hook_event=self.event,
+            tool_name=self.tool_name,
+            callback=failed.matcher.name,
+        ) from failed.exception
 
     @property
     def stop_requested(self) -> bool:

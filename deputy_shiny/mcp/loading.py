@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..errors import McpConfigError, ToolNameConflictError
-from ..tools import NativeWebSearch, Tool
+from ..tools import NativeWebTool, Tool
 from .config import ConfigInput, McpConfig, load_mcp_config
 from .connection import McpConnection, McpOwnerAgent
 from .records import McpLoadRecord, McpLoadStatus
@@ -35,12 +35,12 @@ __all__ = ["McpLoads", "taken_names"]
 class LoadingAgent(McpOwnerAgent, Protocol):
     """What a load needs of the agent (an :class:`~deputy_shiny.Agent` has it)."""
 
-    def get_tools(self) -> dict[str, Tool | NativeWebSearch]: ...
+    def get_tools(self) -> dict[str, Tool | NativeWebTool]: ...
 
-    def set_tools(self, tools: Iterable[Tool | NativeWebSearch]) -> Any: ...
+    def set_tools(self, tools: Iterable[Tool | NativeWebTool]) -> Any: ...
 
     def register_tools(
-        self, tools: Iterable[Tool | NativeWebSearch], replace: bool = False
+        self, tools: Iterable[Tool | NativeWebTool], replace: bool = False
     ) -> Any: ...
 
 

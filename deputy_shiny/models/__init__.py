@@ -8,7 +8,8 @@ The package owns the wire, in dependency order (each module imports only those a
 
 - ``_litellm.py``: the lazy litellm import (offline cost map) and the provider registry;
 - ``_chat_model.py``: :class:`ChatModel`, the model-string check and what a model's
-  provider needs or offers (:func:`missing_credentials`, :func:`supports_native_web_search`);
+  provider needs or offers (:func:`missing_credentials`, :func:`supports_native_web_search`,
+  :func:`supports_native_web_fetch`);
 - ``_provider_errors.py``: a failed request classified, summarized and typed;
 - ``_provider.py``: streaming one request, chunk assembly, provider errors, cost;
 - ``_replies.py`` and ``_custom_provider.py``: the scripted replies and the litellm
@@ -34,6 +35,7 @@ from ._chat_model import (
     check_model_string,
     missing_credentials,
     supports_images,
+    supports_native_web_fetch,
     supports_native_web_search,
 )
 from ._resolve import resolve_model
@@ -48,5 +50,6 @@ __all__ = [
     "missing_credentials",
     "resolve_model",
     "supports_images",
+    "supports_native_web_fetch",
     "supports_native_web_search",
 ]

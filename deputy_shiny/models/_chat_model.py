@@ -205,6 +205,23 @@ def supports_native_web_search(model: ChatModel) -> bool:
     return _litellm_says(model, "supports_web_search", registered=False)
 
 
+def supports_native_web_fetch(model: ChatModel) -> bool:
+    """True when the model's provider reads web pages itself for this model (litellm's
+    ``supports_url_context``: Gemini's URL context), so an agent may register
+    provider-native ``web_fetch``.
+
+    The test and demo models (providers registered here) never do; a model litellm
+    cannot answer for does not. Imports litellm unless the provider is registered.
+
+    Examples:
+        >>> supports_native_web_fetch(ChatModel(model="gemini/gemini-2.5-flash"))
+        True
+        >>> supports_native_web_fetch(ChatModel(model="openai/gpt-4o-search-preview"))
+        False
+    """
+    return _litellm_says(model, "supports_url_context", registered=False)
+
+
 def supports_images(model: ChatModel) -> bool:
     """True when the model takes image content (litellm's ``supports_vision``).
 

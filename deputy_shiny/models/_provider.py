@@ -203,7 +203,8 @@ async def stream_response(
     kwargs = model.request_kwargs()
     kwargs.update(params)
     if tools:
-        kwargs["tools"] = list(tools)
+        # provider-native tool entries (``{"url_context": {}}``) ride beside the functions
+        kwargs["tools"] = [*tools, *kwargs.get("tools", ())]
     opened: list[Any] = []  # the litellm stream, once the reader has it
     watched = WatchedStream(
         _chunks(litellm, messages, kwargs, opened),

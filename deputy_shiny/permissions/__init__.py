@@ -37,6 +37,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from ..errors import PermissionsError, ToolArgumentsError
 from ..identity import CallIdentity
 from ..tools import Tool, tool_metadata
 from ..tools._tool import BUILTIN_PACKAGE, EffectiveAnnotations, ToolMetadata
+from ._installs import install_in_call
 from ._policy import (
     BUILTIN_TOOL_NAMES,  # noqa: F401 (re-exported)
     MODES,
@@ -77,12 +79,39 @@ PATH_ARGUMENTS = ("path", "pattern")
 
 @dataclass(frozen=True)
 class PermissionResultAllow:
-    """A callback's or hook's "no objection" (it never overrides a DENY by itself)."""
+    """A callback's or hook's "no objection" (it never overrides a DENY by itself).
+
+    Attributes:
+        message: Optional words for the record, as deputy's ``message``: when set, the
+            call's ``permission`` event (and the decision's ``reason``) carries it
+            instead of the built-in text.
+
+    Examples:
+        >>> PermissionResultAllow(message="Approved by the audit policy").message
+        'Approved by the audit policy'
+        >>> PermissionResultAllow().message is None
+        True
+    """
+
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.message is not None and not isinstance(self.message, str):
+            raise PermissionsError(
+                f"PermissionResultAllow(message=) must be a str or None, not "
+                f"{type(self.message).__name__}"
+            )
 
 
-@dataclass(frozen=True)
+_DEFAULT_DENY = "Denied by the permission callback."
+
+
+@dataclass(frozen=True, init=False)
 class PermissionResultDeny:
     """A callback's DENY, with the message the model sees.
+
+    deputy spells the message ``reason=``; both spellings work and mean the same text
+    (``reason`` is also readable as an attribute).
 
     Attributes:
         message: Why; the model sees it in the call's error result.
@@ -94,10 +123,43 @@ class PermissionResultDeny:
     Examples:
         >>> PermissionResultDeny("Not in production", interrupt=True).interrupt
         True
+        >>> PermissionResultDeny(reason="File write not allowed").message
+        'File write not allowed'
     """
 
-    message: str = "Denied by the permission callback."
-    interrupt: bool = False
+    message: str
+    interrupt: bool
+
+    def __init__(
+        self,
+        message: str | None = None,
+        interrupt: bool = False,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        if message is not None and reason is not None and message != reason:
+            raise PermissionsError(
+                "PermissionResultDeny takes the text once: message= or reason= (deputy's "
+                "name), not both"
+            )
+        text = message if message is not None else reason
+        if text is None:
+            text = _DEFAULT_DENY
+        if not isinstance(text, str):
+            raise PermissionsError(
+                f"PermissionResultDeny's message must be a str, not {type(text).__name__}"
+            )
+        if not isinstance(interrupt, bool):
+            raise PermissionsError(
+                f"PermissionResultDeny(interrupt=) must be True or False, not {interrupt!r}"
+            )
+        object.__setattr__(self, "message", text)
+        object.__setattr__(self, "interrupt", interrupt)
+
+    @property
+    def reason(self) -> str:
+        """The message, under deputy's name."""
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -270,6 +332,10 @@ def mode_decision(
     custom that may modify        allowlisted     DENY      DENY            allow
                                   (+ web if open)
     ============================  ==============  ========  ==============  ========
+
+    A ``run_python`` or ``run_bash`` call that runs a package installer also needs
+    ``install_packages`` (a best-effort reading of the code: see
+    :mod:`deputy_shiny.permissions._installs`).
     """
     mode = permissions.mode
     kind = tool_kind(t)
@@ -310,9 +376,15 @@ def mode_decision(
         if mode in ("plan", "readonly"):
             return deny(f"{mode} mode does not allow {name}.")
         flag = permissions.run_python if name == "run_python" else permissions.run_bash
-        if flag:
-            return allow(f"{name} is allowed.")
-        return deny(f"{name} needs {name}=True in the permissions.")
+        if not flag:
+            return deny(f"{name} needs {name}=True in the permissions.")
+        installer = None if permissions.install_packages else install_in_call(name, arguments)
+        if installer is not None:
+            return deny(
+                f"{name} would install packages ({installer}); that needs "
+                "install_packages=True in the permissions."
+            )
+        return allow(f"{name} is allowed.")
     if kind == "web":
         # The built-in web tools only read, so readonly mode allows them like the others.
         if permissions.web:
@@ -468,6 +540,11 @@ async def evaluate(
         verdict = _can_use_tool_decision(outcome, parsed)
         if verdict is not None and not (callback_denies_only and verdict.decision == "ask"):
             return verdict
+        allowed = decision.decision == "allow"
+        if allowed and isinstance(outcome, PermissionResultAllow) and outcome.message:
+            # deputy's PermissionResultAllow(message=): the words the record shows. An
+            # allow never lifts an ASK, so only an allowed call takes them.
+            decision = dataclasses.replace(decision, reason=outcome.message)
     if decision.decision == "allow":
         return PermissionDecision("allow", decision.reason, "allowed", arguments=parsed)
     return decision

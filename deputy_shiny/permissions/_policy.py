@@ -24,8 +24,9 @@ from ..errors import ConfigurationError, PermissionsError
 PermissionMode = Literal["standard", "plan", "readonly", "full"]
 """``standard`` (the default): reads and writes in the working dir, no code or web
 unless the flags allow; ``plan``: look but don't touch; ``readonly``: reads (and the
-built-in web tools when ``web=True``), nothing that writes; ``full``: everything the
-flags allow, custom tools included."""
+built-in web tools when ``web=True``), nothing that writes; ``full``: every tool, custom
+ones included, as deputy's (the capability flags default to on; one turned off still
+applies)."""
 
 ApprovalEffect = Literal["write", "destructive", "open_world"]
 
@@ -84,19 +85,33 @@ BUILTIN_TOOL_NAMES = frozenset(
 prompt tool, whose answer decides approvals."""
 
 
+FULL_MODE_FLAGS = ("run_python", "run_bash", "web", "install_packages")
+"""The capability flags that default to on in full mode (off in the other modes);
+``file_read`` and ``file_write`` default to on in every mode."""
+
+
+# deputy's flag names for the code tools (a port's Permissions(bash=TRUE)).
+_DEPUTY_FLAGS = {"bash": "run_bash", "r_code": "run_python"}
+
+
 class Permissions(FrozenConfig):
     """The policy every tool call is checked against (frozen; revise with ``model_copy``).
 
     Attributes:
-        mode: ``"standard"``, ``"plan"``, ``"readonly"`` or ``"full"``.
+        mode: ``"standard"``, ``"plan"``, ``"readonly"`` or ``"full"``. In full mode,
+            as in deputy, every capability flag left out defaults to on
+            (``Permissions(mode="full")`` runs bash); one given as False still denies.
         file_read: Built-in read tools may read inside the working dir (and write dirs).
         file_write: False, True (the working dir) or a list of absolute, existing
             directories that write tools may write in.
         run_python / run_bash: Allow the code tools (they run sandboxed; off by default).
         web: Allow the built-in web tools (in every mode, readonly included) and
             open-world custom tools (not in readonly mode).
-        install_packages: Recorded for policies and hooks that govern package
-            installs; no built-in tool installs packages by itself.
+        install_packages: Allow package installs from the code tools: without it a
+            ``run_bash`` command or ``run_python`` code that runs an installer (``pip
+            install``, ``uv pip install``, ``npm install``, ``apt-get install``, ...)
+            is denied, naming this flag. A best-effort reading of the code (see
+            :mod:`deputy_shiny.permissions._installs`); the sandbox is the boundary.
         tool_allowlist: Tool gating, as in deputy. Empty (the default) restricts
             nothing; a non-empty allowlist denies every tool not on it (case-insensitive,
             a hard DENY at step 2, whatever the mode; list ``ask_user`` too if the agent
@@ -123,6 +138,8 @@ class Permissions(FrozenConfig):
     Examples:
         >>> Permissions(mode="plan", web=True).web
         True
+        >>> Permissions(mode="full").run_bash, Permissions(mode="full", run_bash=False).run_bash
+        (True, False)
     """
 
     model_config = ConfigDict(
@@ -144,6 +161,22 @@ class Permissions(FrozenConfig):
     can_use_tool: Callable[..., Any] | None = None
     permission_prompt_tool_name: str | None = None
     working_dir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _full_mode_defaults(cls, data: Any) -> Any:
+        # As deputy's full mode ("allow all tools"): the capability flags a caller
+        # leaves out default to on. One given explicitly still applies, so
+        # Permissions(mode="full", run_bash=False) denies bash (a kept difference).
+        if isinstance(data, dict):
+            renamed = [
+                f"{old}= is {new}= here" for old, new in _DEPUTY_FLAGS.items() if old in data
+            ]
+            if renamed:
+                raise ValueError(f"deputy's {'; '.join(renamed)}")
+        if isinstance(data, dict) and data.get("mode") == "full":
+            return {**dict.fromkeys(FULL_MODE_FLAGS, True), **data}
+        return data
 
     @field_validator("file_write", mode="before")
     @classmethod

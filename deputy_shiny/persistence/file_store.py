@@ -36,7 +36,9 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,7 +64,7 @@ from .store import (
     expected_statuses,
 )
 
-__all__ = ["FileStore"]
+__all__ = ["FileStore", "file_store_at"]
 
 _RECORD = "store-record"
 _LEASE = "store-lease"
@@ -567,3 +569,28 @@ class FileStore(Store):
     async def last_sweep(self) -> float | None:
         """See :meth:`Store.last_sweep`."""
         return await self._run(self._last_sweep)
+
+
+_SHARED: weakref.WeakValueDictionary[Path, FileStore] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def file_store_at(root: str | os.PathLike[str]) -> FileStore:
+    """The one :class:`FileStore` of this process on ``root`` under the server's record
+    key: what a directory option (``approval_dir``, ``checkpoint_dir``, ``offload_dir``)
+    is a shorthand for. One per folder, so the agents of one folder share one store
+    (and its one loop thread, :func:`~deputy_shiny.persistence.store_bridge.bridge_for`).
+
+    Examples:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> file_store_at(folder) is file_store_at(folder + "/.")
+        True
+    """
+    path = Path(os.path.realpath(root))
+    with _SHARED_LOCK:
+        store = _SHARED.get(path)
+        if store is None:
+            store = FileStore(path)
+            _SHARED[path] = store
+        return store

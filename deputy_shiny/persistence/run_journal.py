@@ -3,16 +3,20 @@ run, so that another process resumes it when this one dies.
 
 With ``Agent(store=...)`` each run is a record of kind ``run`` (key: the run's id; scope:
 the agent's session, so a conversation's runs are listed, swept and deleted with it)
-holding the conversation as the run found it, and the steps the engine journals
-(:mod:`deputy_shiny._engine.journal`) are records of kind ``run-step`` (key
-``<run id>.<number>``, each holding the steps recorded while the one before was being
-written; written once: a second writer of the same record is refused).
-The text being streamed is a ``run-partial`` record, overwritten at most every
-:data:`PARTIAL_INTERVAL` seconds.
+holding the conversation as the run found it. The steps the engine journals
+(:mod:`deputy_shiny._engine.journal`) are written in batches: the first with the run's
+record (written with them, not before), then records of kind ``run-step`` (key
+``<run id>.<number>``, each holding the steps queued since the last write; written
+once: a second writer of the same record is refused), the last with the run's final
+status (its record's ``tail``). A batch is written when the engine waits for it (before
+a tool starts, before a model request, at the end) or :data:`PARTIAL_INTERVAL` seconds
+after its first step at the latest. The text being streamed is a ``run-partial``
+record, overwritten at most every :data:`PARTIAL_INTERVAL` seconds.
 
 It is the state machine of durable approvals (:mod:`deputy_shiny.persistence.approvals`),
 for a whole run: a live run's record is ``continuing`` under the lease ``run:<id>``
-(renewed every third of :data:`LEASE_TTL`, let go when the run ends). When the run ends
+(renewed every third of :data:`LEASE_TTL`; left to lapse once the run's end is written:
+an ended run needs no liveness, and a release would be one more write). When the run ends
 it becomes ``completed`` or ``stopped`` (a user's Stop is an end too), or ``pending``
 when it paused for a durable approval (that approval's record carries it on). A record
 still ``continuing`` or ``resuming`` whose lease is gone reads ``interrupted``: its
@@ -47,7 +51,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -77,7 +81,8 @@ LEASE_TTL = 30.0
 reads ``interrupted`` (and may be resumed elsewhere)."""
 PARTIAL_INTERVAL = 1.0
 """Seconds between two saves of a response's streamed text (at most: a save still in
-flight skips the next). A crash loses at most this much of the streamed text."""
+flight skips the next), and at most between a step and its write. A crash loses at most
+this much of the streamed text."""
 
 _IN_FLIGHT = ("continuing", "resuming")
 
@@ -99,12 +104,15 @@ def _final_status(stop_reason: str) -> str:
 class StoreRunJournal:
     """One run's journal in a store (what the engine's ``RunJournal`` protocol asks).
 
-    Steps are queued as they happen and written in order by one writer on the store's
-    loop: the steps queued while a write is in flight go together in the next record
-    (one write for several steps, so the journal costs a few writes a run, not one a
-    step). A write that fails (the store is down, or another process took the run over:
-    its record keys are taken) fails every later :meth:`flush`, so the run stops rather
-    than go on unjournaled.
+    Steps are queued as they happen and written together, in order, by one writer on
+    the store's loop: when the engine waits for them (:meth:`flush`: before a tool
+    starts, before a model request) and at the latest :attr:`partial_interval` seconds
+    after they were queued (a run waiting on a person still has its steps in the store).
+    The first steps go in the run's own record (written then, not when the run opens)
+    and the last in its final status's write, so a run with one tool call costs five
+    store writes, not one per step. A write that fails (the store is down, or another
+    process took the run over: its record keys are taken) fails every later
+    :meth:`flush`, so the run stops rather than go on unjournaled.
     """
 
     def __init__(
@@ -117,6 +125,8 @@ class StoreRunJournal:
         seq: int,
         batch: int,
         status: str,
+        payload: dict[str, Any],
+        created: bool,
     ) -> None:
         self.store = store
         self.scope = scope
@@ -126,23 +136,34 @@ class StoreRunJournal:
         self._seq = seq  # steps queued so far
         self._batch = batch  # step records written so far
         self._status = status
+        self._payload = payload  # the run record's (with the steps written in it)
+        self._created = created  # the run record is in the store
         self._bridge = bridge_for(store)
         self._lock = threading.Lock()
         self._queue: list[dict[str, Any]] = []
-        self._writer: concurrent.futures.Future[None] | None = None
-        self._writing = False  # a writer is running (it writes all that is queued)
+        self._writing = False  # a writer runs (it writes all that is queued); on the loop
+        self._writer: asyncio.Task[None] | None = None  # on the store's loop
         self._failed: BaseException | None = None
         self._partial: concurrent.futures.Future[Any] | None = None
-        self._renewer: concurrent.futures.Future[None] | None = None
+        self._renewer: concurrent.futures.Future[Any] | None = None
+        self._ticker: concurrent.futures.Future[Any] | None = None
         self._ended = False
 
     def start_renewing(self, ttl: float) -> None:
-        """Renew the run's lease every third of ``ttl`` until the run ends."""
+        """Renew the run's lease every third of ``ttl``, and write what waits at the
+        interval, until the run ends."""
         self._renewer = self._bridge.submit(self._renew, ttl)
+        self._ticker = self._bridge.submit(self._tick)
 
     async def _renew(self, ttl: float) -> None:
         # Lost (taken over): our next write's key is taken, and the run stops.
         await keep_lease(self.store, lambda: self._lease, self._set_lease, ttl)
+
+    async def _tick(self) -> None:
+        while not self._ended:
+            await asyncio.sleep(self.partial_interval)
+            if not self._ended:
+                self._start_writer()
 
     def _set_lease(self, lease: Lease) -> None:
         self._lease = lease
@@ -155,39 +176,62 @@ class StoreRunJournal:
         with self._lock:
             self._seq += 1
             self._queue.append(step)
-            if not self._writing:  # else the writer takes it before it stops
+
+    def _start_writer(self) -> asyncio.Task[None] | None:
+        """The writer, started when steps wait and none runs (on the store's loop)."""
+        with self._lock:
+            if not self._writing and self._queue:
                 self._writing = True
-                self._writer = self._bridge.submit(self._drain)
+                self._writer = asyncio.get_running_loop().create_task(self._drain())
+            return self._writer if self._writing else None
 
     async def _drain(self) -> None:
         """Write what is queued, one record at a time, until nothing is."""
         while True:
             with self._lock:
                 steps, self._queue = self._queue, []
-                if not steps:
+                if not steps or self._failed is not None:
                     self._writing = False
+                    if self._failed is not None:
+                        raise self._failed
                     return
-            if self._failed is not None:
-                with self._lock:
-                    self._writing = False
-                raise self._failed
-            self._batch += 1
-            key = _step_key(self.run_id, self._batch)
-            payload = {"steps": steps, "at": time.time()}
             try:
-                await self.store.put(STEP_KIND, key, payload, scope=self.scope, expect_revision=0)
+                await self._write(steps)
             except BaseException as exc:
                 self._failed = exc
                 with self._lock:
                     self._writing = False
                 raise
 
+    async def _write(self, steps: list[dict[str, Any]]) -> None:
+        if not self._created:  # the run's first steps go in its own record
+            payload = {**self._payload, "steps": steps}
+            await self.store.put(
+                RUN_KIND,
+                self.run_id,
+                payload,
+                scope=self.scope,
+                status=self._status,
+                expect_revision=0,
+            )
+            self._payload, self._created = payload, True
+            return
+        self._batch += 1
+        key = _step_key(self.run_id, self._batch)
+        payload = {"steps": steps, "at": time.time()}
+        await self.store.put(STEP_KIND, key, payload, scope=self.scope, expect_revision=0)
+
+    async def _written(self) -> None:
+        writer = self._start_writer()
+        if writer is not None:
+            await asyncio.shield(writer)
+
     async def flush(self) -> None:
         """Wait until every step queued so far is written (raises what stopped one)."""
         with self._lock:
-            writer = self._writer
-        if writer is not None:
-            await asyncio.wrap_future(writer)
+            idle = not self._queue and not self._writing
+        if not idle:
+            await self._bridge.call(self._written)
         if self._failed is not None:
             raise self._failed
 
@@ -201,7 +245,7 @@ class StoreRunJournal:
         )
 
     async def end(self, stop_reason: str) -> None:
-        """Write the rest, then the run's final status; let the lease go."""
+        """Write the rest, then the run's final status."""
         if not self._ended:
             await asyncio.wrap_future(self._close(stop_reason))
 
@@ -212,24 +256,25 @@ class StoreRunJournal:
 
     def _close(self, stop_reason: str) -> concurrent.futures.Future[None]:
         self._ended = True
-        with self._lock:
-            writer = self._writer
-        return self._bridge.submit(self._finish, writer, stop_reason)
+        return self._bridge.submit(self._finish, stop_reason)
 
-    async def _finish(
-        self, writer: concurrent.futures.Future[None] | None, stop_reason: str
-    ) -> None:
+    async def _finish(self, stop_reason: str) -> None:
         lease, self._lease = self._lease, None
-        if self._renewer is not None:
-            self._renewer.cancel()
+        for task in (self._renewer, self._ticker):
+            if task is not None:
+                task.cancel()
         try:
+            with self._lock:
+                writer = self._writer if self._writing else None
             if writer is not None:
                 with contextlib.suppress(Exception):  # a run that waited on it logged it
-                    await asyncio.wrap_future(writer)
-            await self._drain()  # what was queued after the writer finished
-            await self.store.claim(
-                RUN_KIND, self.run_id, expect=self._status, to=_final_status(stop_reason)
-            )
+                    await writer
+            if self._failed is not None:
+                raise self._failed
+            with self._lock:
+                tail, self._queue = self._queue, []
+            await self._final(_final_status(stop_reason), tail)
+            lease = None  # ended: the lease protects nothing now, and lapses by itself
             if self._partial is not None:
                 with contextlib.suppress(PersistenceError):
                     await self.store.delete(PARTIAL_KIND, self.run_id)
@@ -237,6 +282,26 @@ class StoreRunJournal:
             if lease is not None:
                 with contextlib.suppress(PersistenceError):
                     await self.store.release_lease(lease)
+
+    async def _final(self, status: str, tail: list[dict[str, Any]]) -> None:
+        """The run's final status, with the steps still queued in the same write."""
+        if not self._created:
+            await self.store.put(
+                RUN_KIND,
+                self.run_id,
+                {**self._payload, "steps": tail},
+                scope=self.scope,
+                status=status,
+                expect_revision=0,
+            )
+            return
+        await self.store.claim(
+            RUN_KIND,
+            self.run_id,
+            expect=self._status,
+            to=status,
+            payload={**self._payload, "tail": tail} if tail else None,
+        )
 
 
 class InterruptedRun(BaseModel):
@@ -251,6 +316,13 @@ class InterruptedRun(BaseModel):
             as far as it was saved (the resumed run asks the model again).
         interrupted_calls: Names of the tool calls that were running when it stopped.
         started_at / updated_at: Unix times (the run's start, its last journaled step).
+        turns: The turns the run added to the conversation, as journaled: the user's
+            message, each finished response and its tools' results (what a UI shows of
+            it before it goes on).
+        held: True when the run's lease is still held: its process may have just died
+            (the lease lapses within ``LEASE_TTL`` seconds of its last renewal) or may
+            still be running it; it cannot be resumed until the lease lapses. Only
+            ``interrupted_run_async(include_held=True)`` returns such a run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -262,6 +334,8 @@ class InterruptedRun(BaseModel):
     interrupted_calls: list[str] = Field(default_factory=list)
     started_at: float = 0.0
     updated_at: float = 0.0
+    turns: list[Turn] = Field(default_factory=list)
+    held: bool = False
 
 
 class _RunRecord(BaseModel):
@@ -295,6 +369,7 @@ class _Rebuilt:
     steps: int
     updated_at: float
     batches: int = 0
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 def _rebuild(stored: StoredRecord, steps: list[StoredRecord]) -> _Rebuilt:
@@ -305,12 +380,20 @@ def _rebuild(stored: StoredRecord, steps: list[StoredRecord]) -> _Rebuilt:
         state = _Rebuilt(
             record, turns, dict(record.compaction), AgentUsage(), 0, {}, {}, {}, None, 0, 0.0
         )
+        state.payload = dict(stored.payload)
+        # The first steps are in the run's record, the last (of an ended run) with its end.
+        for step in list(stored.payload.get("steps") or ()):
+            _apply(state, step)
+            state.steps += 1
         for stored_steps in steps:
             for step in stored_steps.payload["steps"]:
                 _apply(state, step)
                 state.steps += 1
             state.batches += 1
             state.updated_at = stored_steps.updated_at
+        for step in list(stored.payload.get("tail") or ()):
+            _apply(state, step)
+            state.steps += 1
     except (ValidationError, KeyError, TypeError, ValueError) as exc:
         raise PersistenceCorruptError(f"{where}: its journal is not valid ({exc}).") from None
     return state
@@ -374,7 +457,8 @@ class StoreRunJournals:
         run_context: Mapping[str, Any],
         limits: UsageLimits,
     ) -> StoreRunJournal:
-        """Record a new run as live (``continuing``, its lease held)."""
+        """Record a new run as live (``continuing``, its lease held; its record is
+        written with its first steps)."""
         payload = {
             "run_id": run_id,
             "agent_id": self.agent_id,
@@ -385,69 +469,80 @@ class StoreRunJournals:
             "limits": limits.model_dump(mode="json"),
             "started_at": time.time(),
         }
-        lease = await bridge_for(self.store).call(self._open, run_id, payload)
+        lease = await bridge_for(self.store).call(self._open, run_id)
         journal = StoreRunJournal(
-            self.store, self.scope, run_id, lease, seq=0, batch=0, status="continuing"
+            self.store,
+            self.scope,
+            run_id,
+            lease,
+            seq=0,
+            batch=0,
+            status="continuing",
+            payload=payload,
+            created=False,
         )
         journal.start_renewing(self.lease_ttl)
         return journal
 
-    async def _open(self, run_id: str, payload: dict[str, Any]) -> Lease:
+    async def _open(self, run_id: str) -> Lease:
+        # The record is written with the run's first steps (one write, not two): until
+        # then there is nothing to resume, and a crash leaves only a lease that lapses.
         holder = secrets.token_urlsafe(16)
         lease = await self.store.acquire_lease(_lease_name(run_id), holder, self.lease_ttl)
         if lease is None:  # pragma: no cover - a fresh run id has no holder
             raise PersistenceError(f"run {run_id}: its lease is held by another process.")
-        try:
-            await self.store.put(
-                RUN_KIND, run_id, payload, scope=self.scope, status="continuing", expect_revision=0
-            )
-        except BaseException:
-            with contextlib.suppress(PersistenceError):
-                await self.store.release_lease(lease)
-            raise
         return lease
 
     # ------------------------------------------------------------ reading
 
-    async def interrupted(self) -> list[InterruptedRun]:
-        """This agent's interrupted runs in the session, oldest first."""
-        return await bridge_for(self.store).call(self._interrupted)
+    async def interrupted(self, *, include_held: bool = False) -> list[InterruptedRun]:
+        """This agent's interrupted runs in the session, oldest first (``include_held``:
+        with the runs whose lease is still held, ``held=True``)."""
+        return await bridge_for(self.store).call(self._interrupted, include_held)
 
-    async def _interrupted(self) -> list[InterruptedRun]:
+    async def _interrupted(self, include_held: bool = False) -> list[InterruptedRun]:
         found: list[InterruptedRun] = []
         for stored in await self.store.list_records(RUN_KIND, scope=self.scope):
             if stored.status not in _IN_FLIGHT or not self._mine(stored):
                 continue
-            if await self.store.lease_holder(_lease_name(stored.key)) is not None:
+            held = await self.store.lease_holder(_lease_name(stored.key)) is not None
+            if held and not include_held:
                 continue  # live, or being resumed
             rebuilt = _rebuild(stored, await self._steps(stored.key))
-            if rebuilt.steps == 0:
+            # Nothing is decided about a run another process may hold.
+            if not held and rebuilt.steps == 0:
                 # Its process died before even the user's message was written: there is
                 # nothing to go on from (the run never made a request).
                 await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="stopped")
                 continue
-            if rebuilt.approval is not None:
+            if not held and rebuilt.approval is not None:
                 # It paused for a durable approval before its end was written: the
                 # approval carries it on (decided once, with resume_approval).
                 await self.store.claim(RUN_KIND, stored.key, expect=stored.status, to="pending")
                 continue
-            found.append(
-                InterruptedRun(
-                    run_id=stored.key,
-                    task=_task_text(rebuilt.turns, len(rebuilt.record.turns)),
-                    steps=rebuilt.steps,
-                    partial_text=await self._partial(stored.key, rebuilt.steps),
-                    interrupted_calls=[
-                        r.name
-                        for t in rebuilt.turns[-1:]
-                        for r in t.tool_requests
-                        if r.id in rebuilt.started
-                    ],
-                    started_at=rebuilt.record.started_at,
-                    updated_at=rebuilt.updated_at or stored.updated_at,
-                )
-            )
+            found.append(await self._described(stored, rebuilt, held))
         return sorted(found, key=lambda run: run.started_at)
+
+    async def _described(
+        self, stored: StoredRecord, rebuilt: _Rebuilt, held: bool
+    ) -> InterruptedRun:
+        base = len(rebuilt.record.turns)
+        return InterruptedRun(
+            run_id=stored.key,
+            task=_task_text(rebuilt.turns, base),
+            steps=rebuilt.steps,
+            partial_text=await self._partial(stored.key, rebuilt.steps),
+            interrupted_calls=[
+                r.name
+                for t in rebuilt.turns[-1:]
+                for r in t.tool_requests
+                if r.id in rebuilt.started
+            ],
+            started_at=rebuilt.record.started_at,
+            updated_at=rebuilt.updated_at or stored.updated_at,
+            turns=rebuilt.turns[base:],
+            held=held,
+        )
 
     def _mine(self, stored: StoredRecord) -> bool:
         payload = stored.payload
@@ -541,6 +636,7 @@ class RunClaim:
         self.task = _task_text(rebuilt.turns, len(self.base_turns))
         self.steps = rebuilt.steps
         self._batches = rebuilt.batches
+        self._payload = rebuilt.payload
         self.prior_usage = rebuilt.usage
         self.turn_number = rebuilt.turn_number
         self.results = dict(rebuilt.results)
@@ -566,6 +662,8 @@ class RunClaim:
             seq=self.steps,
             batch=self._batches,
             status="continuing",
+            payload=self._payload,
+            created=True,
         )
         journal.start_renewing(owner.lease_ttl)
         return journal

@@ -9,6 +9,7 @@ Examples:
     True
 """
 
+from ._approval_review import ApprovalReview, approval_review_server, approval_review_ui
 from ._attachments import AttachmentPolicy
 from ._budget import DailyAllowance, UserBudget
 from ._chat_module import AgentChatContext, AgentChatHandle, agent_chat_server, agent_chat_ui
@@ -32,6 +33,7 @@ _install_source_refs()
 __all__ = [
     "AgentChatContext",
     "AgentChatHandle",
+    "ApprovalReview",
     "AttachmentPolicy",
     "DailyAllowance",
     "ImageGuard",
@@ -44,6 +46,8 @@ __all__ = [
     "agent_chat_server",
     "agent_chat_ui",
     "allowed_modes",
+    "approval_review_server",
+    "approval_review_ui",
     "conversation_panel_server",
     "conversation_panel_ui",
     "inert_stream",

@@ -38,6 +38,7 @@ from ..errors import (
     ApprovalResumeError,
     DeputyError,
     McpError,
+    RunResumeError,
     StoreUnavailableError,
 )
 from ..events import AgentEvent, AgentUsage, StopEvent
@@ -58,8 +59,9 @@ from ._render import DEFAULT_FLUSH_INTERVAL, ProgressSender, note_chunk, render_
 from ._session_asks import SessionAsks
 from ._session_budget import SessionBudget
 from ._session_conversation import SessionConversation
+from ._session_resume import ResumedRun, find_run
 from ._strings import DEFAULT_STRINGS, KitStrings
-from ._transcript import transcript_messages
+from ._transcript import TranscriptMessage, transcript_messages
 from ._values import cheap_value_names
 
 logger = logging.getLogger(__name__)
@@ -191,9 +193,11 @@ class _ChatSession:
         self.ended_calls = 0  # a plain count: the stream task may not read reactive values
         self.given_up: set[str] = set()  # approvals that failed to resume in this session
         self.shown: ApprovalContinuation | None = None  # the approval last put to the user
-        self.restored_waiting = False  # a restored approval is about to be (or being) decided
+        self.restored_waiting = False  # a restored approval or run is about to be (or being) met
+        self.resumed: ResumedRun | None = None  # a run whose server died, to pick up
         self.user_stopped = False  # the stop button was pressed during this stream
         self.starting = False  # the app sent a message whose stream has not started yet
+        self.ending = False  # the browser session ended
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
         self.uploads = SessionUploads(chat_id, working_dir)
@@ -268,8 +272,13 @@ class _ChatSession:
                 await tell(self.chat, note)
             await self._charge()
             pending = await self.current_pending()
-            self.restored_waiting = pending is not None
+            run = None if pending is not None else await find_run(self.agent)
+            if run is not None:  # its reply goes on here (_session_resume)
+                self.resumed = ResumedRun(self.agent, run, self.image_origins, self.strings)
+            self.restored_waiting = pending is not None or run is not None
             await self.replay(pending)
+            if self.resumed is not None:
+                await self._show(self.resumed.before)
             await self.values.set_usage(self.agent.usage())
             await self.values.set_tool_events(-1)  # views of the workspace refresh
         finally:
@@ -285,8 +294,16 @@ class _ChatSession:
         conversation waits on, whose call shows no card: its modal stands for it)."""
         waiting = () if pending is None else (pending.request.call_id,)
         turns = self.agent.get_turns()
-        ends: list[int] = []  # where each assistant message ends (its reply may be rated)
-        for message in transcript_messages(turns, self.image_origins, waiting):
+        ends = await self._show(transcript_messages(turns, self.image_origins, waiting))
+        # The replies shown again may be rated (not while a resumed run's messages follow
+        # them: the script places the ids on the chat's last replies).
+        if self.feedback is not None and ends and self.resumed is None:
+            await self.feedback.restored(turns, ends)
+
+    async def _show(self, messages: list[TranscriptMessage]) -> list[int]:
+        """Show ``messages``; where each assistant message ends (its ``turns_to``)."""
+        ends: list[int] = []
+        for message in messages:
             if message.role == "user":
                 await self.chat.append_message({"role": "user", "content": message.chunks[0]})
                 continue
@@ -294,8 +311,7 @@ class _ChatSession:
                 for chunk in message.chunks:
                     await stream.append(chunk)
             ends.append(message.turns_to)
-        if self.feedback is not None and ends:
-            await self.feedback.restored(turns, ends)
+        return ends
 
     async def _close_for_newer(self) -> None:
         with contextlib.suppress(Exception):
@@ -375,6 +391,10 @@ class _ChatSession:
             with charged_to(self.budget):
                 async for chunk in self._run(message):
                     yield chunk
+        except RunResumeError as exc:
+            # Another process took it first, or the conversation moved on: nothing ran.
+            logger.warning("an interrupted run could not be resumed: %s", exc)
+            yield note_chunk(self.strings.format("run_resume_failed", error=str(exc)))
         except ApprovalResumeError as exc:
             # Decided elsewhere, or one this agent cannot resume (its tools changed).
             logger.warning("a waiting approval could not be resumed: %s", exc)
@@ -418,8 +438,10 @@ class _ChatSession:
                 yield note_chunk(self.strings.open_elsewhere)
                 return
         if message is not None and self.restored_waiting:
-            # Sent while the conversation came back: its approval is decided first.
-            yield note_chunk(self.strings.approval_waiting)
+            # Sent while the conversation came back: its approval is decided first, its
+            # interrupted reply finished first.
+            busy = self.strings.busy if self.resumed is not None else None
+            yield note_chunk(busy or self.strings.approval_waiting)
             return
         if self.budget is not None and message is not None:
             refusal = await self.budget.check()
@@ -454,6 +476,14 @@ class _ChatSession:
         else:
             task = message
         events = None if task is None else self.agent.run(task)
+        resumed, self.resumed = self.resumed, None
+        if message is None and resumed is not None:
+            for chunk in resumed.lead:  # what the journal holds of the reply
+                yield chunk
+            async for chunk in resumed.prepare(lambda: self.ending):
+                yield chunk
+            if resumed.ready and not self.ending:
+                events = resumed.events(lambda: self.user_stopped)
         while True:
             if events is not None:
                 paused: list[bool] = []
@@ -546,6 +576,8 @@ class _ChatSession:
         """The browser session ended: interrupt the run, then deny what is pending (with
         persistence an approval on screen stays waiting), save and let go of the
         conversation, stop the MCP servers and the agent, remove the workspace."""
+        self.ending = True
+        self.resumed = None
         self.agent.interrupt("interrupted")
         self.prompts.close()
         for _ in range(END_WAIT_POLLS):

@@ -48,7 +48,9 @@ def _badges(annotations: dict[str, bool], strings: KitStrings) -> list[Tag]:
     return out
 
 
-def _scalar_type(schema: dict[str, Any], name: str, value: Any) -> str | None:
+def argument_kind(schema: dict[str, Any], name: str, value: Any) -> str | None:
+    """How the modal edits argument ``name``: ``"boolean"``, ``"integer"``, ``"number"``,
+    ``"string"``, or None for anything else (a list, an object: edited as JSON text)."""
     prop = schema.get("properties", {}).get(name, {})
     declared = prop.get("type")
     if isinstance(value, bool) or declared == "boolean":
@@ -97,10 +99,20 @@ def _argument_field(name: str, value: Any, kind: str | None, field_id: str) -> T
                 id=field_id,
             )
         return tags.div(label, field, class_="mb-2 deputy-arg")
+    # A list or an object: edited as JSON text, parsed and checked against the tool's
+    # schema on the server before the call runs (shiny/_answers.py, then the gate).
     shown = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    label = tags.p(name, class_="form-label deputy-arg-name", id=field_id)  # labels no field
-    pre = tags.pre(shown, class_="deputy-arg-json", tabindex="0", aria_labelledby=field_id)
-    return tags.div(label, pre, class_="mb-2 deputy-arg")
+    rows = str(min(12, shown.count("\n") + 2))
+    field = tags.textarea(
+        shown,
+        rows=rows,
+        spellcheck="false",
+        class_="form-control font-monospace deputy-arg-json",
+        data_arg=name,
+        data_type="json",
+        id=field_id,
+    )
+    return tags.div(label, field, class_="mb-2 deputy-arg")
 
 
 def waiting_text(waiting: int, strings: KitStrings = DEFAULT_STRINGS) -> str:
@@ -191,7 +203,7 @@ def approval_modal(
     # model chose (it could collide with the page's own ids).
     fields = [
         _argument_field(
-            name, value, _scalar_type(request.input_schema, name, value), f"deputy-arg-{n}"
+            name, value, argument_kind(request.input_schema, name, value), f"deputy-arg-{n}"
         )
         for n, (name, value) in enumerate(request.arguments.items())
     ]

@@ -71,6 +71,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
         "restore_failed_kept": ("error",),
         "approval_not_resumable": ("reasons",),
         "approval_resume_failed": ("error",),
+        "run_resume_failed": ("error",),
         "subagent_usage": ("requests", "tokens"),
         "subagent_calls": ("role", "tool"),
         "subagent_result": ("tool",),
@@ -172,6 +173,15 @@ class KitStrings(FrozenConfig):
     )
     approval_not_resumable: str = "This approval can no longer be resumed here: {reasons}"
     approval_resume_failed: str = "The approval could not be resumed ({error})."
+    run_resuming: str = (
+        "The server that was writing this reply stopped; the reply goes on here in a moment."
+    )
+    run_resume_failed: str = "The reply that was in progress could not be picked up ({error})."
+    run_ended_elsewhere: str = "The reply that was in progress was ended by the server running it."
+    run_still_held: str = (
+        "The reply that was in progress is still held by another server; reload the page "
+        "later to pick it up."
+    )
     store_down: str = (
         "The conversation store cannot be reached just now, so this reply was not saved. "
         "Nothing saved before is lost, and the conversation is saved again after a reply "

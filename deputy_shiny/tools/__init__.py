@@ -53,14 +53,24 @@ from .interactive import (
     tool_ask_user,
     tools_interactive,
 )
-from .web import NativeWebSearch, SearchResult, tool_web_fetch, tool_web_search, tools_web
+from .web import (
+    NativeWebFetch,
+    NativeWebSearch,
+    NativeWebTool,
+    SearchResult,
+    tool_web_fetch,
+    tool_web_search,
+    tools_web,
+)
 
 __all__ = [
     "PRESETS",
     "AskUserContext",
     "AskUserDeclined",
     "EffectiveAnnotations",
+    "NativeWebFetch",
     "NativeWebSearch",
+    "NativeWebTool",
     "Option",
     "PythonSession",
     "Question",

@@ -8,7 +8,9 @@ network: loopback, private, link-local and other non-public addresses are refuse
 :func:`tool_web_fetch`). ``web_search`` asks an injectable backend; the default one uses
 DuckDuckGo through the ``ddgs`` package (the ``web`` extra). :func:`tools_web` returns
 both, or, for a model whose provider searches natively, ``web_fetch`` plus a
-:class:`NativeWebSearch` marker that the agent turns into request parameters.
+:class:`NativeWebSearch` marker that the agent turns into request parameters, and
+for one that reads pages natively, a :class:`NativeWebFetch` marker in ``web_fetch``'s
+place.
 
 Examples:
     >>> from deputy_shiny.tools.web import tools_web
@@ -23,15 +25,15 @@ import re
 import socket
 from collections.abc import Iterable
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._util.chain import causes
 from .._util.timeouts import timeout as _timeout
 from ..errors import ToolInvocationError
-from ._tool import Tool, builtin_source, tool, tool_annotations
+from ._tool import Tool, ToolAnnotations, builtin_source, tool, tool_annotations
 from ._tool_threads import run_in_tool_thread
 from ._web_search import (
     WEB_SEARCH_ANNOTATIONS as WEB_SEARCH_ANNOTATIONS,
@@ -51,9 +53,12 @@ if TYPE_CHECKING:
     from ._net_guard import NetworkPolicy, Resolver
 
 __all__ = [
+    "NativeWebFetch",
     "NativeWebSearch",
+    "NativeWebTool",
     "SearchBackend",
     "SearchResult",
+    "bind_native_web_fetch",
     "bind_native_web_search",
     "ddgs_search",
     "tool_web_fetch",
@@ -548,22 +553,103 @@ def tool_web_fetch(
     )
 
 
+class NativeWebFetch(BaseModel):
+    """A provider-native web fetch: the provider reads the pages, no function runs here.
+
+    The fetch half of :class:`NativeWebSearch` (same life cycle: authorized once at
+    registration, then sent with every request). litellm says which models read URLs
+    themselves (``supports_url_context``: Gemini's URL context); their requests carry
+    the tool ``{"url_context": {}}``. Its name is ``web_fetch``, so permission rules
+    written for the universal tool apply to it.
+
+    Unbound (as :func:`tools_web` makes it) it is a request: the agent registering it
+    binds it to its model when that model fetches natively, and otherwise registers the
+    universal :func:`tool_web_fetch` made with the network options kept here.
+
+    Examples:
+        >>> native = NativeWebFetch(provider="gemini", model="gemini/gemini-2.5-flash")
+        >>> native.name, native.request_kwargs()
+        ('web_fetch', {'tools': [{'url_context': {}}]})
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True, arbitrary_types_allowed=True
+    )
+
+    name: Literal["web_fetch"] = "web_fetch"
+    provider: str | None = None
+    model: str | None = None
+    # The universal web_fetch's options, for a model that does not fetch natively.
+    allow_private_network: bool = False
+    allowed_networks: tuple[AllowedNetwork, ...] = ()
+
+    @property
+    def bound(self) -> bool:
+        """True once it names the provider and model that fetch."""
+        return self.provider is not None and self.model is not None
+
+    @property
+    def annotations(self) -> ToolAnnotations:
+        """The same annotations as the universal ``web_fetch`` tool."""
+        return WEB_FETCH_ANNOTATIONS
+
+    def request_kwargs(self) -> dict[str, Any]:
+        """What to add to ``litellm.acompletion``: a tool entry, sent beside the function
+        tools (a fresh copy)."""
+        return {"tools": [{"url_context": {}}]}
+
+
+NativeWebTool = NativeWebSearch | NativeWebFetch
+"""A provider-native web tool: search or fetch."""
+
+
+def bind_native_web_fetch(
+    request: NativeWebFetch, *, supported: bool, provider: str, model: str
+) -> NativeWebFetch | Tool:
+    """What an unbound :class:`NativeWebFetch` becomes for one agent's model: bound to
+    it when it fetches natively (``supported``, from
+    :func:`deputy_shiny.models.supports_native_web_fetch`), else the universal
+    ``web_fetch`` with the request's network options.
+
+    Examples:
+        >>> request = NativeWebFetch()
+        >>> bind_native_web_fetch(request, supported=True, provider="gemini", model="g/x").model
+        'g/x'
+        >>> type(bind_native_web_fetch(request, supported=False, provider="o", model="x"))
+        <class 'deputy_shiny.tools._tool.Tool'>
+    """
+    if request.bound:
+        return request
+    if not supported:
+        return tool_web_fetch(
+            allow_private_network=request.allow_private_network,
+            allowed_networks=request.allowed_networks,
+        )
+    return request.model_copy(update={"provider": provider, "model": model})
+
+
 def tools_web(
     model: object | None = None,
+    use_native: bool = True,
     *,
     allow_private_network: bool = False,
     allowed_networks: Iterable[AllowedNetwork] = (),
-) -> list[Tool | NativeWebSearch]:
+) -> list[Tool | NativeWebTool]:
     """The web tools: ``[web_fetch, web_search]``, each fresh.
 
-    With ``model`` (e.g. ``agent.model``), ``web_search`` is an unbound
-    :class:`NativeWebSearch`: the agent that registers it uses provider-native search
-    when its model supports it (litellm's ``supports_web_search``) and the universal
-    ``web_search`` otherwise. ``web_fetch`` stays universal.
+    With ``model`` (e.g. ``agent.model``), as deputy's ``tools_web(chat)``, both are
+    unbound provider-native requests (:class:`NativeWebFetch`, :class:`NativeWebSearch`):
+    the agent that registers them uses the provider's own fetch and search where litellm
+    says its model has them (``supports_url_context``, ``supports_web_search``) and the
+    universal tools otherwise. A provider-native tool needs ``web=True``, a
+    ``tool_allowlist`` entry and no ``can_use_tool`` callback when it is registered.
 
     Args:
         model: The model the tools are for; None for the universal tools. The agent
             registering the tools asks its own model, which is the one requests go to.
+        use_native: False gives the universal tools even with ``model``, as deputy's
+            ``tools_web(chat, use_native = FALSE)`` (every request checked here, no
+            provider's extra cost).
         allow_private_network: Passed to :func:`tool_web_fetch` (True: no network guard).
         allowed_networks: Passed to :func:`tool_web_fetch`: non-public networks or hosts
             web_fetch may still reach.
@@ -571,13 +657,21 @@ def tools_web(
     Examples:
         >>> [t.name for t in tools_web()]
         ['web_fetch', 'web_search']
-        >>> type(tools_web("openai/gpt-4o-search-preview")[1]).__name__
-        'NativeWebSearch'
+        >>> [type(t).__name__ for t in tools_web("openai/gpt-4o-search-preview")]
+        ['NativeWebFetch', 'NativeWebSearch']
+        >>> type(tools_web("openai/gpt-4o-search-preview", use_native=False)[1]).__name__
+        'Tool'
     """
-    tools: list[Tool | NativeWebSearch] = [
+    if not isinstance(use_native, bool):
+        raise TypeError(f"use_native must be True or False, not {use_native!r}")
+    if model is not None and use_native:
+        fetch = NativeWebFetch(
+            allow_private_network=allow_private_network, allowed_networks=tuple(allowed_networks)
+        )
+        return [fetch, NativeWebSearch()]
+    return [
         tool_web_fetch(
             allow_private_network=allow_private_network, allowed_networks=allowed_networks
-        )
+        ),
+        tool_web_search(),
     ]
-    tools.append(NativeWebSearch() if model is not None else tool_web_search())
-    return tools

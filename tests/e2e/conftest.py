@@ -292,7 +292,9 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     ordered = sorted((items[i] for i in positions), key=lambda item: item.path != harness)
     for position, item in zip(positions, ordered, strict=True):
         items[position] = item
-    if session.config.pluginmanager.hasplugin("xdist") and session.config.getvalue("loadgroup"):
+    if session.config.pluginmanager.hasplugin("xdist") and getattr(
+        session.config.option, "loadgroup", False
+    ):
         # What xdist does for an ``xdist_group`` mark (its scheduler groups by the node id's
         # "@" suffix), done here: xdist 3.8 writes ``item._nodeid``, which pytest 9.2 no
         # longer reads (its node id is ``item._id``), so its own marks group nothing.

@@ -92,6 +92,32 @@ def test_edited_arguments_are_used(page: Page, app: AppServer) -> None:
     assert not (workspace / "original.txt").exists()
 
 
+def test_a_list_argument_is_edited_as_json_and_checked_before_it_runs(
+    page: Page, app: AppServer
+) -> None:
+    # deputy's approval review shows a non-scalar argument read-only; here it is JSON
+    # text, parsed and checked against the tool's schema before the call runs.
+    chat = open_chat(page, app)
+    modal = ApprovalModal(page)
+    cases = [
+        ('["final", "ok"]', "Tool said: Tagged: final, ok"),
+        ('["final",', "is not valid JSON (Expecting value at line 1, column 10)"),
+        ('{"not": "a list"}', "The edited input was refused"),
+    ]
+    for edit, said in cases:
+        chat.send("tags")
+        modal.expect_open("tag")
+        field = modal.argument("names")
+        expect(field).to_have_value('[\n  "draft",\n  "review"\n]')
+        modal.set_argument("names", edit)
+        modal.approve()
+        modal.expect_closed()
+        chat.expect_latest_reply(said)
+        chat.expect_idle()
+    card = chat.loc_tool_cards.last
+    expect(chat.tool_card_title(card)).to_contain_text("Denied: ")
+
+
 def test_always_allow_skips_the_next_approval(page: Page, app: AppServer) -> None:
     chat = open_chat(page, app)
     chat.send("write always-1.txt one")

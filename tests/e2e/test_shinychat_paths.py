@@ -15,7 +15,7 @@ from tests.e2e.conftest import AppServer, ImageListener
 
 E2E_APPS = ("shinychat_paths.py",)
 # The app's paths (``shinychat_paths.PATHS``; importing the app would import litellm).
-PATHS = ("content", "text", "inert-content", "inert-text")
+PATHS = ("content", "text", "inert-content", "inert-text", "run-shiny")
 # What the payloads would form as markup: loaders, script, styles (the chat's own
 # controls hold none of these).
 FORMED = (

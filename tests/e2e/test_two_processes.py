@@ -76,13 +76,17 @@ def cluster(
         # Every test is an anonymous visitor of its own: together they stay well inside.
         "DEPUTY_BUDGET_ANONYMOUS_REQUESTS_PER_DAY": "1000",
     }
-    app = str(ROOT / "app.py")
+    yield from serve_cluster(serve_app, str(ROOT / "app.py"), "two-processes", shared)
+
+
+def serve_cluster(
+    serve_app: Callable[..., AppServer], app: str, tag: str, shared: dict[str, str]
+) -> Iterator[Cluster]:
+    """Processes A and B of ``app`` (environment ``shared``) and nginx in front of them,
+    until the generator is closed (a module fixture yields from it)."""
     for name in ("a", "b"):  # launched side by side: each imports litellm as it starts
-        serve_app(app, wait=False, DEPUTY_E2E_TAG=f"two-processes-{name}", **shared)
-    processes = {
-        name: serve_app(app, DEPUTY_E2E_TAG=f"two-processes-{name}", **shared)
-        for name in ("a", "b")
-    }
+        serve_app(app, wait=False, DEPUTY_E2E_TAG=f"{tag}-{name}", **shared)
+    processes = {name: serve_app(app, DEPUTY_E2E_TAG=f"{tag}-{name}", **shared) for name in "ab"}
     ports = {name: int(server.url.rsplit(":", 1)[1]) for name, server in processes.items()}
     proxy = start_nginx(ports)
     try:

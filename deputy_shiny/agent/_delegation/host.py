@@ -41,6 +41,7 @@ from .records import (
     DelegationStatus,
     InputError,
     SubagentRecord,
+    SubagentResult,
 )
 
 __all__ = [
@@ -183,6 +184,7 @@ class DelegationItem:
         self.turns: list[Turn] = []
         self.usage: AgentUsage | None = None
         self.final_context: dict[str, Any] | None = None
+        self.result: AgentResult | None = None  # its run's, once it ended
         self.interrupt_reason: str | None = None
         self.ancestors: tuple[Authority, ...] = ()  # every agent above its run
 
@@ -469,6 +471,7 @@ class DelegationHost:
         item.turns = turns[item.turns_before :]
         item.final_context = {"system_prompt": agent.get_system_prompt(), "turns": turns}
         if result is not None and item.run_id is not None and result.run_id == item.run_id:
+            item.result = result  # kept: a retained agent's last_run() moves on
             item.stop_reason = result.stop_reason
             item.response = result.response
             item.usage = result.usage
@@ -587,6 +590,23 @@ class DelegationHost:
 
     def list_subagents(self) -> list[SubagentRecord]:
         return [item.record() for item in self.items()]
+
+    def results(
+        self, agent_name: str | None, delegation_id: str | None
+    ) -> list[SubagentResult | None]:
+        """Each selected delegation's result, oldest first; None while it runs or when
+        it never started or ended without one."""
+        out: list[SubagentResult | None] = []
+        for item in self.items():
+            if agent_name is not None and item.name != agent_name:
+                continue
+            if delegation_id is not None and item.id != delegation_id:
+                continue
+            result = item.result
+            out.append(
+                None if result is None else SubagentResult(**dict(result), record=item.record())
+            )
+        return out
 
     def messages(self, agent_name: str | None, session_id: str | None) -> dict[str, list[Turn]]:
         out: dict[str, list[Turn]] = {}

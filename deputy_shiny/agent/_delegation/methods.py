@@ -20,7 +20,7 @@ from ...usage import UsageLimits
 from .._guard import Guard
 from .graph import DelegationGraph, GraphAgent, RouteSpec, retain_graph
 from .host import DelegationHost, DelegationSubscription, ResultPage
-from .records import DelegationManifest, SubagentRecord
+from .records import DelegationManifest, SubagentRecord, SubagentResult
 from .retained import RetainableAgent, Retention
 
 __all__ = ["DelegationMethods", "Delegator"]
@@ -126,15 +126,26 @@ class DelegationMethods:
 
     def get_subagent_results(
         self, agent_name: str | None = None, delegation_id: str | None = None
-    ) -> list[SubagentRecord]:
-        """The finished delegations (optionally of one subagent, or one delegation)."""
-        return [
-            r
-            for r in self.list_subagents()
-            if r.completed_at is not None
-            and (agent_name is None or r.agent_name == agent_name)
-            and (delegation_id is None or r.delegation_id == delegation_id)
-        ]
+    ) -> list[SubagentResult | None]:
+        """The result of each delegation (of one subagent, or only one delegation), oldest
+        first, as deputy's: a :class:`SubagentResult` (an
+        :class:`~deputy_shiny.AgentResult` with the subagent run's turns, events, usage
+        and ids, and the delegation's ``record``), or None for a run still going, one
+        that never started (a refused task) or one that failed without a result.
+
+        Examples:
+            >>> from deputy_shiny.delegation import AgentDefinition, LeadAgent
+            >>> from deputy_shiny.testing import ScriptedModel, ScriptedReply, ScriptedToolCall
+            >>> call = ScriptedToolCall("delegate", {"agent": "helper", "task": "Say hi"})
+            >>> lead = LeadAgent(
+            ...     ScriptedModel([ScriptedReply(tool_calls=[call]), "It said hi."]),
+            ...     subagents=[AgentDefinition(name="helper", description="Says things.")],
+            ...     subagent_models={"helper": ScriptedModel(["hi"])})
+            >>> _ = lead.run_sync("Ask the helper")
+            >>> [(r.response, r.n_turns(), r.status) for r in lead.get_subagent_results()]
+            [('hi', 2, 'completed')]
+        """
+        return self._delegator.host.results(agent_name, delegation_id)
 
     def get_subagent_messages(
         self, agent_name: str | None = None, session_id: str | None = None

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...events import AgentResult
 from ...usage import AgentUsage
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "DelegationStatus",
     "InputError",
     "SubagentRecord",
+    "SubagentResult",
 ]
 
 DelegationStatus = Literal[
@@ -97,6 +99,73 @@ class SubagentRecord(BaseModel):
     completed_at: datetime | None = None
     usage: AgentUsage | None = None
     response: str | None = None
+
+
+class SubagentResult(AgentResult):
+    """A subagent's :class:`~deputy_shiny.AgentResult` (``get_subagent_results()``), with
+    the delegation's :class:`SubagentRecord` as ``record``.
+
+    Everything an AgentResult has (``turns``, ``events``, ``usage``, ``cost``, the
+    lineage ids...) is the subagent run's own; the record's fields an AgentResult lacks
+    (``task``, ``status``, ``error``, ``completed_at``...) read through, so code written
+    for the records ``get_subagent_results()`` used to return keeps working.
+
+    Examples:
+        >>> SubagentResult.model_fields["record"].annotation.__name__
+        'SubagentRecord'
+    """
+
+    record: SubagentRecord
+
+    @property
+    def task(self) -> str:
+        """The task the subagent was given."""
+        return self.record.task
+
+    @property
+    def status(self) -> DelegationStatus:
+        """The delegation's status (see :class:`SubagentRecord`)."""
+        return self.record.status
+
+    @property
+    def error(self) -> str | None:
+        """Why the delegation failed, if it did."""
+        return self.record.error
+
+    @property
+    def input_error(self) -> InputError | None:
+        """Always None here: a refused task has no result."""
+        return self.record.input_error
+
+    @property
+    def hook_error(self) -> str | None:
+        """Errors of hooks watching the subagent."""
+        return self.record.hook_error
+
+    @property
+    def handle(self) -> str | None:
+        """The retained agent's handle (None for a subagent a lead built)."""
+        return self.record.handle
+
+    @property
+    def parent_delegation_id(self) -> str | None:
+        """The delegation whose run made this one (None: the owner's own run)."""
+        return self.record.parent_delegation_id
+
+    @property
+    def queued_at(self) -> datetime | None:
+        """When the delegation was asked for."""
+        return self.record.queued_at
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its run started."""
+        return self.record.started_at
+
+    @property
+    def completed_at(self) -> datetime | None:
+        """When its run ended."""
+        return self.record.completed_at
 
 
 class DelegationEventRecord(BaseModel):

@@ -9,7 +9,9 @@ The message ``<path> hostile <port>`` streams a reply along ``<path>``: first
 * ``content``: ``stream="content"`` straight into the chat (the content renderers
   ``deputy_shiny.shiny`` registers with shinychat);
 * ``text``: ``stream="text"`` straight into the chat;
-* ``inert-content`` / ``inert-text``: each mode through ``inert_stream``.
+* ``inert-content`` / ``inert-text``: each mode through ``inert_stream``;
+* ``run-shiny``: deputy's ``agent.run_shiny(prompt)`` straight into the chat (the
+  session's own agent, made in ``server``, as deputy's examples make it).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ PATHS: dict[str, Callable[[Agent, str], AsyncIterator[Any]]] = {
     "text": lambda agent, text: agent.stream_async(text, stream="text"),
     "inert-content": lambda agent, text: inert_stream(agent.stream_async(text, stream="content")),
     "inert-text": lambda agent, text: inert_stream(agent.stream_async(text)),
+    "run-shiny": lambda agent, text: agent.run_shiny(text),
 }
 
 app_ui = ui.page_fillable(chat_ui("chat"), title="shinychat paths")
