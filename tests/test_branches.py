@@ -3,6 +3,7 @@ engine's checkpoint naming the prompt's turn, and the kit's input parsing."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from deputy_shiny import Agent
-from deputy_shiny.errors import CheckpointError, CheckpointPathError
+from deputy_shiny.errors import CheckpointError, CheckpointPathError, PersistenceCorruptError
 from deputy_shiny.messages import (
     ContentText,
     ContentToolRequest,
@@ -81,6 +82,38 @@ def test_past_the_limit_the_branch_seen_least_recently_goes() -> None:
         tree.keep(_talk((text, text.upper())), None, {})
     assert [b.turns[0].text for b in tree.stored] == ["y", "z"]
     assert tree.siblings(_talk(("w", "W"))) == {0: (2, 3)}
+
+
+def test_a_tree_comes_back_from_its_saved_data_as_it_was() -> None:
+    tree = BranchTree()
+    first = _talk(("a", "A"), ("b", "B"))
+    files: dict[str, bytes | None] = {"notes/a.md": b"\x00one\xff", "gone.md": None}
+    tree.keep(first, {"checkpoints": []}, files)
+    second = _talk(("a", "A"), ("b2", "B2"))
+    back = BranchTree.from_payload(json.loads(json.dumps(tree.payload())))
+    assert back.siblings(second) == tree.siblings(second) == {1: (1, 2)}
+    assert back.stored == tree.stored and back.current_id == tree.current_id
+    back.keep(second, None, {})  # numbers go on from where the saved tree was
+    assert back.current_id == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data.pop("stored"),
+        lambda data: data["stored"][0]["files"].update({"a.md": "not base64!"}),
+        lambda data: data["stored"][0].update(turns=[{"role": "wizard"}]),
+        lambda data: data["stored"][0].update(journal=["not", "a", "mapping"]),
+        lambda data: data.update(current_id="x"),
+    ],
+)
+def test_damaged_saved_branches_are_refused(damage: Any) -> None:
+    tree = BranchTree()
+    tree.keep(_talk(("a", "A")), None, {"a.md": b"one"})
+    data = tree.payload()
+    damage(data)
+    with pytest.raises(PersistenceCorruptError, match="saved branches are not valid"):
+        BranchTree.from_payload(data)
 
 
 # ------------------------------------------------------------------ the journal's part

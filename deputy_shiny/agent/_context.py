@@ -178,6 +178,11 @@ class ConversationContext:
         """The record of the most recent compaction, or None."""
         return self._conversation.last_compaction
 
+    def count_usage(self, usage: AgentUsage) -> None:
+        """Add ``usage`` to the conversation's; see :meth:`ContextMethods.count_usage`."""
+        # Added to the value now: a run ending meanwhile adds its own the same way.
+        self._set_usage(self._usage() + usage)
+
     # ------------------------------------------------------------ sessions
 
     def save_session(self, owner: Any, path: str | os.PathLike[str]) -> Path:
@@ -429,6 +434,25 @@ class ContextMethods:
             'a.txt b.txt'
         """
         return self._context.microcompact(keep_last, keep_tools, marker)
+
+    # ------------------------------------------------------------ usage
+
+    def count_usage(self, usage: AgentUsage) -> Self:
+        """Count ``usage`` in the conversation's :meth:`usage` (and so in its saved
+        session): requests a host made for this conversation outside its runs, such as
+        the chat kit's model-made title. A run in progress keeps its own count.
+
+        Examples:
+            >>> from deputy_shiny import Agent
+            >>> from deputy_shiny.events import AgentUsage
+            >>> from deputy_shiny.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel([]))
+            >>> title = AgentUsage(requests=1, input_tokens=30, output_tokens=5, cost=0.001)
+            >>> agent.count_usage(title).usage().requests, agent.usage().cost
+            (1, 0.001)
+        """
+        self._context.count_usage(usage)
+        return self
 
     # ------------------------------------------------------------ offloaded results
 

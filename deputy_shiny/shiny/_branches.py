@@ -27,12 +27,14 @@ Examples:
 
 from __future__ import annotations
 
+import base64
 import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import PersistenceCorruptError
 from ..messages import ContentText, ContentToolResult, Turn
 
 __all__ = ["MAX_BRANCHES", "Branch", "BranchTree", "exchanges", "prompt_indices"]
@@ -120,6 +122,54 @@ class BranchTree:
             dropped = min(self.stored, key=lambda branch: branch.seen)
             self.stored.remove(dropped)
             logger.info("a conversation branch was dropped: over %d kept", self.limit)
+
+    def payload(self) -> dict[str, Any]:
+        """The tree as JSON data (file contents in base64), for :meth:`from_payload`."""
+        return {
+            "current_id": self.current_id,
+            "made": self._made,
+            "clock": self._clock,
+            "stored": [
+                {
+                    "id": branch.id,
+                    "turns": [turn.model_dump(mode="json") for turn in branch.turns],
+                    "journal": branch.journal,
+                    "files": {
+                        path: None if data is None else base64.b64encode(data).decode()
+                        for path, data in branch.files.items()
+                    },
+                    "seen": branch.seen,
+                }
+                for branch in self.stored
+            ],
+        }
+
+    @classmethod
+    def from_payload(cls, data: Any, limit: int = MAX_BRANCHES) -> BranchTree:
+        """The tree :meth:`payload` made.
+
+        Raises:
+            PersistenceCorruptError: ``data`` is not such a tree.
+        """
+        try:
+            tree = cls(limit)
+            tree.current_id, tree._made = int(data["current_id"]), int(data["made"])
+            tree._clock = int(data["clock"])
+            for item in data["stored"][:limit]:
+                journal = item["journal"]
+                if journal is not None and not isinstance(journal, dict):
+                    raise TypeError("a branch's journal is not a mapping")
+                files = {
+                    str(path): None if text is None else base64.b64decode(text, validate=True)
+                    for path, text in item["files"].items()
+                }
+                turns = tuple(Turn.model_validate(turn) for turn in item["turns"])
+                tree.stored.append(
+                    Branch(int(item["id"]), turns, journal, files, int(item["seen"]))
+                )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PersistenceCorruptError(f"saved branches are not valid ({exc})") from None
+        return tree
 
     def take(self, branch: Branch) -> None:
         """``branch`` becomes the current one: it leaves the store."""

@@ -630,7 +630,7 @@ def _bind_chat_inputs(input: Any, session: Session, chat: Chat, link: _SessionLi
     chat.on_user_submit(link.submit)
     link.branches = SessionBranches(link.chat_session, chat, _chat_actions(session, chat))
     bind_branches(input, lambda: link.branches)
-    link.chat_session.in_background(link.branches.enable())
+    link.chat_session.in_background(link.branches.start())
 
 
 def _chat_actions(session: Session, chat: Chat) -> Callable[[dict[str, Any]], Awaitable[None]]:

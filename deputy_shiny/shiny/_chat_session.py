@@ -49,6 +49,7 @@ from ..tools._scope import tool_scope as scoped_tools
 from ..usage import charged_to
 from ._answers import decision_from_answer
 from ._attachments import AttachmentsRefused, PendingMessage, SessionUploads
+from ._conversation_titles import retitle
 from ._escape import markdown_text
 from ._feedback import SessionFeedback
 from ._image_guard import ImageGuard
@@ -200,6 +201,8 @@ class _ChatSession:
         self.connecting: list[asyncio.Task[None]] = []  # the configured MCP servers' connects
         self.background: set[asyncio.Task[Any]] = set()  # held until done, cancelled at end
         self.uploads = SessionUploads(chat_id, working_dir)
+        if feedback is not None:
+            feedback.conversation = conversation  # each reply's run is kept with it
 
     @property
     def prompts(self) -> SessionPrompts:
@@ -290,9 +293,16 @@ class _ChatSession:
         """Show the agent's conversation in the chat (``pending``: the approval the
         conversation waits on, whose call shows no card: its modal stands for it)."""
         waiting = () if pending is None else (pending.request.call_id,)
-        await self._show(transcript_messages(self.agent.get_turns(), self.image_origins, waiting))
+        turns = self.agent.get_turns()
+        ends = await self._show(transcript_messages(turns, self.image_origins, waiting))
+        # The replies shown again may be rated (not while a resumed run's messages follow
+        # them: the script places the ids on the chat's last replies).
+        if self.feedback is not None and ends and self.resumed is None:
+            await self.feedback.restored(turns, ends)
 
-    async def _show(self, messages: list[TranscriptMessage]) -> None:
+    async def _show(self, messages: list[TranscriptMessage]) -> list[int]:
+        """Show ``messages``; where each assistant message ends (its ``turns_to``)."""
+        ends: list[int] = []
         for message in messages:
             if message.role == "user":
                 await self.chat.append_message({"role": "user", "content": message.chunks[0]})
@@ -300,6 +310,8 @@ class _ChatSession:
             async with self.chat.message_stream_context() as stream:
                 for chunk in message.chunks:
                     await stream.append(chunk)
+            ends.append(message.turns_to)
+        return ends
 
     async def _close_for_newer(self) -> None:
         with contextlib.suppress(Exception):
@@ -436,12 +448,16 @@ class _ChatSession:
             if refusal is not None:
                 yield note_chunk(refusal)  # before the run: nothing is spent
                 return
+        first: str | None = None  # the message that listed the conversation (its title)
         if conversation is not None and message is not None:
             try:
                 # The first message keeps the conversation (until then a visitor leaves
                 # nothing on disk).
                 title = message.text if isinstance(message, PendingMessage) else message
+                listed = conversation.listing.listed
                 note = await conversation.keep_async(title)
+                if not listed and conversation.listing.listed:
+                    first = title
                 if note:
                     yield note_chunk(note)
             except StoreUnavailableError as exc:
@@ -489,6 +505,22 @@ class _ChatSession:
             note = await conversation.save(self.agent)
             if note:
                 yield note_chunk(note)
+            if first is not None and conversation.persistence.title_model is not None:
+                self.in_background(self._titled(conversation, first))
+
+    async def _titled(self, conversation: SessionConversation, first: str) -> None:
+        """Title the conversation with its ``title_model`` (after the first reply: the
+        user's run comes first on their budget), charged to the session's budget."""
+        try:
+            with charged_to(self.budget):
+                await retitle(conversation, self.agent, first)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the first message's title stays
+            logger.warning("a conversation could not be titled", exc_info=True)
+        await self.values.set_usage(self.agent.usage())
+        await self._charge()
+        await self.saved()  # the title's usage is kept with the conversation
 
     def _stopped_by_user(self, event: StopEvent) -> bool:
         return event.stop_reason == "interrupted" and self.user_stopped

@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretBytes, field_vali
 
 from .._util.secret_paths import protect_path
 from ..errors import ConfigurationError, PersistenceError
+from ..models import ChatModel, resolve_model
 from ..persistence.files import read_document, write_document
 from ..persistence.store import Store
 from ..sandbox import prepare_workspace
@@ -123,6 +124,11 @@ class KitPersistence(BaseModel):
         max_conversations: How many conversations each user keeps per chat (default
             200, listed in the chat's history drawer); a new one past it deletes the
             oldest, and the chat says so.
+        title_model: A model (a litellm model string, a ``ChatModel`` or a test model)
+            that titles each conversation in the drawer once its first reply has come;
+            None (default) titles it by its first message. Its request is the user's as
+            any other: held to ``budget`` and counted in the conversation's usage; on
+            any failure the first message's title stays (``_conversation_titles``).
 
     Examples:
         >>> import tempfile
@@ -141,6 +147,7 @@ class KitPersistence(BaseModel):
     store: Store | str | None = None
     budget: UserBudget | None = None
     max_conversations: int = 200
+    title_model: ChatModel | None = None
     _link: KitStore | None = PrivateAttr(default=None)
     _link_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -151,6 +158,11 @@ class KitPersistence(BaseModel):
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().absolute()
+
+    @field_validator("title_model", mode="before")
+    @classmethod
+    def _a_model(cls, value: object) -> ChatModel | None:
+        return None if value is None else resolve_model(value)
 
     @field_validator("max_conversations")
     @classmethod

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import inspect
 import json
 import logging
@@ -52,8 +53,9 @@ from ..observability import feedback_event
 from ._budget import budget_user
 from ._conversations import KitPersistence, kit_store
 from ._identity import trusted_session_user
+from ._kept_beside import REPLIES_KIND, load_beside, save_beside
 from ._kit_store import KitStore
-from ._session_conversation import _NotSaved, resolve_user
+from ._session_conversation import SessionConversation, _NotSaved, resolve_user
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ __all__ = [
 
 FEEDBACK_REPLY_MESSAGE = "deputy-feedback-reply"
 """Server to browser: this reply (the newest of the chat) may be rated, by this id."""
+FEEDBACK_RESTORED_MESSAGE = "deputy-feedback-restored"
+"""Server to browser: the chat's last replies, shown again, may be rated by these ids
+(None: that one may not)."""
 FEEDBACK_SAVED_MESSAGE = "deputy-feedback-saved"
 """Server to browser: the rating of this reply was recorded."""
 MAX_REPLIES = 200
@@ -124,6 +129,34 @@ class _Tally:
     cost: float | None = 0.0
     answered: bool = False  # an assistant turn came
 
+    def payload(self) -> dict[str, Any]:
+        """The run's facts as JSON data (kept beside a saved conversation)."""
+        return {
+            "run_id": self.run_id,
+            "model": self.model,
+            "tools": self.tools,
+            "usage": self.usage,
+            "cost": self.cost,
+        }
+
+    @classmethod
+    def from_payload(cls, data: Any) -> _Tally | None:
+        """The tally :meth:`payload` made (None: not one)."""
+        try:
+            usage = {str(k): int(v) for k, v in data["usage"].items()}
+            cost = data["cost"]
+            tally = cls(
+                run_id=_text(data["run_id"]),
+                model=_text(data["model"]),
+                tools=[str(t) for t in data["tools"]][:1000],
+                usage=usage,
+                cost=None if cost is None else float(cost),
+                answered=True,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return tally
+
     def observe(self, event: AgentEvent) -> None:
         if isinstance(event, StartEvent):
             self.run_id = event.run_id
@@ -140,6 +173,19 @@ class _Tally:
             self.tools.append(event.tool_name)
         elif isinstance(event, TurnEvent):
             self.answered = True
+
+
+def _text(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError("not text")
+    return value
+
+
+def _reply_key(turns: list[Turn], end: int) -> str:
+    """What names the reply ending at ``turns[end - 1]`` across reloads: where it ends
+    and a digest of its last turn (another branch's reply there differs)."""
+    last = json.dumps(turns[end - 1].model_dump(mode="json"), sort_keys=True)
+    return f"{end}:{hashlib.sha256(last.encode()).hexdigest()[:24]}"
 
 
 @dataclass(frozen=True)
@@ -193,6 +239,10 @@ class SessionFeedback:
         self.callbacks: list[FeedbackCallback] = []
         self.ratings = 0
         self._tally = _Tally()
+        # Each reply's run, by _reply_key: kept beside a saved conversation, so a reply
+        # restored on reload is rated with its run.
+        self.runs: OrderedDict[str, _Tally] = OrderedDict()
+        self.conversation: SessionConversation | None = None
         self._saving: set[asyncio.Task[None]] = set()
         self._last: asyncio.Task[None] | None = None
 
@@ -213,16 +263,49 @@ class SessionFeedback:
         tally, self._tally = self._tally, _Tally()
         if not tally.answered or not turns or turns[-1].role != "assistant":
             return None
+        reply_id = self._remember(tally, turns, len(turns))
+        self.runs[_reply_key(turns, len(turns))] = tally
+        while len(self.runs) > MAX_REPLIES:
+            self.runs.popitem(last=False)
+        if self.conversation is not None:
+            payload = {key: run.payload() for key, run in self.runs.items()}
+            await save_beside(self.conversation, REPLIES_KIND, payload)
+        await self._tell(FEEDBACK_REPLY_MESSAGE, {"reply": reply_id})
+        return reply_id
+
+    def _remember(self, tally: _Tally, turns: list[Turn], end: int) -> str:
         reply_id = secrets.token_urlsafe(18)
-        self.replies[reply_id] = _Reply(tally, tuple(turns))
+        self.replies[reply_id] = _Reply(tally, tuple(turns[:end]))
         while len(self.replies) > MAX_REPLIES:
             self.replies.popitem(last=False)
-        message = {"reply": reply_id, "chat": self.chat_id, "input": self.input_id}
-        try:
-            await self._send(FEEDBACK_REPLY_MESSAGE, message)
-        except Exception:  # the browser left: nothing to rate from there
-            logger.debug("a reply's id could not be sent", exc_info=True)
         return reply_id
+
+    async def _tell(self, kind: str, message: dict[str, Any]) -> None:
+        message = {**message, "chat": self.chat_id, "input": self.input_id}
+        try:
+            await self._send(kind, message)
+        except Exception:  # the browser left: nothing to rate from there
+            logger.debug("replies' ids could not be sent", exc_info=True)
+
+    async def restored(self, turns: list[Turn], ends: list[int]) -> None:
+        """The chat shows ``turns`` again (a reload, a switch, another branch), as
+        assistant messages ending at ``ends`` (each one's ``turns_to``): each that ends
+        with a reply may be rated, with its run when it was kept (else unnamed)."""
+        if self.conversation is not None and not self.runs:
+            kept = await load_beside(self.conversation, REPLIES_KIND)
+            for key, data in (kept if isinstance(kept, dict) else {}).items():
+                tally = _Tally.from_payload(data)
+                if tally is not None and isinstance(key, str):
+                    self.runs[key] = tally
+        ids: list[str | None] = []
+        for end in ends[-MAX_REPLIES:]:
+            if not 0 < end <= len(turns) or turns[end - 1].role != "assistant":
+                ids.append(None)
+                continue
+            tally = self.runs.get(_reply_key(turns, end)) or _Tally(answered=True)
+            ids.append(self._remember(tally, turns, end))
+        if any(ids):
+            await self._tell(FEEDBACK_RESTORED_MESSAGE, {"replies": ids})
 
     def on_feedback(self, callback: FeedbackCallback) -> Callable[[], None]:
         """Call ``callback(record)`` (sync or async) after each accepted rating; the

@@ -19,7 +19,8 @@ Usage is the agent's, over every run: a branch never resets it, and the budget w
 for each request as it was sent. The message index comes from the browser, so it is
 untrusted: it must name a user message of this session's chat that the agent has as a
 prompt, else the edit is refused (logged; nothing changes). The branches live as long as
-the session (a reload keeps the current branch only, as saved).
+the session, and with a saved conversation they are kept with it
+(:mod:`._kept_beside`): after a reload the old branches are still reachable.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ._branches import BranchTree, prompt_indices
 from ._chat_session import BUSY_MESSAGE, _ChatSession, tell
 from ._history_drawer import listed
 from ._image_guard import ImageGuard
+from ._kept_beside import BRANCHES_KIND, load_beside, save_beside
 from ._strings import DEFAULT_STRINGS, KitStrings
 
 __all__ = ["SessionBranches", "files_restored", "parse_edit", "parse_navigate"]
@@ -159,6 +161,29 @@ class SessionBranches:
         sends its history (:attr:`history`), which also ends a navigation it waits on."""
         await self._send(await self.history())
 
+    async def start(self) -> None:
+        """As the session starts: :meth:`enable`, then, once the saved conversation is
+        back, its branches (each message's versions marked again)."""
+        await self.enable()
+        conversation = self.session.conversation
+        if conversation is None:
+            return
+        await conversation.ready.wait()
+        data = await load_beside(conversation, BRANCHES_KIND) if conversation.loaded else None
+        if data is None or self.tree.stored:
+            return
+        try:
+            self.tree = await asyncio.to_thread(BranchTree.from_payload, data)
+        except DeputyError as exc:
+            logger.warning("a conversation's branches are damaged; not restored: %s", exc)
+            return
+        await self.send_siblings()
+
+    async def _keep_tree(self) -> None:
+        if self.session.conversation is not None:
+            payload = await asyncio.to_thread(self.tree.payload)
+            await save_beside(self.session.conversation, BRANCHES_KIND, payload)
+
     async def history(self) -> dict[str, Any]:
         """The ``history_update`` action :meth:`enable` sends: the user's conversations
         when they are saved (the drawer's list, never blanked), else none."""
@@ -253,6 +278,7 @@ class SessionBranches:
     async def _refresh(self) -> None:
         s = self.session
         await s.saved()
+        await self._keep_tree()
         s.ended_calls += 1  # views of the workspace refresh, as after a tool call
         await s.values.set_tool_events(s.ended_calls)
 
@@ -319,6 +345,7 @@ class SessionBranches:
             return
         state, files = await self._snapshot()
         self.tree.keep(turns, state, files)
+        await self._keep_tree()  # a reload during the edited message's run keeps it too
         agent.set_turns(turns[:cut])
         if checkpoint is not None:
             await asyncio.to_thread(agent.rewind_files, checkpoint)

@@ -59,6 +59,7 @@ from ._identity import (
     token_id,
     trusted_user,
 )
+from ._kit_store import KitStore
 from ._session_listing import SessionListing, capped_note, forget
 from ._stored_conversations import (
     CONVERSATION_KIND,
@@ -291,6 +292,11 @@ class SessionConversation:
     def stored(self) -> bool:
         """True when the conversation is kept in a store (not in files)."""
         return self._link is not None
+
+    @property
+    def link(self) -> KitStore | None:
+        """The kit's link to the conversation's store (None: kept in files)."""
+        return self._link
 
     @property
     def store(self) -> Store | None:

@@ -199,6 +199,22 @@ class SessionListing:
 
         return await self._owned(value, "rename", change) is not None and text is not None
 
+    async def retitle(self, first: str, title: str) -> bool:
+        """Title the current conversation ``title`` (a model's), unless its title is no
+        longer the one its first message ``first`` gave it (the user renamed it, or it
+        was deleted meanwhile); whether it changed."""
+        expected = first_title(first)
+
+        def change(listing: Listing) -> bool:
+            entry = listing.find(self.current)
+            if entry is None or entry.title != expected:
+                return False
+            listing.put(ConversationEntry(entry.id, title, entry.created, entry.updated))
+            return True
+
+        _, changed = await self._change(change)
+        return changed is True
+
     async def delete(self, value: object) -> str | None:
         """Take one of this user's conversations off the list (the caller deletes its
         records and folders); its id, or None when refused."""

@@ -32,6 +32,8 @@ class TranscriptMessage:
 
     role: Literal["user", "assistant"]
     chunks: list[Chunk] = field(default_factory=list)
+    turns_to: int = 0
+    """How many of the turns it shows up to its end (the reply's conversation)."""
 
 
 def transcript_messages(
@@ -71,6 +73,7 @@ def transcript_messages(
                     current = TranscriptMessage("assistant")
                     messages.append(current)
                 current.chunks.extend(_card(index, request, result))
+                current.turns_to = index + 1
             text = "\n\n".join(t for t in texts if t)
             if text:
                 messages.append(TranscriptMessage("user", [_safe(text, origins)]))
@@ -79,6 +82,7 @@ def transcript_messages(
         if current is None:
             current = TranscriptMessage("assistant")
             messages.append(current)
+        current.turns_to = index + 1
         text = "".join(texts)
         if text:
             current.chunks.append(_safe(text, origins))

@@ -178,8 +178,9 @@ def test_a_forged_edit_is_refused_and_changes_nothing(
 def test_a_saved_conversation_comes_back_on_its_branch_and_edits_again(
     page: Page, serve_app: Callable[..., AppServer]
 ) -> None:
-    """With a store (the journal in it too): a reload shows the branch the edit left,
-    with its files, and its messages can be edited again."""
+    """With a store (the journal and the branches in it too): a reload shows the branch
+    the edit left, with its files; the old branch is still reachable, going back to it
+    restores its files, and its messages can be edited again."""
     saved = serve_app("branches.py", DEPUTY_STORE_URL=STORE_URL)
     chat = open_chat(page, saved)
     say(chat, "write a.md one", "Tool said")
@@ -194,8 +195,20 @@ def test_a_saved_conversation_comes_back_on_its_branch_and_edits_again(
     page.reload()
     chat.expect_ready()
     expect(bodies(chat)).to_have_text(["write a.md one", "write c.md four"])
+    nav = chat.versions(1)
+    expect(nav).to_contain_text("2 / 2")
+    nav.get_by_role("button", name="Previous version").click()
+    confirm(page, "2 files restored: b.md, c.md", "Open")
+    expect(bodies(chat)).to_have_text(["write a.md one", "write b.md two"])
+    assert files(folder) == {"a.md": "one", "b.md": "two"}
+    expect(nav).to_contain_text("1 / 2")
+
+    page.reload()  # the branch the user went back to is the one that comes back
+    chat.expect_ready()
+    expect(bodies(chat)).to_have_text(["write a.md one", "write b.md two"])
+    expect(chat.versions(1)).to_contain_text("1 / 2")
     chat.edit_message(0, "write d.md five")
-    confirm(page, "2 files restored: a.md, c.md", "Edit and rerun")
+    confirm(page, "2 files restored: a.md, b.md", "Edit and rerun")
     chat.expect_latest_reply("Tool said", timeout=20_000)
     chat.expect_idle()
     assert files(folder) == {"d.md": "five"}

@@ -146,3 +146,43 @@ def test_a_forged_rating_is_refused(page: Page, app: AppServer) -> None:
     expect(groups.last.get_by_role("button", name="Good reply")).to_have_attribute(
         "aria-pressed", "false"
     )
+
+
+def test_replies_restored_on_reload_are_rated_with_their_own_runs(
+    page: Page, app: AppServer
+) -> None:
+    chat = open_chat(page, app)
+    chat.send("hello from before")
+    chat.expect_latest_reply("You said: hello from before", timeout=20_000)
+    chat.expect_idle()
+    chat.send("list")
+    chat.expect_latest_reply("Listed the files.", timeout=20_000)
+    chat.expect_idle()
+    live = chat.loc_replies.last.get_by_role("group", name="Rate this reply")
+    live.get_by_role("button", name="Good reply").click()
+    wait_for_event(app, "feedback up ")
+    [first] = [r for r in stored() if r.prompt == "list" and r.rating == "up"]
+
+    page.reload()  # the conversation comes back: its replies may be rated there too
+    chat.expect_ready()
+    chat.expect_latest_reply("Listed the files.", timeout=20_000)
+    bars = chat.loc_replies.get_by_role("group", name="Rate this reply")
+    expect(bars).to_have_count(2)
+    bars.last.get_by_role("button", name="Bad reply").click()
+    bars.first.get_by_role("button", name="Bad reply").click()
+    deadline = time.monotonic() + 20
+    # The module's store holds the other tests' ratings too: this one is found by its run.
+    while not [r for r in stored() if r.rating == "down" and r.run_id == first.run_id]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    [again] = [r for r in stored() if r.rating == "down" and r.run_id == first.run_id]
+    # The restored reply's rating names its own run, with its tools, usage and turns.
+    assert again.run_id == first.run_id and again.model == first.model
+    assert again.tools == ["list_files"] and again.usage == first.usage
+    assert again.turns == first.turns
+    while not [r for r in stored() if r.prompt == "hello from before"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    [older] = [r for r in stored() if r.prompt == "hello from before"]
+    assert older.run_id and older.run_id != first.run_id and older.tools == []
+    assert older.reply == "You said: hello from before" and len(older.turns) == 2

@@ -94,6 +94,30 @@
     })();
   }
 
+  // A conversation shown again (a reload, a switch, another branch): its last replies,
+  // in order, each with its id (null: that one may not be rated).
+  function onRestored(message) {
+    if (!message || !Array.isArray(message.replies) || typeof message.chat !== "string") return;
+    if (typeof message.input !== "string") return;
+    const ids = message.replies.slice(-MAX_REPLIES);
+    const chat = document.getElementById(message.chat);
+    if (!chat || !chat.closest("[data-deputy-feedback]")) return; // feedback is off
+    let tries = 0;
+    (function place() {
+      const content = chat.querySelector(".shiny-chat-messages-content");
+      const replies = content ? content.querySelectorAll(":scope > .shiny-chat-message") : [];
+      if (replies.length < ids.length) {
+        if (tries++ < 100) setTimeout(place, 50);
+        return;
+      }
+      const shown = Array.prototype.slice.call(replies, replies.length - ids.length);
+      ids.forEach(function (id, i) {
+        if (typeof id !== "string" || shown[i].querySelector(":scope > .deputy-feedback")) return;
+        shown[i].appendChild(build(id, message.input, wordsOf(chat)));
+      });
+    })();
+  }
+
   function onSaved(message) {
     if (!message || typeof message.reply !== "string") return;
     const bar = byReply.get(message.reply);
@@ -131,6 +155,7 @@
   function onMessages() {
     if (!window.Shiny || !window.Shiny.addCustomMessageHandler) return false;
     window.Shiny.addCustomMessageHandler("deputy-feedback-reply", onReply);
+    window.Shiny.addCustomMessageHandler("deputy-feedback-restored", onRestored);
     window.Shiny.addCustomMessageHandler("deputy-feedback-saved", onSaved);
     return true;
   }
