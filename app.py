@@ -52,6 +52,7 @@ from components.model_choice import (
     ModelChoice,
     chosen_model,
     demo_banner,
+    page_follows_check,
     track_model_choice,
 )
 from components.sidebar import app_sidebar, model_section_server, show_not_saved
@@ -70,6 +71,7 @@ from deputy_shiny.mcp import MCP_CONFIG_ENV, load_mcp_config
 from deputy_shiny.models.demo import RESEARCHER_ROLE, WRITER_ROLE
 from deputy_shiny.shiny import (
     AgentChatContext,
+    AgentChatHandle,
     DailyAllowance,
     KitPersistence,
     UserBudget,
@@ -217,12 +219,20 @@ def _greeting(choice: ModelChoice) -> str:
 
 
 def app_ui(request: Request) -> ui.Tag:
-    """The page, built per request so it shows the model check's latest result."""
+    """The page, built per request so it shows the model check's latest result: as
+    outputs that follow the check while it runs, as plain markup once it has settled
+    (then a session needs nothing to follow it: see ``page_follows_check``)."""
     choice = MODEL_CHECK.current()
-    banner = ui.output_ui("banner")
+    live = not MODEL_CHECK.settled
+    banner = ui.output_ui("banner") if live else ui.div(id="banner")
     banner.children.append(demo_banner(choice))
     return ui.page_sidebar(
-        app_sidebar(choice, bash_unavailable=BASH_UNAVAILABLE, mcp=MCP_CONFIG is not None),
+        app_sidebar(
+            choice,
+            bash_unavailable=BASH_UNAVAILABLE,
+            mcp=MCP_CONFIG is not None,
+            live_model=live,
+        ),
         banner,
         agent_chat_ui(
             "chat",
@@ -247,17 +257,8 @@ def app_ui(request: Request) -> ui.Tag:
     )
 
 
-def server(input: Inputs, output: Outputs, session: Session) -> None:
-    # Whom the Team panel's disclosure policy judges: the signed-in user on Posit
-    # Connect, else this browser session (a client-sent credentials header counts only
-    # where Connect sets it).
-    requester = trusted_session_user(session) or session.id
-    handle = agent_chat_server(
-        "chat",
-        lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),
-        mcp_config=MCP_CONFIG,
-        persistence=CONVERSATIONS,
-    )
+def _follow_model_check(output: Outputs, handle: AgentChatHandle) -> None:
+    """Keep this session's page and agent in step with the model check, until it settles."""
 
     def apply(choice: ModelChoice) -> bool:
         # The check finished after this session started: move the agent to the model
@@ -279,6 +280,22 @@ def server(input: Inputs, output: Outputs, session: Session) -> None:
         return demo_banner(choice())
 
     model_section_server("model", choice)
+
+
+def server(input: Inputs, output: Outputs, session: Session) -> None:
+    # Whom the Team panel's disclosure policy judges: the signed-in user on Posit
+    # Connect, else this browser session (a client-sent credentials header counts only
+    # where Connect sets it).
+    requester = trusted_session_user(session) or session.id
+    handle = agent_chat_server(
+        "chat",
+        lambda ctx: build_agent(ctx, MODEL_CHECK.current().model, requester),
+        mcp_config=MCP_CONFIG,
+        persistence=CONVERSATIONS,
+    )
+
+    if page_follows_check(MODEL_CHECK, input):
+        _follow_model_check(output, handle)
     if not handle.persistent:
         show_not_saved()
     conversation_panel_server("conversation", handle)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from htmltools import Tag, TagList, tags
-from shiny import reactive, ui
+from shiny import Inputs, reactive, ui
 
 from deputy_shiny import DEMO_MODEL, ChatModel, DeputyError, warm_up
 from deputy_shiny.models import missing_credentials
@@ -37,6 +37,7 @@ __all__ = [
     "decide",
     "demo_banner",
     "model_summary",
+    "page_follows_check",
     "track_model_choice",
 ]
 
@@ -151,6 +152,16 @@ class ModelCheck:
         """The choice so far (never blocks): the requested model, unchecked, until known."""
         return self._choice
 
+    @property
+    def settled(self) -> bool:
+        """True once the check has finished: :meth:`current` will not change again.
+
+        Examples:
+            >>> ModelCheck("deputy/demo").settled  # not started
+            False
+        """
+        return self._done.is_set()
+
     def wait(self, timeout: float | None = None) -> ModelChoice:
         """Wait for the check (scripts and tests only: never on the event loop).
 
@@ -201,6 +212,31 @@ def model_summary(choice: ModelChoice) -> TagList:
         tags.code(choice.model, class_="deputy-model-name"),
         tags.div(note, class_="deputy-model-note"),
     )
+
+
+def page_follows_check(check: ModelCheck, input: Inputs, output_id: str = "banner") -> bool:
+    """Whether this session must keep its page in step with ``check`` (call it in the
+    server function, before :func:`track_model_choice`).
+
+    A page built once the check had settled shows the final choice as plain markup and
+    needs nothing more; following the check costs every idle session a few reactive
+    objects it would keep for its whole life. A page built while the check ran has the
+    output ``output_id`` instead (see ``app_ui``), and its browser says so as the
+    session starts (Shiny's ``.clientdata_output_<id>_hidden``): that session follows.
+
+    Examples:
+        >>> from shiny.session import Inputs
+        >>> pending_page = Inputs({})
+        >>> pending_page[".clientdata_output_banner_hidden"]._set(False)
+        True
+        >>> checking = ModelCheck("deputy/demo")  # not started: still checking
+        >>> page_follows_check(checking, pending_page), page_follows_check(checking, Inputs({}))
+        (True, True)
+    """
+    if not check.settled:
+        return True
+    with reactive.isolate():
+        return f".clientdata_output_{output_id}_hidden" in input
 
 
 def track_model_choice(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from htmltools import Tag, TagChild, TagList, tags
-from shiny import Inputs, Outputs, Session, render, ui
+from shiny import Inputs, Outputs, Session, module, render, ui
 
 from components.model_choice import ModelChoice, model_summary
 from components.usage_meter import usage_meter_ui
@@ -51,8 +51,13 @@ def _section(title: str, *children: TagChild, class_: str = "") -> Tag:
 
 
 @kit_module.ui
-def model_section_ui(initial: ModelChoice) -> Tag:
-    """The model in use; ``initial`` is shown until the server renders (and without JS)."""
+def model_section_ui(initial: ModelChoice, live: bool = True) -> Tag:
+    """The model in use; ``initial`` is shown until the server renders (and without JS).
+
+    ``live=False`` (the model check has settled): plain markup, no output to follow.
+    """
+    if not live:
+        return tags.div(*model_summary(initial), id=module.resolve_id("info"))
     placeholder = ui.output_ui("info")
     placeholder.children.extend(model_summary(initial))
     return placeholder
@@ -84,15 +89,21 @@ def _shell_note(bash_unavailable: str | None) -> Tag:
 
 
 def app_sidebar(
-    initial: ModelChoice, bash_unavailable: str | None = None, mcp: bool = False
+    initial: ModelChoice,
+    bash_unavailable: str | None = None,
+    mcp: bool = False,
+    live_model: bool = True,
 ) -> ui.Sidebar:
     """The sidebar, with ``initial`` as the model shown before the server renders.
 
     ``bash_unavailable`` is why the app left shell commands out (None: they are on);
-    ``mcp`` adds the MCP servers panel (the app has an MCP config).
+    ``mcp`` adds the MCP servers panel (the app has an MCP config); ``live_model=False``
+    shows ``initial`` as final (the model check has settled).
     """
     return ui.sidebar(
-        _section("Model", model_section_ui("model", initial), class_="deputy-model"),
+        _section(
+            "Model", model_section_ui("model", initial, live=live_model), class_="deputy-model"
+        ),
         tags.section(
             permission_mode_ui("mode"),
             tags.p(

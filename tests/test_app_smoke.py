@@ -3,6 +3,8 @@ pieces, the static files, and the demo banner whenever the demo model runs."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -11,8 +13,10 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_VARIABLES = ("DEPUTY_MODEL", "OPENAI_API_KEY")
@@ -138,3 +142,40 @@ def test_without_bubblewrap_the_app_starts_and_leaves_bash_out(
     )
     assert done.returncode == 0, done.stderr
     assert "run_bash" not in done.stdout and "write_file" in done.stdout
+
+
+async def _first_values(url: str, init: dict[str, Any]) -> dict[str, Any]:
+    """The output values a websocket session (Shiny's protocol) has once its usage meter
+    (shown) rendered: the outputs that exist at start render in that same flush."""
+    ws_url = url.replace("http://", "ws://") + "/websocket/"
+    async with websockets.connect(ws_url, max_size=None) as ws:
+        shown = {".clientdata_output_usage-meter_hidden": False, **init}
+        await ws.send(json.dumps({"method": "init", "data": shown}))
+        values: dict[str, Any] = {}
+        async with asyncio.timeout(60):
+            while "usage-meter" not in values:
+                values.update(json.loads(await ws.recv()).get("values", {}))
+        return values
+
+
+def test_a_page_built_after_the_model_check_costs_sessions_nothing_to_follow_it(
+    start_app: Callable[..., str],
+) -> None:
+    # Once the check has settled, the page shows the model as plain markup and a
+    # session keeps no outputs for it (an idle session's memory: benchmarks/idle_memory.py).
+    url = start_app()
+    page = _wait_for_page(url, '<div id="banner">')
+    assert '<div id="banner">' in page and "Offline demo model." in page
+    assert '<div id="model-info">' in page
+    assert '<code class="deputy-model-name">deputy/demo' in page
+    values = asyncio.run(_first_values(url, {}))
+    assert "banner" not in values and "model-info" not in values
+    # A page built while the check ran has the outputs, and its browser says so as the
+    # session starts: that session still follows the check to the end.
+    pending_page = {
+        ".clientdata_output_banner_hidden": False,
+        ".clientdata_output_model-info_hidden": False,
+    }
+    values = asyncio.run(_first_values(url, pending_page))
+    assert "Offline demo model." in values["banner"]["html"]
+    assert "deputy/demo" in values["model-info"]["html"]
