@@ -433,3 +433,26 @@ async def test_native_fetch_rides_beside_the_function_tools_in_the_request() -> 
 def _add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+def test_the_deputy_command_leaves_an_install_to_the_persons_approval(tmp_path: Path) -> None:
+    """In the terminal every shell call asks first: a pip install is the person's to
+    approve there, not refused whatever they answer (deputy's CLI lets them)."""
+    import io
+
+    from rich.console import Console
+
+    from deputy_shiny.cli._args import parse_args
+    from deputy_shiny.cli._main import build_agent
+    from deputy_shiny.cli._prompts import ScriptedLines, TerminalPrompts
+
+    prompts = TerminalPrompts(Console(file=io.StringIO()), ScriptedLines([]))
+    agent, _ = build_agent(
+        parse_args(["--tools", "full"]), ScriptedModel(["hi"]), prompts, tmp_path
+    )
+    bash = agent.get_tools()["run_bash"]
+    assert isinstance(bash, Tool)
+    decision = permissions_check(
+        agent.permissions, bash, {"command": "pip install rich"}, str(tmp_path)
+    )
+    assert decision.decision == "ask", decision.reason

@@ -108,6 +108,9 @@ def build_agent(
             run_bash=True,
             run_python=True,
             web=True,  # only --tools full offers web tools; each call asks first
+            # Every shell and code call asks the person at the terminal first, so an
+            # install is theirs to approve (as in deputy's CLI); the sandbox has no network.
+            install_packages=True,
             approval_effects=("write", "open_world"),
         ),
         hooks=[hook_block_dangerous_bash()],
