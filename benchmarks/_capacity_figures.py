@@ -95,12 +95,13 @@ def nearest(ladder: Sequence[int], target: int) -> int:
 
 
 def majority_held(results: Sequence[Result]) -> bool:
-    """Whether the rounds of one app at one N held it: more than half of them did.
+    """Whether the rounds of one app at one N held it: at least half of them did.
 
     One slow round (the machine's other work, a collection at the wrong moment) no longer
-    ends an app's ladder; an app that cannot hold N fails most rounds anyway.
+    ends an app's ladder, even of two rounds; an app that cannot hold N fails most
+    rounds anyway.
     """
-    return sum(r.held for r in results) * 2 > len(results)
+    return sum(r.held for r in results) * 2 >= len(results)
 
 
 @dataclass

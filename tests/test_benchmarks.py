@@ -108,11 +108,13 @@ def test_capacity_holds_by_the_majority_of_rounds_and_claims_only_what_the_inter
         return figures.Result("kit", n, nan, nan, nan, nan, nan, nan, n, held, "")
 
     ledger = figures.Ledger()
-    # N=10 held in 2 of 3 rounds (one slow round), N=20 in 1 of 3: the ladder ends there.
-    for n, rounds in ((10, (True, False, True)), (20, (False, True, False)), (40, (True,))):
+    # N=10 held in 2 of 3 rounds (one slow round), N=15 in 1 of 2 (a tie holds), N=20 in
+    # 1 of 3: the ladder ends there.
+    steps = ((10, (True, False, True)), (15, (False, True)), (20, (False, True, False)))
+    for n, rounds in (*steps, (40, (True,))):
         for held in rounds:
             ledger.add("wire", 0, result(n, held))
-    assert ledger.held("wire", 0, "kit") == 10
+    assert ledger.held("wire", 0, "kit") == 15
     assert ledger.failed("wire", 0, "kit")
 
     ahead = figures.ratio_estimate([80, 80, 100, 80], [40, 40, 50, 40])

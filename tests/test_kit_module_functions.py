@@ -37,7 +37,7 @@ def test_every_kit_module_function_is_found() -> None:
     names = [name.rsplit(".", 1)[1] for name, _ in module_functions()]
     assert {"agent_chat_server", "agent_chat_ui", "permission_mode_server"} <= set(names)
     assert {"workspace_server", "usage_meter_ui", "model_section_server"} <= set(names)
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 18
 
 
 @pytest.mark.parametrize(("name", "fn"), module_functions(), ids=[n for n, _ in module_functions()])

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from htmltools import Tag, TagList
-from shiny import Inputs, Outputs, Session, module, reactive, render, ui
+from shiny import Inputs, Outputs, Session, reactive, render, ui
 
 from ..agent import Agent
 from ..approvals import ApprovalDecision
 from ..hooks import HookMatcher
 from ..persistence.approvals import ApprovalContinuation
+from . import _module as kit_module
 from ._answers import decision_from_answer
 from ._chat_module import kit_dependency
 from ._prompts import PromptClosed, session_prompts
@@ -61,7 +62,7 @@ class ApprovalReview:
     refresh: Callable[[], None]
 
 
-@module.ui
+@kit_module.ui
 def approval_review_ui() -> TagList:
     """The review's place on the page: a line saying what waits (the call itself is
     reviewed in the kit's modal). Pair it with :func:`approval_review_server`."""
@@ -71,7 +72,7 @@ def approval_review_ui() -> TagList:
     )
 
 
-@module.server
+@kit_module.server
 def approval_review_server(
     input: Inputs,
     output: Outputs,
